@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Builds the test control plane (etcd, kube-apiserver, kube-scheduler,
+# kube-controller-manager, kubectl) from source through the Go module proxy and
+# caches the binaries outside the repository, keyed by version and by the
+# wrapper module's contents. Prints the bin directory on stdout.
+#
+# A cold build takes about ten minutes on two cores; a warm one is a stat.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=hack/controlplane/env.sh
+source "$here/env.sh"
+
+bin=$(vk_controlplane_bin)
+want=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl)
+
+complete=1
+for b in "${want[@]}"; do [[ -x "$bin/$b" ]] || complete=0; done
+if [[ $complete == 1 ]]; then
+	echo "$bin"
+	exit 0
+fi
+
+echo "building control plane $VK_K8S_VERSION + etcd $VK_ETCD_VERSION into $bin (cold build: ~10 min on 2 cores)" >&2
+start=$(date +%s)
+tmp="$bin.tmp.$$"
+rm -rf "$tmp"
+mkdir -p "$tmp"
+trap 'rm -rf "$tmp"' EXIT
+
+# The version stamps kubectl version and /version report; the apiserver's
+# compatibility version comes from the source itself.
+pkg=k8s.io/component-base/version
+cgo=k8s.io/client-go/pkg/version
+minor=${VK_K8S_VERSION#v1.}
+minor=${minor%%.*}
+date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+ldflags="-s -w"
+for p in $pkg $cgo; do
+	ldflags+=" -X $p.gitVersion=$VK_K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
+	ldflags+=" -X $p.gitTreeState=clean -X $p.buildDate=$date"
+done
+
+cd "$here/build"
+export CGO_ENABLED=0 GOFLAGS=-mod=mod
+go build -trimpath -ldflags "$ldflags" -o "$tmp/" \
+	k8s.io/kubernetes/cmd/kube-apiserver \
+	k8s.io/kubernetes/cmd/kube-controller-manager \
+	k8s.io/kubernetes/cmd/kube-scheduler \
+	k8s.io/kubernetes/cmd/kubectl
+go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" ./etcd
+
+rm -rf "$bin"
+mv "$tmp" "$bin"
+trap - EXIT
+echo "built control plane in $(($(date +%s) - start))s" >&2
+echo "$bin"

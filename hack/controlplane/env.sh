@@ -1,0 +1,17 @@
+# Shared settings for the control-plane scripts: versions, cache location.
+# Source it; it defines variables and functions only.
+
+VK_K8S_VERSION=v1.36.3
+VK_ETCD_VERSION=v3.6.16
+
+# The cache lives outside the repository so clean clones reuse it.
+VK_CACHE_DIR=${VK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/virtual-kubelet}
+
+# vk_controlplane_bin prints the cache directory for the current wrapper
+# module: any change to its go.mod, go.sum or sources gives a new key.
+vk_controlplane_bin() {
+	local dir sum
+	dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/build
+	sum=$(cd "$dir" && cat go.mod go.sum etcd/main.go ../build.sh | sha256sum | cut -c1-12)
+	echo "$VK_CACHE_DIR/controlplane/k8s-$VK_K8S_VERSION-etcd-$VK_ETCD_VERSION-$sum/bin"
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# `make test`: vet, unit tests, then e2e tests against one real control plane
+# that all e2e packages share (started here, stopped on exit). All with -race.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+BIN=${BIN:-$PWD/bin}
+
+step() { printf '\n==> %s\n' "$*"; }
+started=$(date +%s)
+
+step "control plane binaries"
+VK_CONTROLPLANE_BIN=$(hack/controlplane/build.sh)
+export VK_CONTROLPLANE_BIN
+
+step "gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './hack/controlplane/build/*'))
+if [[ -n $unformatted ]]; then
+	echo "gofmt needed on:"; echo "$unformatted"; exit 1
+fi
+
+step "go vet"
+$GO vet ./...
+
+step "build"
+$GO build -o "$BIN/" ./cmd/virtual-kubelet ./hack/cluster
+
+step "unit tests (-race -short)"
+$GO test -race -short -count=1 ./...
+
+# e2e packages are the ones whose tests use the cluster harness.
+mapfile -t e2e < <($GO list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... |
+	awk '/internal\/testcluster( |$)/ {print $1}')
+
+step "e2e tests (-race) in ${#e2e[@]} packages"
+VK_TEST_CLUSTER=$(mktemp -d /tmp/vk-test-cluster.XXXXXX)
+export VK_TEST_CLUSTER
+trap '"$BIN/cluster" down --dir "$VK_TEST_CLUSTER" >/dev/null || true' EXIT
+"$BIN/cluster" up --dir "$VK_TEST_CLUSTER" --bin-dir "$VK_CONTROLPLANE_BIN"
+$GO test -race -count=1 -timeout 30m "${e2e[@]}"
+
+step "all passed in $(($(date +%s) - started))s"
