@@ -17,7 +17,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -291,13 +290,15 @@ func (c *ControlPlane) StartComponent(ctx context.Context, name string) error {
 	return nil
 }
 
-// StopComponent stops one component (SIGTERM, then SIGKILL after a grace period).
+// StopComponent stops one component (SIGTERM, then SIGKILL after a few
+// seconds) and returns once it has exited.
 func (c *ControlPlane) StopComponent(name string) error {
 	p := c.components[name]
 	if p == nil {
 		return fmt.Errorf("%s was never started", name)
 	}
-	return p.stop(10 * time.Second)
+	p.stop()
+	return nil
 }
 
 // Stop stops every component, newest first. The data directory stays; the
@@ -308,7 +309,7 @@ func (c *ControlPlane) Stop() {
 	}
 	for _, name := range []string{ControllerManager, Scheduler, APIServer, Etcd} {
 		if p := c.components[name]; p != nil {
-			_ = p.stop(10 * time.Second)
+			p.stop()
 		}
 	}
 }

@@ -100,10 +100,10 @@ type pki struct {
 
 func (p pki) path(name string) string { return filepath.Join(p.dir, name) }
 
-func (p pki) caCert() string          { return p.path("ca.crt") }
-func (p pki) caKey() string           { return p.path("ca.key") }
-func (p pki) saKey() string           { return p.path("sa.key") }
-func (p pki) saPub() string           { return p.path("sa.pub") }
+func (p pki) caCert() string           { return p.path("ca.crt") }
+func (p pki) caKey() string            { return p.path("ca.key") }
+func (p pki) saKey() string            { return p.path("sa.key") }
+func (p pki) saPub() string            { return p.path("sa.pub") }
 func (p pki) leafCert(n string) string { return p.path(n + ".crt") }
 func (p pki) leafKey(n string) string  { return p.path(n + ".key") }
 

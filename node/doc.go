@@ -1,0 +1,30 @@
+// Package node is the library a virtual-kubelet provider is built on. It
+// turns a provider, anything that can run pods, into a Kubernetes node:
+//
+//   - NodeController registers the Node, keeps it fresh with a
+//     coordination.k8s.io/v1 Lease and periodic status updates, and pushes
+//     the status changes its NodeProvider reports.
+//   - PodController watches the pods bound to the node, hands them to a
+//     PodLifecycleHandler (create, update, delete), and writes the status
+//     the provider reports back to the API server.
+//
+// The data path of the pod controller reads top to bottom:
+//
+//	pod informer ──> sync queue ──> provider Create/Update/DeletePod
+//	provider NotifyPods (or polling) ──> status queue ──> pods/status patch
+//	terminal status of a deleting pod ──> delete queue ──> delete (grace 0)
+//
+// A provider implements PodLifecycleHandler, and PodNotifier to report pod
+// status as it changes; one that does not is polled. Errors a provider
+// returns should use the kinds in package errdefs: GetPod and GetPodStatus
+// returning errdefs.NotFound tell the controller a pod is gone.
+//
+// Both controllers are started with Run, which blocks until its context ends;
+// Ready is closed once a controller is up, and Done and Err tell how it ended.
+// The kubelet HTTP API (logs, exec, port-forward, stats) lives in package
+// node/api.
+//
+// Spans are recorded with OpenCensus around every queue item and provider
+// call, and the logger in the context (see WithLogger) gets node and pod
+// fields; both pass to the provider through the context.
+package node

@@ -1,0 +1,500 @@
+// Package podenv resolves a pod's environment the way the kubelet does before
+// it starts containers, so a provider receives plain values: env and envFrom
+// from ConfigMaps and Secrets, downward API fields and resources, service
+// link variables, and $(VAR) references in env values, command and args.
+package podenv
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+)
+
+// Lookup reads the objects a pod's environment refers to. A nil lister makes
+// every reference to that kind an error (or, when optional, skipped).
+type Lookup struct {
+	ConfigMaps corev1listers.ConfigMapLister
+	Secrets    corev1listers.SecretLister
+	Services   corev1listers.ServiceLister
+}
+
+// MissingError says a mandatory ConfigMap, Secret or key does not exist. The
+// pod cannot start until it does; it may appear later.
+type MissingError struct {
+	Kind, Namespace, Name, Key string
+}
+
+func (e *MissingError) Error() string {
+	if e.Key != "" {
+		return fmt.Sprintf("couldn't find key %s in %s %s/%s", e.Key, e.Kind, e.Namespace, e.Name)
+	}
+	return fmt.Sprintf("%s %q not found", strings.ToLower(e.Kind), e.Name)
+}
+
+// InvalidError says the pod asks for something that cannot be resolved no
+// matter what exists in the cluster.
+type InvalidError struct{ Msg string }
+
+func (e *InvalidError) Error() string { return e.Msg }
+
+// Result is a resolved pod and what was skipped on the way.
+type Result struct {
+	// Pod is a copy of the input with resolved env, no envFrom, and
+	// command/args expanded.
+	Pod *corev1.Pod
+	// InvalidKeys are ConfigMap/Secret keys envFrom skipped because they are
+	// not valid variable names (the kubelet reports them in an Event).
+	InvalidKeys []string
+}
+
+// masterServices are the services whose variables every pod gets, even with
+// enableServiceLinks off, as the kubelet does.
+const masterServiceNamespace = corev1.NamespaceDefault
+
+var masterServices = map[string]bool{"kubernetes": true}
+
+// Resolve returns a copy of pod with every container's environment resolved.
+func (l Lookup) Resolve(pod *corev1.Pod) (*Result, error) {
+	serviceEnv, err := l.serviceEnv(pod)
+	if err != nil {
+		return nil, err
+	}
+	out := pod.DeepCopy()
+	r := &Result{Pod: out}
+	objects := newObjectCache(l, pod.Namespace)
+	resolve := func(c *corev1.Container) error {
+		env, invalid, err := resolveContainer(pod, c, serviceEnv, objects)
+		if err != nil {
+			return fmt.Errorf("container %s: %w", c.Name, err)
+		}
+		r.InvalidKeys = append(r.InvalidKeys, invalid...)
+		c.Env, c.EnvFrom = env, nil
+		lookup := mapping(env)
+		for i := range c.Command {
+			c.Command[i] = Expand(c.Command[i], lookup)
+		}
+		for i := range c.Args {
+			c.Args[i] = Expand(c.Args[i], lookup)
+		}
+		return nil
+	}
+	for i := range out.Spec.InitContainers {
+		if err := resolve(&out.Spec.InitContainers[i]); err != nil {
+			return nil, err
+		}
+	}
+	for i := range out.Spec.Containers {
+		if err := resolve(&out.Spec.Containers[i]); err != nil {
+			return nil, err
+		}
+	}
+	for i := range out.Spec.EphemeralContainers {
+		if err := resolve((*corev1.Container)(&out.Spec.EphemeralContainers[i].EphemeralContainerCommon)); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// envList keeps variables in the order they were first defined, with the
+// value of their last definition: later sources override earlier ones.
+type envList struct {
+	vars  []corev1.EnvVar
+	index map[string]int
+}
+
+func (e *envList) set(name, value string) {
+	if e.index == nil {
+		e.index = map[string]int{}
+	}
+	if i, ok := e.index[name]; ok {
+		e.vars[i].Value = value
+		return
+	}
+	e.index[name] = len(e.vars)
+	e.vars = append(e.vars, corev1.EnvVar{Name: name, Value: value})
+}
+
+func (e *envList) get(name string) (string, bool) {
+	i, ok := e.index[name]
+	if !ok {
+		return "", false
+	}
+	return e.vars[i].Value, true
+}
+
+func resolveContainer(pod *corev1.Pod, c *corev1.Container, serviceEnv []corev1.EnvVar, objects *objectCache) ([]corev1.EnvVar, []string, error) {
+	var env envList
+	var invalid []string
+
+	for _, from := range c.EnvFrom {
+		data, err := objects.envFromData(from)
+		if err != nil {
+			return nil, nil, err
+		}
+		keys := make([]string, 0, len(data))
+		for k := range data {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			name := from.Prefix + k
+			if len(validation.IsRelaxedEnvVarName(name)) > 0 {
+				invalid = append(invalid, name)
+				continue
+			}
+			env.set(name, data[k])
+		}
+	}
+
+	services := envList{}
+	for _, v := range serviceEnv {
+		services.set(v.Name, v.Value)
+	}
+	lookup := func(name string) (string, bool) {
+		if v, ok := env.get(name); ok {
+			return v, true
+		}
+		return services.get(name)
+	}
+
+	for _, v := range c.Env {
+		value, skip, err := resolveVar(pod, c, v, lookup, objects)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !skip {
+			env.set(v.Name, value)
+		}
+	}
+
+	// Service variables come last and never override the pod's own.
+	for _, v := range serviceEnv {
+		if _, ok := env.get(v.Name); !ok {
+			env.set(v.Name, v.Value)
+		}
+	}
+	return env.vars, invalid, nil
+}
+
+// resolveVar returns the value of one env entry, or skip for an optional
+// reference to something that does not exist.
+func resolveVar(pod *corev1.Pod, c *corev1.Container, v corev1.EnvVar, lookup func(string) (string, bool), objects *objectCache) (value string, skip bool, err error) {
+	from := v.ValueFrom
+	switch {
+	case from == nil:
+		return Expand(v.Value, lookup), false, nil
+	case from.FieldRef != nil:
+		value, err := FieldValue(pod, from.FieldRef.FieldPath)
+		return value, false, err
+	case from.ResourceFieldRef != nil:
+		value, err := ResourceValue(c, from.ResourceFieldRef)
+		return value, false, err
+	case from.ConfigMapKeyRef != nil:
+		return objects.keyValue("ConfigMap", from.ConfigMapKeyRef.Name, from.ConfigMapKeyRef.Key, from.ConfigMapKeyRef.Optional)
+	case from.SecretKeyRef != nil:
+		return objects.keyValue("Secret", from.SecretKeyRef.Name, from.SecretKeyRef.Key, from.SecretKeyRef.Optional)
+	}
+	return "", false, &InvalidError{Msg: fmt.Sprintf("env %s: unsupported valueFrom source", v.Name)}
+}
+
+// objectCache fetches each ConfigMap and Secret of a pod once per resolution.
+type objectCache struct {
+	l         Lookup
+	namespace string
+	data      map[string]map[string]string
+	missing   map[string]bool
+}
+
+func newObjectCache(l Lookup, namespace string) *objectCache {
+	return &objectCache{l: l, namespace: namespace, data: map[string]map[string]string{}, missing: map[string]bool{}}
+}
+
+// get returns the data of a ConfigMap or Secret, or nil if it does not exist.
+func (o *objectCache) get(kind, name string) (map[string]string, error) {
+	id := kind + "/" + name
+	if d, ok := o.data[id]; ok {
+		return d, nil
+	}
+	if o.missing[id] {
+		return nil, nil
+	}
+	var data map[string]string
+	switch kind {
+	case "ConfigMap":
+		if o.l.ConfigMaps == nil {
+			return nil, &InvalidError{Msg: fmt.Sprintf("configmap %q: no ConfigMap lister configured", name)}
+		}
+		cm, err := o.l.ConfigMaps.ConfigMaps(o.namespace).Get(name)
+		if err != nil {
+			return nil, o.notFound(id, err)
+		}
+		data = cm.Data
+	case "Secret":
+		if o.l.Secrets == nil {
+			return nil, &InvalidError{Msg: fmt.Sprintf("secret %q: no Secret lister configured", name)}
+		}
+		s, err := o.l.Secrets.Secrets(o.namespace).Get(name)
+		if err != nil {
+			return nil, o.notFound(id, err)
+		}
+		data = make(map[string]string, len(s.Data))
+		for k, v := range s.Data {
+			data[k] = string(v)
+		}
+	}
+	if data == nil {
+		data = map[string]string{}
+	}
+	o.data[id] = data
+	return data, nil
+}
+
+func (o *objectCache) notFound(id string, err error) error {
+	if apierrors.IsNotFound(err) {
+		o.missing[id] = true
+		return nil
+	}
+	return err
+}
+
+func (o *objectCache) envFromData(from corev1.EnvFromSource) (map[string]string, error) {
+	var kind, name string
+	var optional *bool
+	switch {
+	case from.ConfigMapRef != nil:
+		kind, name, optional = "ConfigMap", from.ConfigMapRef.Name, from.ConfigMapRef.Optional
+	case from.SecretRef != nil:
+		kind, name, optional = "Secret", from.SecretRef.Name, from.SecretRef.Optional
+	default:
+		return nil, &InvalidError{Msg: "envFrom: unsupported source"}
+	}
+	data, err := o.get(kind, name)
+	if err != nil {
+		return nil, err
+	}
+	if data == nil {
+		if optional != nil && *optional {
+			return nil, nil
+		}
+		return nil, &MissingError{Kind: kind, Namespace: o.namespace, Name: name}
+	}
+	return data, nil
+}
+
+func (o *objectCache) keyValue(kind, name, key string, optional *bool) (string, bool, error) {
+	isOptional := optional != nil && *optional
+	data, err := o.get(kind, name)
+	if err != nil {
+		return "", false, err
+	}
+	if data == nil {
+		if isOptional {
+			return "", true, nil
+		}
+		return "", false, &MissingError{Kind: kind, Namespace: o.namespace, Name: name}
+	}
+	v, ok := data[key]
+	if !ok {
+		if isOptional {
+			return "", true, nil
+		}
+		return "", false, &MissingError{Kind: kind, Namespace: o.namespace, Name: name, Key: key}
+	}
+	return v, false, nil
+}
+
+// FieldValue resolves a downward API field path of the pod.
+func FieldValue(pod *corev1.Pod, path string) (string, error) {
+	if key, ok := subscript(path, "metadata.labels"); ok {
+		return pod.Labels[key], nil
+	}
+	if key, ok := subscript(path, "metadata.annotations"); ok {
+		return pod.Annotations[key], nil
+	}
+	switch path {
+	case "metadata.name":
+		return pod.Name, nil
+	case "metadata.namespace":
+		return pod.Namespace, nil
+	case "metadata.uid":
+		return string(pod.UID), nil
+	case "spec.nodeName":
+		return pod.Spec.NodeName, nil
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName, nil
+	case "status.hostIP":
+		return pod.Status.HostIP, nil
+	case "status.hostIPs":
+		return joinIPs(pod.Status.HostIPs, func(ip corev1.HostIP) string { return ip.IP }), nil
+	case "status.podIP":
+		return pod.Status.PodIP, nil
+	case "status.podIPs":
+		return joinIPs(pod.Status.PodIPs, func(ip corev1.PodIP) string { return ip.IP }), nil
+	}
+	return "", &InvalidError{Msg: fmt.Sprintf("unsupported fieldPath: %s", path)}
+}
+
+// subscript parses prefix['key'].
+func subscript(path, prefix string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, prefix+"['")
+	if !ok {
+		return "", false
+	}
+	return strings.CutSuffix(rest, "']")
+}
+
+func joinIPs[T any](ips []T, ip func(T) string) string {
+	s := make([]string, len(ips))
+	for i := range ips {
+		s[i] = ip(ips[i])
+	}
+	return strings.Join(s, ",")
+}
+
+// ResourceValue resolves a downward API resource of the container: its
+// request or limit divided by the divisor, rounded up. A limit that is not
+// set resolves to 0; the kubelet would use the node's allocatable, which the
+// pod controller does not know.
+func ResourceValue(c *corev1.Container, ref *corev1.ResourceFieldSelector) (string, error) {
+	var list corev1.ResourceList
+	var name string
+	switch {
+	case strings.HasPrefix(ref.Resource, "limits."):
+		list, name = c.Resources.Limits, strings.TrimPrefix(ref.Resource, "limits.")
+	case strings.HasPrefix(ref.Resource, "requests."):
+		list, name = c.Resources.Requests, strings.TrimPrefix(ref.Resource, "requests.")
+	default:
+		return "", &InvalidError{Msg: fmt.Sprintf("unsupported container resource: %s", ref.Resource)}
+	}
+	q := list[corev1.ResourceName(name)]
+	divisor := ref.Divisor
+	if divisor.IsZero() {
+		divisor = resource.MustParse("1")
+	}
+	switch corev1.ResourceName(name) {
+	case corev1.ResourceCPU:
+		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
+	case corev1.ResourceMemory, corev1.ResourceEphemeralStorage:
+		return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
+	}
+	if strings.HasPrefix(name, corev1.ResourceHugePagesPrefix) {
+		return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
+	}
+	return "", &InvalidError{Msg: fmt.Sprintf("unsupported container resource: %s", ref.Resource)}
+}
+
+// serviceEnv returns the service link variables of the pod, sorted by
+// service name: its namespace's services when enableServiceLinks is not
+// false, and the master services of the default namespace always.
+func (l Lookup) serviceEnv(pod *corev1.Pod) ([]corev1.EnvVar, error) {
+	if l.Services == nil {
+		return nil, nil
+	}
+	byName := map[string]*corev1.Service{}
+	if pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks {
+		services, err := l.Services.Services(pod.Namespace).List(everything)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range services {
+			if hasClusterIP(s) {
+				byName[s.Name] = s
+			}
+		}
+	}
+	for name := range masterServices {
+		if _, ok := byName[name]; ok {
+			continue
+		}
+		s, err := l.Services.Services(masterServiceNamespace).Get(name)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if hasClusterIP(s) {
+			byName[name] = s
+		}
+	}
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var env []corev1.EnvVar
+	for _, n := range names {
+		env = append(env, ServiceVars(byName[n])...)
+	}
+	return env, nil
+}
+
+func hasClusterIP(s *corev1.Service) bool {
+	return s.Spec.ClusterIP != "" && s.Spec.ClusterIP != corev1.ClusterIPNone
+}
+
+// ServiceVars returns the variables a service contributes to pods: its host
+// and ports, and the Docker-link style variables.
+func ServiceVars(s *corev1.Service) []corev1.EnvVar {
+	prefix := strings.ToUpper(strings.ReplaceAll(s.Name, "-", "_"))
+	ip := s.Spec.ClusterIP
+	vars := []corev1.EnvVar{{Name: prefix + "_SERVICE_HOST", Value: ip}}
+	if len(s.Spec.Ports) == 0 {
+		return vars
+	}
+	vars = append(vars, corev1.EnvVar{Name: prefix + "_SERVICE_PORT", Value: strconv.Itoa(int(s.Spec.Ports[0].Port))})
+	for _, p := range s.Spec.Ports {
+		if p.Name != "" {
+			vars = append(vars, corev1.EnvVar{
+				Name:  prefix + "_SERVICE_PORT_" + strings.ToUpper(strings.ReplaceAll(p.Name, "-", "_")),
+				Value: strconv.Itoa(int(p.Port)),
+			})
+		}
+	}
+	for i, p := range s.Spec.Ports {
+		proto := strings.ToLower(string(p.Protocol))
+		if proto == "" {
+			proto = "tcp"
+		}
+		port := strconv.Itoa(int(p.Port))
+		url := proto + "://" + joinHostPort(ip, port)
+		if i == 0 {
+			vars = append(vars, corev1.EnvVar{Name: prefix + "_PORT", Value: url})
+		}
+		pp := prefix + "_PORT_" + port + "_" + strings.ToUpper(proto)
+		vars = append(vars,
+			corev1.EnvVar{Name: pp, Value: url},
+			corev1.EnvVar{Name: pp + "_PROTO", Value: proto},
+			corev1.EnvVar{Name: pp + "_PORT", Value: port},
+			corev1.EnvVar{Name: pp + "_ADDR", Value: ip},
+		)
+	}
+	return vars
+}
+
+func joinHostPort(host, port string) string {
+	if strings.Contains(host, ":") {
+		return "[" + host + "]:" + port
+	}
+	return host + ":" + port
+}
+
+func mapping(env []corev1.EnvVar) func(string) (string, bool) {
+	m := make(map[string]string, len(env))
+	for _, v := range env {
+		m[v.Name] = v.Value
+	}
+	return func(name string) (string, bool) {
+		v, ok := m[name]
+		return v, ok
+	}
+}

@@ -1,0 +1,625 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opencensus.io/trace"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	coordclientset "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	v1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/vkubelet/virtual-kubelet/internal/log"
+)
+
+const (
+	// DefaultPingInterval is how often the provider is pinged, and, without
+	// leases, how often the node status is written.
+	DefaultPingInterval = 10 * time.Second
+	// DefaultStatusUpdateInterval is how often the full node status is
+	// written when leases carry the heartbeat.
+	DefaultStatusUpdateInterval = 1 * time.Minute
+)
+
+const (
+	// DefaultRenewIntervalFraction is the fraction of lease duration to renew the lease
+	DefaultRenewIntervalFraction = 0.25
+	// DefaultLeaseDuration is from upstream kubelet, where the default lease duration is 40 seconds
+	DefaultLeaseDuration = 40
+)
+
+// ErrConflictingLeaseControllerConfiguration is returned when the lease
+// controller related options have been specified multiple times.
+var ErrConflictingLeaseControllerConfiguration = errors.New("multiple, conflicting lease configurations have been put into place")
+
+var errNotCreatedWithConstructor = errors.New("NaiveNodeProviderV2 must be created with NewNaiveNodeProvider to send status updates")
+
+// NodeController deals with creating and managing a node object in
+// Kubernetes. It can register a node with Kubernetes and periodically update
+// its status. NodeController manages a single node entity.
+type NodeController struct { //nolint:revive
+	p     NodeProvider
+	nodes v1.NodeInterface
+
+	leases        coordclientset.LeaseInterface
+	leaseDuration int32
+	renewInterval time.Duration
+
+	pingInterval   time.Duration
+	pingTimeout    time.Duration
+	statusInterval time.Duration
+	errorHandler   ErrorHandler
+
+	// desired is the node as we want it in the API server; only the control
+	// loop goroutine touches it once Run has started.
+	desired *corev1.Node
+	// uid of the registered Node, owner of the lease.
+	uid types.UID
+
+	statusUpdates chan *corev1.Node
+	nodeDeleted   chan struct{}
+
+	started bool
+	ready   chan struct{}
+	done    chan struct{}
+	mu      sync.Mutex
+	err     error
+}
+
+// NodeControllerOpt are the functional options used for configuring a node.
+type NodeControllerOpt func(*NodeController) error //nolint:revive
+
+// NewNodeController creates a new node controller. This does not have any
+// side-effects on the system or kubernetes.
+//
+// Use the node's `Run` method to register and run the loops to update the
+// node in Kubernetes.
+//
+// Note: When there are multiple NodeControllerOpts which apply against the
+// same underlying options, the last NodeControllerOpt will win; the lease
+// options are the exception and conflict with each other.
+func NewNodeController(p NodeProvider, node *corev1.Node, nodes v1.NodeInterface, opts ...NodeControllerOpt) (*NodeController, error) {
+	if p == nil {
+		return nil, errors.New("node controller: a NodeProvider is required")
+	}
+	if node == nil || node.Name == "" {
+		return nil, errors.New("node controller: a node with a name is required")
+	}
+	if nodes == nil {
+		return nil, errors.New("node controller: a node client is required")
+	}
+	n := &NodeController{
+		p:              p,
+		nodes:          nodes,
+		desired:        node.DeepCopy(),
+		pingInterval:   DefaultPingInterval,
+		statusInterval: DefaultStatusUpdateInterval,
+		statusUpdates:  make(chan *corev1.Node, 1),
+		nodeDeleted:    make(chan struct{}, 1),
+		ready:          make(chan struct{}),
+		done:           make(chan struct{}),
+	}
+	for _, o := range opts {
+		if err := o(n); err != nil {
+			return nil, err
+		}
+	}
+	if n.pingInterval <= 0 {
+		return nil, fmt.Errorf("node controller: ping interval must be positive, got %s", n.pingInterval)
+	}
+	if n.statusInterval <= 0 {
+		return nil, fmt.Errorf("node controller: status update interval must be positive, got %s", n.statusInterval)
+	}
+	if n.pingTimeout < 0 {
+		return nil, fmt.Errorf("node controller: ping timeout must not be negative, got %s", n.pingTimeout)
+	}
+	if n.pingTimeout == 0 {
+		n.pingTimeout = n.pingInterval
+	}
+	if n.leases != nil {
+		if n.renewInterval <= 0 || n.renewInterval >= time.Duration(n.leaseDuration)*time.Second {
+			return nil, fmt.Errorf("node controller: lease renew interval %s must be positive and shorter than the lease duration %ds", n.renewInterval, n.leaseDuration)
+		}
+	}
+	return n, nil
+}
+
+// WithNodeEnableLeaseV1 enables support for v1 leases. V1 Leases share all the
+// same properties as v1beta1 leases, except they do not fallback like the
+// v1beta1 lease controller does if the API server does not support it. If the
+// lease duration is not specified (0) then DefaultLeaseDuration will be used.
+// The lease is renewed every DefaultRenewIntervalFraction of its duration.
+//
+// The client must be for the kube-node-lease namespace, where the node
+// lifecycle controller looks for node leases.
+func WithNodeEnableLeaseV1(client coordclientset.LeaseInterface, leaseDurationSeconds int32) NodeControllerOpt {
+	return WithNodeEnableLeaseV1WithRenewInterval(client, leaseDurationSeconds, 0)
+}
+
+// WithNodeEnableLeaseV1WithRenewInterval enables support for v1 leases, and
+// sets a specific renew interval, as opposed to the standard multiplier
+// specified by DefaultRenewIntervalFraction. A zero interval means that
+// default fraction.
+func WithNodeEnableLeaseV1WithRenewInterval(client coordclientset.LeaseInterface, leaseDurationSeconds int32, interval time.Duration) NodeControllerOpt {
+	return func(n *NodeController) error {
+		if n.leases != nil {
+			return ErrConflictingLeaseControllerConfiguration
+		}
+		if client == nil {
+			return errors.New("node controller: the lease option needs a lease client")
+		}
+		if leaseDurationSeconds < 0 {
+			return fmt.Errorf("node controller: lease duration must not be negative, got %d", leaseDurationSeconds)
+		}
+		if leaseDurationSeconds == 0 {
+			leaseDurationSeconds = DefaultLeaseDuration
+		}
+		if interval == 0 {
+			interval = time.Duration(float64(leaseDurationSeconds) * DefaultRenewIntervalFraction * float64(time.Second))
+		}
+		n.leases, n.leaseDuration, n.renewInterval = client, leaseDurationSeconds, interval
+		return nil
+	}
+}
+
+// WithNodePingInterval sets the interval between checking for node statuses
+// via Ping(). If node leases are not supported (or not enabled), this is the
+// frequency with which the node status will be updated in Kubernetes.
+func WithNodePingInterval(d time.Duration) NodeControllerOpt {
+	return func(n *NodeController) error {
+		n.pingInterval = d
+		return nil
+	}
+}
+
+// WithNodePingTimeout limits the amount of time that the virtual kubelet will
+// wait for the node provider to respond to the ping callback. If it does not
+// return within this time, it will be considered an error condition. It
+// defaults to the ping interval.
+func WithNodePingTimeout(timeout time.Duration) NodeControllerOpt {
+	return func(n *NodeController) error {
+		n.pingTimeout = timeout
+		return nil
+	}
+}
+
+// WithNodeStatusUpdateErrorHandler adds an error handler for cases where there
+// is an error when updating the node status. This allows the caller to have
+// some control on how errors are dealt with when updating a node's status.
+//
+// The error passed to the handler will be the error received from kubernetes
+// when updating node status. If the handler returns an error, Run stops and
+// Err returns it. Without a handler, a node that was deleted is registered
+// again and other errors are logged and retried at the next update.
+func WithNodeStatusUpdateErrorHandler(h ErrorHandler) NodeControllerOpt {
+	return func(n *NodeController) error {
+		n.errorHandler = h
+		return nil
+	}
+}
+
+// WithNodeStatusUpdateInterval sets the interval for updating node status.
+// This is only used when leases are supported and only for updating the
+// actual node status, not the node lease. When node leases are not enabled
+// (or are not supported on the cluster) this has no affect and node status is
+// updated on the "ping" interval.
+func WithNodeStatusUpdateInterval(d time.Duration) NodeControllerOpt {
+	return func(n *NodeController) error {
+		n.statusInterval = d
+		return nil
+	}
+}
+
+// Ready returns a channel that gets closed when the node is fully up and
+// running. Note that if there is an error on startup this channel will never
+// be closed.
+func (n *NodeController) Ready() <-chan struct{} { return n.ready }
+
+// Done signals to the caller when the controller is done and the control loop
+// is exited.
+//
+// Call n.Err() to find out if there was an error.
+func (n *NodeController) Done() <-chan struct{} { return n.done }
+
+// Err returns any errors that have occurred that trigger the control loop to
+// exit.
+//
+// Err only returns a non-nil error after `<-n.Done()` returns.
+func (n *NodeController) Err() error {
+	select {
+	case <-n.done:
+	default:
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.err
+}
+
+// Run registers the node in kubernetes and starts loops for updating the node
+// status in Kubernetes.
+//
+// The node status must be updated periodically in Kubernetes to keep the node
+// active. With leases enabled, the lease is the heartbeat, renewed often,
+// and the full status is written at the slower status interval; without, the
+// status is written at the ping interval. A heartbeat is sent only while the
+// provider answers Ping, so an unhealthy provider makes the node NotReady.
+//
+// Run blocks until ctx ends or the error handler returns an error. A node
+// deleted from the API server meanwhile is registered again.
+func (n *NodeController) Run(ctx context.Context) (retErr error) {
+	n.mu.Lock()
+	if n.started {
+		n.mu.Unlock()
+		return errors.New("node controller: Run was already called")
+	}
+	n.started = true
+	n.mu.Unlock()
+
+	defer func() {
+		n.mu.Lock()
+		n.err = retErr
+		n.mu.Unlock()
+		close(n.done)
+	}()
+
+	ctx = log.WithFields(ctx, map[string]any{"node": n.desired.Name})
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	n.p.NotifyNodeStatus(ctx, n.onProviderStatus)
+
+	if err := n.register(ctx); err != nil {
+		return err
+	}
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n.watchDeletion(ctx)
+	}()
+
+	close(n.ready)
+	return n.controlLoop(ctx)
+}
+
+// onProviderStatus keeps only the newest status the provider reported; the
+// control loop writes it.
+func (n *NodeController) onProviderStatus(node *corev1.Node) {
+	node = node.DeepCopy()
+	for {
+		select {
+		case n.statusUpdates <- node:
+			return
+		default:
+		}
+		select {
+		case <-n.statusUpdates:
+		default:
+		}
+	}
+}
+
+func (n *NodeController) controlLoop(ctx context.Context) error {
+	ping := time.NewTicker(n.pingInterval)
+	defer ping.Stop()
+
+	// Without leases the status is the heartbeat, written at the ping
+	// interval; with them, the lease is renewed at its own interval.
+	var renew, status <-chan time.Time
+	if n.leases != nil {
+		r := time.NewTicker(n.renewInterval)
+		defer r.Stop()
+		renew = r.C
+		s := time.NewTicker(n.statusInterval)
+		defer s.Stop()
+		status = s.C
+	}
+
+	healthy := true
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ping.C:
+			healthy = n.ping(ctx)
+			if n.leases == nil && healthy {
+				if err := n.writeStatus(ctx); err != nil {
+					return err
+				}
+			}
+		case <-renew:
+			if healthy {
+				n.renewLease(ctx)
+			}
+		case <-status:
+			if err := n.writeStatus(ctx); err != nil {
+				return err
+			}
+		case node := <-n.statusUpdates:
+			n.desired.Status = node.Status
+			if err := n.writeStatus(ctx); err != nil {
+				return err
+			}
+		case <-n.nodeDeleted:
+			log.G(ctx).Warn("node was deleted from the API server; registering it again")
+			if err := n.register(ctx); err != nil {
+				log.G(ctx).WithError(err).Error("registering the node again")
+			}
+		}
+	}
+}
+
+func (n *NodeController) ping(ctx context.Context) bool {
+	ctx, span := trace.StartSpan(ctx, "node.ping")
+	defer span.End()
+	ctx, cancel := context.WithTimeout(ctx, n.pingTimeout)
+	defer cancel()
+	if err := n.p.Ping(ctx); err != nil {
+		span.SetStatus(trace.Status{Code: trace.StatusCodeUnavailable, Message: err.Error()})
+		log.G(ctx).WithError(err).Warn("provider ping failed; not sending heartbeats")
+		return false
+	}
+	return true
+}
+
+// register creates the node, or adopts an existing one, and its lease. It
+// retries until it succeeds or ctx ends: a daemon started before the API
+// server is reachable should come up once it is.
+func (n *NodeController) register(ctx context.Context) error {
+	ctx, span := trace.StartSpan(ctx, "node.register")
+	defer span.End()
+	backoff := time.Second
+	for {
+		err := n.registerOnce(ctx)
+		if err == nil {
+			return nil
+		}
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			return fmt.Errorf("registering node %s: %w", n.desired.Name, err)
+		}
+		log.G(ctx).WithError(err).Warnf("registering the node failed; retrying in %s", backoff)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("registering node %s: %w", n.desired.Name, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+func (n *NodeController) registerOnce(ctx context.Context) error {
+	n.touchConditions()
+	created, err := n.nodes.Create(ctx, n.desired, metav1.CreateOptions{})
+	switch {
+	case err == nil:
+		log.G(ctx).Info("registered node")
+		n.uid = created.UID
+	case apierrors.IsAlreadyExists(err):
+		if err := n.adopt(ctx); err != nil {
+			return err
+		}
+		log.G(ctx).Info("updated existing node")
+	default:
+		return err
+	}
+	if n.leases != nil {
+		return n.ensureLease(ctx)
+	}
+	return nil
+}
+
+// adopt brings an existing Node in line with ours: our labels, annotations
+// and taints are applied over what is there (others' are kept) and the status
+// is ours.
+func (n *NodeController) adopt(ctx context.Context) error {
+	existing, err := n.nodes.Get(ctx, n.desired.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	updated := existing.DeepCopy()
+	if updated.Labels == nil {
+		updated.Labels = map[string]string{}
+	}
+	for k, v := range n.desired.Labels {
+		updated.Labels[k] = v
+	}
+	if updated.Annotations == nil {
+		updated.Annotations = map[string]string{}
+	}
+	for k, v := range n.desired.Annotations {
+		updated.Annotations[k] = v
+	}
+	updated.Spec.Taints = mergeTaints(updated.Spec.Taints, n.desired.Spec.Taints)
+	updated.Spec.Unschedulable = n.desired.Spec.Unschedulable
+	if !apiequality.Semantic.DeepEqual(existing.ObjectMeta, updated.ObjectMeta) || !apiequality.Semantic.DeepEqual(existing.Spec, updated.Spec) {
+		if updated, err = n.nodes.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+	}
+	n.uid = updated.UID
+	return n.patchStatus(ctx)
+}
+
+// mergeTaints returns have with every taint of want present (by key and
+// effect, with want's value).
+func mergeTaints(have, want []corev1.Taint) []corev1.Taint {
+	out := append([]corev1.Taint(nil), have...)
+	for _, w := range want {
+		found := false
+		for i := range out {
+			if out[i].Key == w.Key && out[i].Effect == w.Effect {
+				out[i].Value = w.Value
+				found = true
+			}
+		}
+		if !found {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// touchConditions stamps every condition with a fresh heartbeat; a condition
+// with no transition time gets one now.
+func (n *NodeController) touchConditions() {
+	now := metav1.Now()
+	for i := range n.desired.Status.Conditions {
+		c := &n.desired.Status.Conditions[i]
+		c.LastHeartbeatTime = now
+		if c.LastTransitionTime.IsZero() {
+			c.LastTransitionTime = now
+		}
+	}
+}
+
+// writeStatus writes the desired status and hands errors to the error
+// handler. It returns an error only when Run must stop.
+func (n *NodeController) writeStatus(ctx context.Context) error {
+	ctx, span := trace.StartSpan(ctx, "node.updateStatus")
+	defer span.End()
+	n.touchConditions()
+	err := n.patchStatus(ctx)
+	if err == nil {
+		return nil
+	}
+	span.SetStatus(trace.Status{Code: trace.StatusCodeUnknown, Message: err.Error()})
+	if n.errorHandler != nil {
+		if herr := n.errorHandler(ctx, err); herr != nil {
+			return fmt.Errorf("updating node status: %w", herr)
+		}
+		return nil
+	}
+	if apierrors.IsNotFound(err) {
+		log.G(ctx).Warn("node is gone from the API server; registering it again")
+		if err := n.register(ctx); err != nil && ctx.Err() == nil {
+			log.G(ctx).WithError(err).Error("registering the node again")
+		}
+		return nil
+	}
+	log.G(ctx).WithError(err).Error("updating node status")
+	return nil
+}
+
+// patchStatus sends the whole desired status as a strategic merge patch:
+// lists keyed by type (conditions, addresses) replace our entries and keep
+// those of other writers, with no read and no conflict.
+func (n *NodeController) patchStatus(ctx context.Context) error {
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": n.uid},
+		"status":   n.desired.Status,
+	})
+	if err != nil {
+		return err
+	}
+	_, err = n.nodes.Patch(ctx, n.desired.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	return err
+}
+
+func (n *NodeController) leaseObject(renew time.Time) *coordinationv1.Lease {
+	holder := n.desired.Name
+	duration := n.leaseDuration
+	renewTime := metav1.NewMicroTime(renew)
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: n.desired.Name,
+			// The lease goes with the node, as the kubelet's does.
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1",
+				Kind:       "Node",
+				Name:       n.desired.Name,
+				UID:        n.uid,
+			}},
+		},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       &holder,
+			LeaseDurationSeconds: &duration,
+			RenewTime:            &renewTime,
+		},
+	}
+}
+
+// ensureLease creates the node's lease, or takes over an existing one.
+func (n *NodeController) ensureLease(ctx context.Context) error {
+	want := n.leaseObject(time.Now())
+	_, err := n.leases.Create(ctx, want, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return n.updateLease(ctx)
+}
+
+// updateLease renews the existing lease, fixing its holder, duration and
+// owner on the way.
+func (n *NodeController) updateLease(ctx context.Context) error {
+	existing, err := n.leases.Get(ctx, n.desired.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	want := n.leaseObject(time.Now())
+	existing.Spec.HolderIdentity = want.Spec.HolderIdentity
+	existing.Spec.LeaseDurationSeconds = want.Spec.LeaseDurationSeconds
+	existing.Spec.RenewTime = want.Spec.RenewTime
+	existing.OwnerReferences = want.OwnerReferences
+	_, err = n.leases.Update(ctx, existing, metav1.UpdateOptions{})
+	return err
+}
+
+// renewLease is one heartbeat. A lease that is gone is created again (the
+// garbage collector removes it with a deleted node).
+func (n *NodeController) renewLease(ctx context.Context) {
+	ctx, span := trace.StartSpan(ctx, "node.renewLease")
+	defer span.End()
+	err := n.updateLease(ctx)
+	if apierrors.IsNotFound(err) {
+		err = n.ensureLease(ctx)
+	}
+	if err != nil {
+		span.SetStatus(trace.Status{Code: trace.StatusCodeUnknown, Message: err.Error()})
+		log.G(ctx).WithError(err).Warn("renewing the node lease failed")
+	}
+}
+
+// watchDeletion signals the control loop when our Node is deleted, so it is
+// registered again at once rather than at the next status update.
+func (n *NodeController) watchDeletion(ctx context.Context) {
+	selector := fields.OneTermEqualSelector("metadata.name", n.desired.Name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return n.nodes.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return n.nodes.Watch(ctx, o)
+		},
+	}
+	_, informer := cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: lw,
+		ObjectType:    &corev1.Node{},
+		Handler: cache.ResourceEventHandlerFuncs{
+			DeleteFunc: func(any) {
+				select {
+				case n.nodeDeleted <- struct{}{}:
+				default:
+				}
+			},
+		},
+	})
+	informer.RunWithContext(ctx)
+}

@@ -1,0 +1,240 @@
+// Package nodeutil wires a provider into a running virtual node: informers
+// on the node's pods and on the ConfigMaps, Secrets and Services they refer
+// to, an event recorder, the NodeController and the PodController.
+//
+//	n, err := nodeutil.New(nodeutil.Config{Client: client, Node: spec, Provider: p})
+//	...
+//	go n.Run(ctx)
+//	<-n.Ready()
+package nodeutil
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/vkubelet/virtual-kubelet/internal/log"
+	"github.com/vkubelet/virtual-kubelet/node"
+)
+
+// Config says how to build a Node.
+type Config struct {
+	// Client talks to the API server. Required.
+	Client kubernetes.Interface
+	// Node is the Node object to register: name, labels, taints and
+	// initial status. Required.
+	Node *corev1.Node
+	// Provider runs the pods. Required.
+	Provider node.PodLifecycleHandler
+	// NodeProvider keeps the node alive; it defaults to the Provider if it
+	// implements node.NodeProvider, else to node.NaiveNodeProvider.
+	NodeProvider node.NodeProvider
+
+	// Workers is the number of workers for each pod queue (default 10).
+	Workers int
+	// InformerResyncPeriod is the informers' resync period (default none).
+	InformerResyncPeriod time.Duration
+	// DisableLease turns the coordination.k8s.io/v1 node lease off: the
+	// heartbeat is then the node status, written at the ping interval.
+	DisableLease bool
+	// LeaseDurationSeconds defaults to node.DefaultLeaseDuration.
+	LeaseDurationSeconds int32
+	// NodeOptions are passed to node.NewNodeController after the lease option.
+	NodeOptions []node.NodeControllerOpt
+	// ConfigurePodController, if set, can adjust the pod controller's
+	// config (rate limiters, retry policies, intervals) before it is built.
+	ConfigurePodController func(*node.PodControllerConfig)
+	// TransformPods, if set, is the pod informer's transform function; by
+	// default managedFields are dropped, as nothing here reads them.
+	TransformPods cache.TransformFunc
+}
+
+// Node is a provider wired to the API server as a node.
+type Node struct {
+	cfg        Config
+	podFactory informers.SharedInformerFactory
+	refFactory informers.SharedInformerFactory
+	broadcast  record.EventBroadcaster
+
+	// NodeController and PodController are exposed for callers that need
+	// their Ready/Done/Err or the pod controller's enqueue methods.
+	NodeController *node.NodeController
+	PodController  *node.PodController
+
+	ready chan struct{}
+	done  chan struct{}
+	mu    sync.Mutex
+	err   error
+}
+
+// New builds a Node; nothing is started and nothing is written until Run.
+func New(cfg Config) (*Node, error) {
+	if cfg.Client == nil || cfg.Node == nil || cfg.Node.Name == "" || cfg.Provider == nil {
+		return nil, errors.New("nodeutil: Client, Node (with a name) and Provider are required")
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = 10
+	}
+	if cfg.Workers < 0 {
+		return nil, fmt.Errorf("nodeutil: Workers must be positive, got %d", cfg.Workers)
+	}
+	if cfg.NodeProvider == nil {
+		if np, ok := cfg.Provider.(node.NodeProvider); ok {
+			cfg.NodeProvider = np
+		} else {
+			cfg.NodeProvider = node.NaiveNodeProvider{}
+		}
+	}
+	transform := cfg.TransformPods
+	if transform == nil {
+		transform = dropManagedFields
+	}
+
+	n := &Node{cfg: cfg, ready: make(chan struct{}), done: make(chan struct{})}
+	n.podFactory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.InformerResyncPeriod,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", cfg.Node.Name).String()
+		}),
+		informers.WithTransform(transform))
+	n.refFactory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.InformerResyncPeriod,
+		informers.WithTransform(dropManagedFields))
+
+	n.broadcast = record.NewBroadcaster()
+	recorder := n.broadcast.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "virtual-kubelet", Host: cfg.Node.Name})
+
+	opts := []node.NodeControllerOpt{}
+	if !cfg.DisableLease {
+		leases := cfg.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+		opts = append(opts, node.WithNodeEnableLeaseV1(leases, cfg.LeaseDurationSeconds))
+	}
+	opts = append(opts, cfg.NodeOptions...)
+	var err error
+	n.NodeController, err = node.NewNodeController(cfg.NodeProvider, cfg.Node, cfg.Client.CoreV1().Nodes(), opts...)
+	if err != nil {
+		return nil, err
+	}
+
+	core := n.refFactory.Core().V1()
+	pcc := node.PodControllerConfig{
+		PodClient:         cfg.Client.CoreV1(),
+		PodInformer:       n.podFactory.Core().V1().Pods(),
+		ConfigMapInformer: core.ConfigMaps(),
+		SecretInformer:    core.Secrets(),
+		ServiceInformer:   core.Services(),
+		EventRecorder:     recorder,
+		Provider:          cfg.Provider,
+	}
+	if cfg.ConfigurePodController != nil {
+		cfg.ConfigurePodController(&pcc)
+	}
+	n.PodController, err = node.NewPodController(pcc)
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// dropManagedFields trims what the informer caches keep: nothing here reads
+// managed fields, and they are a large share of every object.
+func dropManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// Run registers the node, starts the informers and both controllers, and
+// blocks until ctx ends or a controller fails; it then stops everything and
+// waits for it to stop.
+func (n *Node) Run(ctx context.Context) (retErr error) {
+	defer func() {
+		n.mu.Lock()
+		n.err = retErr
+		n.mu.Unlock()
+		close(n.done)
+	}()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	n.broadcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: n.cfg.Client.CoreV1().Events("")})
+	defer n.broadcast.Shutdown()
+
+	// The pod controller registers its handlers before the informers start,
+	// so it sees every pod as an add.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = n.NodeController.Run(ctx) }()
+	go func() { defer wg.Done(); _ = n.PodController.Run(ctx, n.cfg.Workers) }()
+
+	n.podFactory.Start(ctx.Done())
+	n.refFactory.Start(ctx.Done())
+	defer n.refFactory.Shutdown()
+	defer n.podFactory.Shutdown()
+	defer cancel()
+
+	for _, c := range []interface {
+		Ready() <-chan struct{}
+		Done() <-chan struct{}
+	}{n.NodeController, n.PodController} {
+		select {
+		case <-c.Ready():
+		case <-c.Done():
+			return n.firstErr()
+		case <-ctx.Done():
+			return n.firstErr()
+		}
+	}
+	log.G(ctx).WithField("node", n.cfg.Node.Name).Info("node is ready")
+	close(n.ready)
+
+	select {
+	case <-n.NodeController.Done():
+	case <-n.PodController.Done():
+	case <-ctx.Done():
+	}
+	return n.firstErr()
+}
+
+func (n *Node) firstErr() error {
+	select {
+	case <-n.NodeController.Done():
+		if err := n.NodeController.Err(); err != nil {
+			return fmt.Errorf("node controller: %w", err)
+		}
+	default:
+	}
+	select {
+	case <-n.PodController.Done():
+		if err := n.PodController.Err(); err != nil {
+			return fmt.Errorf("pod controller: %w", err)
+		}
+	default:
+	}
+	return nil
+}
+
+// Ready is closed once the node is registered and the pod controller runs.
+func (n *Node) Ready() <-chan struct{} { return n.ready }
+
+// Done is closed once Run has returned.
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Err is the error Run returned, once Done is closed.
+func (n *Node) Err() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.err
+}

@@ -1,0 +1,291 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.opencensus.io/trace"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/vkubelet/virtual-kubelet/internal/log"
+	"github.com/vkubelet/virtual-kubelet/node/errdefs"
+	"github.com/vkubelet/virtual-kubelet/node/internal/podenv"
+)
+
+// Event reasons the pod controller records.
+const (
+	// ReasonFailed is the kubelet's reason for a container that cannot be
+	// configured, e.g. a missing ConfigMap.
+	ReasonFailed = "Failed"
+	// ReasonInvalidEnvironmentVariableNames is recorded when envFrom skips keys.
+	ReasonInvalidEnvironmentVariableNames = "InvalidEnvironmentVariableNames"
+	// ReasonProviderCreateFailed, ReasonProviderUpdateFailed and
+	// ReasonProviderDeleteFailed are recorded when the provider call fails.
+	ReasonProviderCreateFailed = "ProviderCreateFailed"
+	ReasonProviderUpdateFailed = "ProviderUpdateFailed"
+	ReasonProviderDeleteFailed = "ProviderDeleteFailed"
+	// ReasonProviderRejected is the status reason of a pod the provider
+	// refused as invalid; it is Failed and not retried.
+	ReasonProviderRejected = "ProviderRejected"
+	// ReasonProviderLost is recorded when a running pod disappears from the
+	// provider; the pod is marked Failed.
+	ReasonProviderLost = "ProviderLost"
+	// ReasonCreateContainerConfigError is the waiting reason of containers
+	// whose environment cannot be resolved, as the kubelet reports it.
+	ReasonCreateContainerConfigError = "CreateContainerConfigError"
+)
+
+// syncPodFromKubernetes reconciles one pod from Kubernetes into the provider:
+// create it, update it when its spec changed, or delete it.
+func (pc *PodController) syncPodFromKubernetes(ctx context.Context, key string) error {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		log.G(ctx).WithError(err).Error("malformed pod key")
+		return nil
+	}
+	pod, err := pc.lister.Pods(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return pc.podGone(ctx, key)
+	}
+	if err != nil {
+		return err
+	}
+	ctx = withPodFields(ctx, pod)
+
+	rec := pc.pods.get(key)
+	if applied, _ := rec.appliedPod(); applied != nil && applied.UID != pod.UID {
+		// Same name, new pod: the provider still runs the old one.
+		if err := pc.callProvider(ctx, "DeletePod", applied, pc.provider.DeletePod); err != nil && !errdefs.IsNotFound(err) {
+			return err
+		}
+		rec.reset()
+	}
+	rec.lastSeen(pod)
+
+	switch {
+	case pod.DeletionTimestamp != nil:
+		return pc.deleteFromProvider(ctx, key, pod, rec)
+	case isTerminalPhase(pod.Status.Phase):
+		// Finished pods are not started again, as with the kubelet.
+		return nil
+	}
+	return pc.createOrUpdate(ctx, pod, rec)
+}
+
+// podGone handles a pod whose Kubernetes object no longer exists: force
+// deleted, or deleted by us once its terminal status was written.
+func (pc *PodController) podGone(ctx context.Context, key string) error {
+	rec := pc.pods.lookup(key)
+	if rec == nil {
+		return nil
+	}
+	if last := rec.lastPod(); last != nil && !rec.isProviderDeleted() {
+		ctx = withPodFields(ctx, last)
+		if err := pc.callProvider(ctx, "DeletePod", last, pc.provider.DeletePod); err != nil && !errdefs.IsNotFound(err) {
+			return err
+		}
+	}
+	pc.pods.remove(key)
+	pc.statusQueue.Forget(key)
+	pc.deleteQueue.Forget(key)
+	return nil
+}
+
+// deleteFromProvider handles a pod being deleted gracefully. The object is
+// removed from Kubernetes once the provider's terminal status is written (see
+// syncPodStatusFromProvider), or at once if the provider does not have it.
+func (pc *PodController) deleteFromProvider(ctx context.Context, key string, pod *corev1.Pod, rec *podRecord) error {
+	if !rec.isProviderDeleted() {
+		err := pc.callProvider(ctx, "DeletePod", pod, pc.provider.DeletePod)
+		switch {
+		case errdefs.IsNotFound(err):
+			rec.setProviderDeleted()
+			pc.deleteQueue.Enqueue(key)
+			return nil
+		case err != nil:
+			pc.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonProviderDeleteFailed, "Provider failed to delete the pod: %v", err)
+			return err
+		}
+		rec.setProviderDeleted()
+	}
+	// A pod that had already finished gets no new status from the provider:
+	// the status handler sees it is terminal and deletes the object.
+	pc.statusQueue.Enqueue(key)
+	return nil
+}
+
+// createOrUpdate hands the pod, with its environment resolved, to the
+// provider when the provider has not got it or its spec changed.
+func (pc *PodController) createOrUpdate(ctx context.Context, pod *corev1.Pod, rec *podRecord) error {
+	applied, _ := rec.appliedPod()
+	if applied != nil && !specChanged(applied, pod) {
+		return nil
+	}
+
+	res, err := pc.env.Resolve(pod)
+	if err != nil {
+		return pc.configError(ctx, pod, rec, err)
+	}
+	rec.setWaitingForConfig(false)
+	if len(res.InvalidKeys) > 0 {
+		pc.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonInvalidEnvironmentVariableNames,
+			"Keys [%s] from the EnvFrom configMap or secret were skipped since they are invalid environment variable names.", strings.Join(res.InvalidKeys, ", "))
+	}
+	resolved := res.Pod
+
+	op, reason := "UpdatePod", ReasonProviderUpdateFailed
+	call := pc.provider.UpdatePod
+	if applied == nil {
+		op, reason, call, err = pc.firstSight(ctx, resolved)
+		if err != nil {
+			return err
+		}
+	}
+	if call != nil {
+		err := pc.callProvider(ctx, op, resolved, call)
+		if errdefs.IsInvalidInput(err) {
+			pc.recorder.Eventf(pod, corev1.EventTypeWarning, reason, "Provider rejected the pod: %v", err)
+			return pc.reject(ctx, pod, rec, err)
+		}
+		if err != nil {
+			pc.recorder.Eventf(pod, corev1.EventTypeWarning, reason, "Provider failed: %v", err)
+			return err
+		}
+	}
+	rec.setApplied(pod)
+	return nil
+}
+
+// firstSight decides what to do with a pod this process has not handed to
+// the provider yet: the provider may already run it (we restarted), run an
+// older pod of the same name, or not have it.
+func (pc *PodController) firstSight(ctx context.Context, resolved *corev1.Pod) (string, string, func(context.Context, *corev1.Pod) error, error) {
+	var existing *corev1.Pod
+	err := pc.traceProvider(ctx, "GetPod", func(ctx context.Context) error {
+		var err error
+		existing, err = pc.provider.GetPod(ctx, resolved.Namespace, resolved.Name)
+		return err
+	})
+	switch {
+	case errdefs.IsNotFound(err) || (err == nil && existing == nil):
+		return "CreatePod", ReasonProviderCreateFailed, pc.provider.CreatePod, nil
+	case err != nil:
+		return "", "", nil, err
+	case existing.UID != "" && existing.UID != resolved.UID:
+		if err := pc.callProvider(ctx, "DeletePod", existing, pc.provider.DeletePod); err != nil && !errdefs.IsNotFound(err) {
+			return "", "", nil, err
+		}
+		return "CreatePod", ReasonProviderCreateFailed, pc.provider.CreatePod, nil
+	case apiequality.Semantic.DeepEqual(existing.Spec, resolved.Spec):
+		log.G(ctx).Debug("provider already runs the pod")
+		return "", "", nil, nil
+	}
+	return "UpdatePod", ReasonProviderUpdateFailed, pc.provider.UpdatePod, nil
+}
+
+// configError reports a pod whose environment cannot be resolved: Pending,
+// its containers waiting with CreateContainerConfigError and an Event, as the
+// kubelet does. A missing object is retried (and retried at once when a
+// ConfigMap or Secret appears in the namespace); an invalid reference is not.
+func (pc *PodController) configError(ctx context.Context, pod *corev1.Pod, rec *podRecord, err error) error {
+	var missing *podenv.MissingError
+	var invalid *podenv.InvalidError
+	isMissing := errors.As(err, &missing)
+	if !isMissing && !errors.As(err, &invalid) {
+		return err // a lister failure: retry
+	}
+	rec.setWaitingForConfig(isMissing)
+	pc.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonFailed, "Error: %v", err)
+	log.G(ctx).WithError(err).Warn("cannot configure the pod's containers")
+
+	status := pod.Status.DeepCopy()
+	status.Phase = corev1.PodPending
+	status.ContainerStatuses = waitingStatuses(pod.Spec.Containers, ReasonCreateContainerConfigError, err.Error())
+	if werr := pc.writeStatus(ctx, pod, rec, *status); werr != nil {
+		return werr
+	}
+	if isMissing {
+		return err
+	}
+	return nil
+}
+
+func waitingStatuses(containers []corev1.Container, reason, msg string) []corev1.ContainerStatus {
+	out := make([]corev1.ContainerStatus, len(containers))
+	for i, c := range containers {
+		out[i] = corev1.ContainerStatus{
+			Name:  c.Name,
+			Image: c.Image,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}},
+		}
+	}
+	return out
+}
+
+// reject marks a pod the provider refused as invalid Failed; retrying an
+// invalid pod cannot succeed.
+func (pc *PodController) reject(ctx context.Context, pod *corev1.Pod, rec *podRecord, cause error) error {
+	status := pod.Status.DeepCopy()
+	status.Phase = corev1.PodFailed
+	status.Reason = ReasonProviderRejected
+	status.Message = fmt.Sprintf("The provider rejected the pod: %v", cause)
+	return pc.writeStatus(ctx, pod, rec, *status)
+}
+
+// callProvider runs one provider call on a pod in a span of its own.
+func (pc *PodController) callProvider(ctx context.Context, op string, pod *corev1.Pod, call func(context.Context, *corev1.Pod) error) error {
+	return pc.traceProvider(ctx, op, func(ctx context.Context) error { return call(ctx, pod) })
+}
+
+func (pc *PodController) traceProvider(ctx context.Context, op string, call func(context.Context) error) error {
+	ctx, span := trace.StartSpan(ctx, "provider."+op)
+	defer span.End()
+	err := call(ctx)
+	if err != nil {
+		code := int32(trace.StatusCodeUnknown)
+		if errdefs.IsNotFound(err) {
+			code = trace.StatusCodeNotFound
+		} else if errdefs.IsInvalidInput(err) {
+			code = trace.StatusCodeInvalidArgument
+		}
+		span.SetStatus(trace.Status{Code: code, Message: err.Error()})
+		if !errdefs.IsNotFound(err) {
+			log.G(ctx).WithError(err).Warnf("provider %s failed", op)
+		}
+	}
+	return err
+}
+
+func withPodFields(ctx context.Context, pod *corev1.Pod) context.Context {
+	return log.WithFields(ctx, map[string]any{"namespace": pod.Namespace, "pod": pod.Name, "uid": string(pod.UID)})
+}
+
+// needsSync reports whether an informer update concerns the provider: the
+// pod itself changed, not just its status (which we write).
+func needsSync(old, cur *corev1.Pod) bool {
+	if old.UID != cur.UID || specChanged(old, cur) {
+		return true
+	}
+	if (old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) {
+		return true
+	}
+	og, cg := old.DeletionGracePeriodSeconds, cur.DeletionGracePeriodSeconds
+	return (og == nil) != (cg == nil) || (og != nil && *og != *cg)
+}
+
+// specChanged reports whether the provider must be told about cur: its spec,
+// labels or annotations differ from what the provider was given.
+func specChanged(applied, cur *corev1.Pod) bool {
+	return !apiequality.Semantic.DeepEqual(applied.Spec, cur.Spec) ||
+		!apiequality.Semantic.DeepEqual(applied.Labels, cur.Labels) ||
+		!apiequality.Semantic.DeepEqual(applied.Annotations, cur.Annotations)
+}
+
+func isTerminalPhase(p corev1.PodPhase) bool {
+	return p == corev1.PodSucceeded || p == corev1.PodFailed
+}

@@ -1,0 +1,435 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	corev1informers "k8s.io/client-go/informers/core/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/vkubelet/virtual-kubelet/internal/log"
+	"github.com/vkubelet/virtual-kubelet/node/internal/podenv"
+	"github.com/vkubelet/virtual-kubelet/node/queue"
+)
+
+// Defaults of PodControllerConfig.
+const (
+	// DefaultStatusPollInterval is how often a provider that does not
+	// implement PodNotifier is asked for the status of each pod.
+	DefaultStatusPollInterval = 5 * time.Second
+	// DefaultProviderResyncInterval is how often the provider's pods are
+	// compared with Kubernetes' to remove orphans and detect lost pods.
+	DefaultProviderResyncInterval = time.Minute
+)
+
+// Names of the pod controller's work queues, as they appear in metrics and
+// spans.
+const (
+	SyncPodsFromKubernetesQueue    = "syncPodsFromKubernetes"
+	DeletePodsFromKubernetesQueue  = "deletePodsFromKubernetes"
+	SyncPodStatusFromProviderQueue = "syncPodStatusFromProvider"
+)
+
+// PodControllerConfig is used to configure a new PodController.
+type PodControllerConfig struct {
+	// PodClient is used to perform actions on the k8s API, such as updating
+	// pod status. This field is required.
+	PodClient corev1client.PodsGetter
+
+	// PodInformer is the informer of the pods bound to this node (usually
+	// from an informer factory filtered on spec.nodeName). It is required;
+	// the caller starts it.
+	PodInformer corev1informers.PodInformer
+	// PodLister reads pods; it defaults to PodInformer's lister.
+	PodLister corev1listers.PodLister
+
+	// ConfigMapInformer, SecretInformer and ServiceInformer let the
+	// controller resolve env and envFrom references and service links. Each
+	// is optional: without one, references to that kind cannot be resolved
+	// (mandatory ones keep the pod Pending) and service links are not set.
+	// The caller starts them.
+	ConfigMapInformer corev1informers.ConfigMapInformer
+	SecretInformer    corev1informers.SecretInformer
+	ServiceInformer   corev1informers.ServiceInformer
+
+	// EventRecorder records events on pods (missing ConfigMaps, provider
+	// errors). This field is required.
+	EventRecorder record.EventRecorder
+
+	// Provider runs the pods. This field is required.
+	Provider PodLifecycleHandler
+
+	// SyncPodsFromKubernetesRateLimiter defines the rate limit for the SyncPodsFromKubernetes queue
+	SyncPodsFromKubernetesRateLimiter workqueue.TypedRateLimiter[string]
+	// SyncPodsFromKubernetesShouldRetryFunc allows for a custom retry policy for the SyncPodsFromKubernetes queue
+	SyncPodsFromKubernetesShouldRetryFunc queue.ShouldRetryFunc
+
+	// DeletePodsFromKubernetesRateLimiter defines the rate limit for the DeletePodsFromKubernetesRateLimiter queue
+	DeletePodsFromKubernetesRateLimiter workqueue.TypedRateLimiter[string]
+	// DeletePodsFromKubernetesShouldRetryFunc allows for a custom retry
+	// policy for the DeletePodsFromKubernetes queue. The default retries
+	// until the API server has the deletion, however long it is away.
+	DeletePodsFromKubernetesShouldRetryFunc queue.ShouldRetryFunc
+
+	// SyncPodStatusFromProviderRateLimiter defines the rate limit for the SyncPodStatusFromProviderRateLimiter queue
+	SyncPodStatusFromProviderRateLimiter workqueue.TypedRateLimiter[string]
+	// SyncPodStatusFromProviderShouldRetryFunc allows for a custom retry
+	// policy for the SyncPodStatusFromProvider queue. The default retries
+	// until the API server has the status, however long it is away, so a
+	// terminal status is never lost.
+	SyncPodStatusFromProviderShouldRetryFunc queue.ShouldRetryFunc
+
+	// Add custom filtering for pod informer event handlers
+	// Use this for cases where the pod informer handles more than pods assigned to this node
+	//
+	// For example, if the pod informer is not filtering based on pod.Spec.NodeName, you should
+	// set that filter here so the pod controller does not handle events for pods assigned to other nodes.
+	PodEventFilterFunc PodEventFilterFunc
+
+	// StatusPollInterval is how often a provider that does not implement
+	// PodNotifier is polled for pod status (default DefaultStatusPollInterval).
+	StatusPollInterval time.Duration
+
+	// ProviderResyncInterval is how often GetPods is compared with the pods
+	// in Kubernetes (default DefaultProviderResyncInterval): pods only the
+	// provider has are deleted from it, and running pods the provider lost
+	// are marked Failed.
+	ProviderResyncInterval time.Duration
+}
+
+// PodController is the controller implementation for Pod resources.
+type PodController struct {
+	provider    PodLifecycleHandler
+	client      corev1client.PodsGetter
+	informer    corev1informers.PodInformer
+	lister      corev1listers.PodLister
+	recorder    record.EventRecorder
+	env         podenv.Lookup
+	filter      PodEventFilterFunc
+	syncedFuncs []cache.InformerSynced
+	configInfs  []cache.SharedIndexInformer
+
+	pollInterval   time.Duration
+	resyncInterval time.Duration
+
+	syncQueue   *queue.Queue
+	deleteQueue *queue.Queue
+	statusQueue *queue.Queue
+
+	pods *podRecords
+
+	mu      sync.Mutex
+	started bool
+	ready   chan struct{}
+	done    chan struct{}
+	err     error
+}
+
+// NewPodController creates a new pod controller with the provided config.
+func NewPodController(cfg PodControllerConfig) (*PodController, error) {
+	switch {
+	case cfg.PodClient == nil:
+		return nil, errors.New("pod controller: PodClient is required")
+	case cfg.PodInformer == nil:
+		return nil, errors.New("pod controller: PodInformer is required")
+	case cfg.EventRecorder == nil:
+		return nil, errors.New("pod controller: EventRecorder is required")
+	case cfg.Provider == nil:
+		return nil, errors.New("pod controller: Provider is required")
+	case cfg.StatusPollInterval < 0:
+		return nil, fmt.Errorf("pod controller: StatusPollInterval must not be negative, got %s", cfg.StatusPollInterval)
+	case cfg.ProviderResyncInterval < 0:
+		return nil, fmt.Errorf("pod controller: ProviderResyncInterval must not be negative, got %s", cfg.ProviderResyncInterval)
+	}
+	pc := &PodController{
+		provider:       cfg.Provider,
+		client:         cfg.PodClient,
+		informer:       cfg.PodInformer,
+		lister:         cfg.PodLister,
+		recorder:       cfg.EventRecorder,
+		filter:         cfg.PodEventFilterFunc,
+		pollInterval:   cfg.StatusPollInterval,
+		resyncInterval: cfg.ProviderResyncInterval,
+		pods:           newPodRecords(),
+		ready:          make(chan struct{}),
+		done:           make(chan struct{}),
+	}
+	if pc.lister == nil {
+		pc.lister = cfg.PodInformer.Lister()
+	}
+	if pc.pollInterval == 0 {
+		pc.pollInterval = DefaultStatusPollInterval
+	}
+	if pc.resyncInterval == 0 {
+		pc.resyncInterval = DefaultProviderResyncInterval
+	}
+	pc.syncedFuncs = append(pc.syncedFuncs, cfg.PodInformer.Informer().HasSynced)
+	if i := cfg.ConfigMapInformer; i != nil {
+		pc.env.ConfigMaps = i.Lister()
+		pc.configInfs = append(pc.configInfs, i.Informer())
+	}
+	if i := cfg.SecretInformer; i != nil {
+		pc.env.Secrets = i.Lister()
+		pc.configInfs = append(pc.configInfs, i.Informer())
+	}
+	if i := cfg.ServiceInformer; i != nil {
+		pc.env.Services = i.Lister()
+		pc.syncedFuncs = append(pc.syncedFuncs, i.Informer().HasSynced)
+	}
+	for _, i := range pc.configInfs {
+		pc.syncedFuncs = append(pc.syncedFuncs, i.HasSynced)
+	}
+
+	pc.syncQueue = queue.New(SyncPodsFromKubernetesQueue, cfg.SyncPodsFromKubernetesRateLimiter,
+		cfg.SyncPodsFromKubernetesShouldRetryFunc, pc.syncPodFromKubernetes)
+	pc.deleteQueue = queue.New(DeletePodsFromKubernetesQueue, cfg.DeletePodsFromKubernetesRateLimiter,
+		orDefault(cfg.DeletePodsFromKubernetesShouldRetryFunc, retryUntilPermanent), pc.deletePodFromKubernetes)
+	pc.statusQueue = queue.New(SyncPodStatusFromProviderQueue, cfg.SyncPodStatusFromProviderRateLimiter,
+		orDefault(cfg.SyncPodStatusFromProviderShouldRetryFunc, retryUntilPermanent), pc.syncPodStatusFromProvider)
+	return pc, nil
+}
+
+func orDefault(f, def queue.ShouldRetryFunc) queue.ShouldRetryFunc {
+	if f != nil {
+		return f
+	}
+	return def
+}
+
+// Ready returns a channel which gets closed once the PodController is ready to
+// handle scheduled pods. This channel will never close if there is an error on
+// startup. The status of this channel after shutdown is indeterminate.
+func (pc *PodController) Ready() <-chan struct{} { return pc.ready }
+
+// Done returns a channel receiver which is closed when the pod controller has
+// exited. Once the pod controller has exited you can call `pc.Err()` to see if
+// any error occurred.
+func (pc *PodController) Done() <-chan struct{} { return pc.done }
+
+// Err returns any error that has occurred and caused the pod controller to exit.
+func (pc *PodController) Err() error {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	return pc.err
+}
+
+// Run will set up the event handlers for types we are interested in, as well
+// as syncing informer caches and starting workers. It will block until the
+// context is cancelled, at which point it will shutdown the work queue and
+// wait for workers to finish processing their current work items prior to
+// returning.
+//
+// Each of the three queues gets podSyncWorkers workers. The informers in the
+// config must be started by the caller.
+//
+// Once this returns, you should not re-use the controller.
+func (pc *PodController) Run(ctx context.Context, podSyncWorkers int) (retErr error) {
+	pc.mu.Lock()
+	if pc.started {
+		pc.mu.Unlock()
+		return errors.New("pod controller: Run was already called")
+	}
+	pc.started = true
+	pc.mu.Unlock()
+	defer func() {
+		pc.mu.Lock()
+		pc.err = retErr
+		pc.mu.Unlock()
+		close(pc.done)
+	}()
+	if podSyncWorkers < 1 {
+		return fmt.Errorf("pod controller: podSyncWorkers must be at least 1, got %d", podSyncWorkers)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	registrations, err := pc.addEventHandlers(ctx)
+	defer func() {
+		for inf, reg := range registrations {
+			_ = inf.RemoveEventHandler(reg)
+		}
+	}()
+	if err != nil {
+		return err
+	}
+	synced := append([]cache.InformerSynced(nil), pc.syncedFuncs...)
+	for _, reg := range registrations {
+		synced = append(synced, reg.HasSynced)
+	}
+	log.G(ctx).Debug("waiting for informer caches to sync")
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("pod controller: informer caches did not sync: %w", context.Cause(ctx))
+	}
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	goLoop := func(f func(context.Context)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(ctx)
+		}()
+	}
+
+	if notifier, ok := pc.provider.(PodNotifier); ok {
+		notifier.NotifyPods(ctx, func(pod *corev1.Pod) { pc.onProviderPod(ctx, pod) })
+	} else {
+		log.G(ctx).Infof("provider does not notify pod status changes; polling every %s", pc.pollInterval)
+		goLoop(func(ctx context.Context) { wait.UntilWithContext(ctx, pc.pollStatuses, pc.pollInterval) })
+	}
+
+	for _, q := range []*queue.Queue{pc.syncQueue, pc.statusQueue, pc.deleteQueue} {
+		goLoop(func(ctx context.Context) { q.Run(ctx, podSyncWorkers) })
+	}
+	// The first resync removes pods the provider kept from before a restart
+	// that no longer exist in Kubernetes.
+	goLoop(func(ctx context.Context) { wait.UntilWithContext(ctx, pc.resyncWithProvider, pc.resyncInterval) })
+
+	close(pc.ready)
+	log.G(ctx).Info("pod controller ready")
+	<-ctx.Done()
+	return nil
+}
+
+// addEventHandlers connects the informers to the queues.
+func (pc *PodController) addEventHandlers(ctx context.Context) (map[cache.SharedIndexInformer]cache.ResourceEventHandlerRegistration, error) {
+	regs := map[cache.SharedIndexInformer]cache.ResourceEventHandlerRegistration{}
+	podInf := pc.informer.Informer()
+	reg, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if pod, ok := obj.(*corev1.Pod); ok && pc.accept(ctx, pod) {
+				pc.syncQueue.Enqueue(podKey(pod))
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			oldPod, ok1 := oldObj.(*corev1.Pod)
+			newPod, ok2 := newObj.(*corev1.Pod)
+			if ok1 && ok2 && pc.accept(ctx, newPod) && needsSync(oldPod, newPod) {
+				pc.syncQueue.Enqueue(podKey(newPod))
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			pod, ok := obj.(*corev1.Pod)
+			if !ok || !pc.accept(ctx, pod) {
+				return
+			}
+			key := podKey(pod)
+			pc.pods.get(key).lastSeen(pod)
+			pc.syncQueue.Enqueue(key)
+		},
+	})
+	if err != nil {
+		return regs, err
+	}
+	regs[podInf] = reg
+
+	// A pod waiting for a ConfigMap or Secret is retried as soon as one
+	// appears in its namespace, not at its next backoff.
+	retryWaiting := func(obj any) {
+		if m, ok := obj.(interface{ GetNamespace() string }); ok {
+			for _, key := range pc.pods.waitingForConfig(m.GetNamespace()) {
+				pc.syncQueue.Enqueue(key)
+			}
+		}
+	}
+	for _, inf := range pc.configInfs {
+		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    retryWaiting,
+			UpdateFunc: func(_, obj any) { retryWaiting(obj) },
+		})
+		if err != nil {
+			return regs, err
+		}
+		regs[inf] = reg
+	}
+	return regs, nil
+}
+
+func (pc *PodController) accept(ctx context.Context, pod *corev1.Pod) bool {
+	return pc.filter == nil || pc.filter(ctx, pod)
+}
+
+func podKey(pod *corev1.Pod) string {
+	return pod.Namespace + "/" + pod.Name
+}
+
+// SyncPodsFromKubernetesEnqueue queues the pod with key "namespace/name" to be
+// reconciled with the provider.
+func (pc *PodController) SyncPodsFromKubernetesEnqueue(_ context.Context, key string) {
+	pc.syncQueue.Enqueue(key)
+}
+
+// DeletePodsFromKubernetesEnqueue queues the pod with key "namespace/name" to
+// be removed from Kubernetes (grace period 0) if it is being deleted.
+func (pc *PodController) DeletePodsFromKubernetesEnqueue(_ context.Context, key string) {
+	pc.deleteQueue.Enqueue(key)
+}
+
+// DeletePodsFromKubernetesForget clears the retry history of key in the delete queue.
+func (pc *PodController) DeletePodsFromKubernetesForget(_ context.Context, key string) {
+	pc.deleteQueue.Forget(key)
+}
+
+// SyncPodStatusFromProviderEnqueue queues the pod with key "namespace/name" to
+// have the provider's latest status written to Kubernetes.
+func (pc *PodController) SyncPodStatusFromProviderEnqueue(_ context.Context, key string) {
+	pc.statusQueue.Enqueue(key)
+}
+
+// StorePod records pod as the provider's latest view of key.
+func (pc *PodController) StorePod(key string, pod *corev1.Pod) {
+	pc.pods.get(key).setProviderPod(pod)
+}
+
+// LoadPod returns the provider's latest view of key (a *corev1.Pod) as
+// recorded by StorePod or the provider's notifications.
+func (pc *PodController) LoadPod(key string) (any, bool) {
+	r := pc.pods.lookup(key)
+	if r == nil {
+		return nil, false
+	}
+	p := r.providerPod()
+	return p, p != nil
+}
+
+// DeletePod forgets everything the controller knows about key.
+func (pc *PodController) DeletePod(key string) {
+	pc.pods.remove(key)
+}
+
+// CheckAndUpdatePod compares the provider's new view of a pod with the one it
+// had (obj, as LoadPod returns it) and, if the status changed, records it and
+// queues the status to be written to Kubernetes.
+func (pc *PodController) CheckAndUpdatePod(_ context.Context, key string, obj any, newPod *corev1.Pod) {
+	old, _ := obj.(*corev1.Pod)
+	if old != nil && old.UID == newPod.UID && statusEqual(&old.Status, &newPod.Status) {
+		return
+	}
+	pc.StorePod(key, newPod)
+	pc.statusQueue.Enqueue(key)
+}
+
+// onProviderPod is the callback handed to the provider's NotifyPods. News of
+// a pod Kubernetes no longer has is dropped: there is nowhere to write it.
+func (pc *PodController) onProviderPod(ctx context.Context, pod *corev1.Pod) {
+	if _, err := pc.lister.Pods(pod.Namespace).Get(pod.Name); apierrors.IsNotFound(err) {
+		return
+	}
+	key := podKey(pod)
+	old, _ := pc.LoadPod(key)
+	pc.CheckAndUpdatePod(ctx, key, old, pod)
+}

@@ -1,0 +1,183 @@
+// Package queue runs a handler over keys from a typed, rate-limited client-go
+// work queue with a pluggable retry policy. The pod controller uses three of
+// them; provider authors meet it through ShouldRetryFunc.
+package queue
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opencensus.io/trace"
+	"golang.org/x/time/rate"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/vkubelet/virtual-kubelet/internal/log"
+)
+
+// ShouldRetryFunc decides what happens to a key whose handler failed. It is
+// told how many times the key has been tried since it last succeeded and when
+// it was first added. It returns a nil error to retry: after the returned delay,
+// or, if that is nil, after the queue's rate limiter's delay. A non-nil error
+// gives the key up; the error is logged.
+type ShouldRetryFunc func(ctx context.Context, key string, timesTried int, originallyAdded time.Time, err error) (*time.Duration, error)
+
+// MaxRetries is how many times DefaultRetryFunc tries a key.
+const MaxRetries = 20
+
+// DefaultRetryFunc retries a key up to MaxRetries times, paced by the rate
+// limiter.
+func DefaultRetryFunc(_ context.Context, key string, timesTried int, _ time.Time, err error) (*time.Duration, error) {
+	if timesTried < MaxRetries {
+		return nil, nil
+	}
+	return nil, fmt.Errorf("giving up on %s after %d tries: %w", key, timesTried, err)
+}
+
+// Handler processes one key. A returned error hands the key to the retry policy.
+type Handler func(ctx context.Context, key string) error
+
+// DefaultRateLimiter is the limiter queues use unless configured otherwise:
+// per-key exponential backoff from 5ms to 30s, and at most 100 retries a
+// second overall (bursts of 1000) so an outage does not become a retry storm.
+// Plain adds are never limited.
+func DefaultRateLimiter() workqueue.TypedRateLimiter[string] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, 30*time.Second),
+		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(100, 1000)},
+	)
+}
+
+// Queue is a named work queue with a handler and a retry policy.
+type Queue struct {
+	name    string
+	q       workqueue.TypedRateLimitingInterface[string]
+	handler Handler
+	retry   ShouldRetryFunc
+
+	mu    sync.Mutex
+	items map[string]*itemState
+}
+
+type itemState struct {
+	added time.Time
+	tries int
+}
+
+// New returns a queue. A nil limiter means DefaultRateLimiter and a nil retry
+// policy means DefaultRetryFunc. The name labels the queue's metrics and spans.
+func New(name string, limiter workqueue.TypedRateLimiter[string], retry ShouldRetryFunc, handler Handler) *Queue {
+	if limiter == nil {
+		limiter = DefaultRateLimiter()
+	}
+	if retry == nil {
+		retry = DefaultRetryFunc
+	}
+	return &Queue{
+		name:    name,
+		q:       workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: name}),
+		handler: handler,
+		retry:   retry,
+		items:   map[string]*itemState{},
+	}
+}
+
+// Name returns the queue's name.
+func (q *Queue) Name() string { return q.name }
+
+// Enqueue adds key now, without rate limiting. A key already waiting is not
+// added twice; a key being handled is handled again afterwards.
+func (q *Queue) Enqueue(key string) {
+	q.note(key)
+	q.q.Add(key)
+}
+
+// EnqueueAfter adds key after d.
+func (q *Queue) EnqueueAfter(key string, d time.Duration) {
+	q.note(key)
+	q.q.AddAfter(key, d)
+}
+
+// Forget clears the retry history of key; a waiting key stays queued.
+func (q *Queue) Forget(key string) {
+	q.mu.Lock()
+	delete(q.items, key)
+	q.mu.Unlock()
+	q.q.Forget(key)
+}
+
+// Len is the number of keys waiting.
+func (q *Queue) Len() int { return q.q.Len() }
+
+func (q *Queue) note(key string) {
+	q.mu.Lock()
+	if _, ok := q.items[key]; !ok {
+		q.items[key] = &itemState{added: time.Now()}
+	}
+	q.mu.Unlock()
+}
+
+// Run handles keys with the given number of workers until ctx ends, then shuts
+// the queue down and waits for the workers to finish the keys they hold.
+func (q *Queue) Run(ctx context.Context, workers int) {
+	if workers < 1 {
+		workers = 1
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for q.handleNext(ctx) {
+			}
+		}()
+	}
+	<-ctx.Done()
+	q.q.ShutDown()
+	wg.Wait()
+}
+
+func (q *Queue) handleNext(ctx context.Context) bool {
+	key, shutdown := q.q.Get()
+	if shutdown {
+		return false
+	}
+	defer q.q.Done(key)
+
+	ctx, span := trace.StartSpan(ctx, q.name)
+	defer span.End()
+	span.AddAttributes(trace.StringAttribute("key", key))
+	ctx = log.WithFields(ctx, map[string]any{"queue": q.name, "key": key})
+
+	err := q.handler(ctx, key)
+	if err == nil {
+		q.Forget(key)
+		return true
+	}
+	span.SetStatus(trace.Status{Code: trace.StatusCodeUnknown, Message: err.Error()})
+
+	q.mu.Lock()
+	st, ok := q.items[key]
+	if !ok {
+		st = &itemState{added: time.Now()}
+		q.items[key] = st
+	}
+	st.tries++
+	tries, added := st.tries, st.added
+	q.mu.Unlock()
+
+	delay, giveUp := q.retry(ctx, key, tries, added, err)
+	switch {
+	case giveUp != nil:
+		log.G(ctx).WithError(giveUp).Error("not retrying")
+		q.Forget(key)
+	case delay != nil:
+		log.G(ctx).WithError(err).Debugf("retrying in %s", *delay)
+		q.q.AddAfter(key, *delay)
+	default:
+		log.G(ctx).WithError(err).Debug("retrying")
+		q.q.AddRateLimited(key)
+	}
+	return true
+}
