@@ -25,6 +25,6 @@
 // node/api.
 //
 // Spans are recorded with OpenCensus around every queue item and provider
-// call, and the logger in the context (see WithLogger) gets node and pod
-// fields; both pass to the provider through the context.
+// call, and the logrus entry in the context (package node/log) gets node and
+// pod fields; both reach the provider through the context it is called with.
 package node

@@ -22,7 +22,7 @@ import (
 	v1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/vkubelet/virtual-kubelet/internal/log"
+	"github.com/vkubelet/virtual-kubelet/node/log"
 )
 
 const (

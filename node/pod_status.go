@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
-	"github.com/vkubelet/virtual-kubelet/internal/log"
+	"github.com/vkubelet/virtual-kubelet/node/log"
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 )
 

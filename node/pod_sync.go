@@ -12,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/vkubelet/virtual-kubelet/internal/log"
+	"github.com/vkubelet/virtual-kubelet/node/log"
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 	"github.com/vkubelet/virtual-kubelet/node/internal/podenv"
 )

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/vkubelet/virtual-kubelet/internal/log"
+	"github.com/vkubelet/virtual-kubelet/node/log"
 	"github.com/vkubelet/virtual-kubelet/node/internal/podenv"
 	"github.com/vkubelet/virtual-kubelet/node/queue"
 )

@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/vkubelet/virtual-kubelet/internal/log"
+	"github.com/vkubelet/virtual-kubelet/node/log"
 	"github.com/vkubelet/virtual-kubelet/node"
 )
 

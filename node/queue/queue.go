@@ -13,7 +13,7 @@ import (
 	"golang.org/x/time/rate"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/vkubelet/virtual-kubelet/internal/log"
+	"github.com/vkubelet/virtual-kubelet/node/log"
 )
 
 // ShouldRetryFunc decides what happens to a key whose handler failed. It is

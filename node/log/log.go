@@ -1,5 +1,7 @@
 // Package log carries a logrus entry in a context, so every layer logs with
-// the fields (node, provider, pod) of the request it serves.
+// the fields (node, provider, pod) of the request it serves. The controllers
+// pass such a context to provider calls: a provider that logs with
+// log.G(ctx) gets the pod's fields for free.
 package log
 
 import (

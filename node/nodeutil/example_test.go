@@ -1,0 +1,49 @@
+package nodeutil_test
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/vkubelet/virtual-kubelet/node/nodeutil"
+)
+
+// nopProvider runs nothing; enough to bring a node up.
+type nopProvider struct{}
+
+func (nopProvider) CreatePod(context.Context, *corev1.Pod) error { return nil }
+func (nopProvider) UpdatePod(context.Context, *corev1.Pod) error { return nil }
+func (nopProvider) DeletePod(context.Context, *corev1.Pod) error { return nil }
+func (nopProvider) GetPod(context.Context, string, string) (*corev1.Pod, error) {
+	return nil, nil
+}
+func (nopProvider) GetPodStatus(context.Context, string, string) (*corev1.PodStatus, error) {
+	return nil, nil
+}
+func (nopProvider) GetPods(context.Context) ([]*corev1.Pod, error) { return nil, nil }
+
+func ExampleNew() {
+	client := fake.NewClientset()
+	n, err := nodeutil.New(nodeutil.Config{
+		Client:   client,
+		Node:     &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "vk0"}},
+		Provider: nopProvider{},
+	})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go n.Run(ctx) //nolint:errcheck
+	<-n.Ready()
+	_, err = client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "vk0", metav1.GetOptions{})
+	fmt.Println("node ready, lease:", err == nil)
+	cancel()
+	<-n.Done()
+	fmt.Println("stopped:", n.Err())
+	// Output:
+	// node ready, lease: true
+	// stopped: <nil>
+}
