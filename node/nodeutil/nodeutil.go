@@ -59,6 +59,10 @@ type Config struct {
 	// TransformPods, if set, is the pod informer's transform function; by
 	// default managedFields are dropped, as nothing here reads them.
 	TransformPods cache.TransformFunc
+	// InformerFactory, if set, provides the ConfigMap, Secret and Service
+	// informers, so a provider can share them; Run starts it and shuts it
+	// down when it returns. By default a factory of its own is made.
+	InformerFactory informers.SharedInformerFactory
 }
 
 // Node is a provider wired to the API server as a node.
@@ -108,8 +112,10 @@ func New(cfg Config) (*Node, error) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", cfg.Node.Name).String()
 		}),
 		informers.WithTransform(transform))
-	n.refFactory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.InformerResyncPeriod,
-		informers.WithTransform(dropManagedFields))
+	n.refFactory = cfg.InformerFactory
+	if n.refFactory == nil {
+		n.refFactory = NewInformerFactory(cfg.Client, cfg.InformerResyncPeriod)
+	}
 
 	n.broadcast = record.NewBroadcaster()
 	recorder := n.broadcast.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "virtual-kubelet", Host: cfg.Node.Name})
@@ -144,6 +150,12 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	return n, nil
+}
+
+// NewInformerFactory returns an informer factory over all namespaces whose
+// caches leave out managed fields.
+func NewInformerFactory(client kubernetes.Interface, resync time.Duration) informers.SharedInformerFactory {
+	return informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(dropManagedFields))
 }
 
 // dropManagedFields trims what the informer caches keep: nothing here reads

@@ -1,0 +1,231 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/vkubelet/virtual-kubelet/internal/logging"
+	"github.com/vkubelet/virtual-kubelet/internal/provider"
+	"github.com/vkubelet/virtual-kubelet/internal/tracing"
+	"github.com/vkubelet/virtual-kubelet/internal/version"
+	"github.com/vkubelet/virtual-kubelet/node/log"
+	"github.com/vkubelet/virtual-kubelet/node/nodeutil"
+)
+
+// shutdownTimeout bounds how long servers get to finish on SIGTERM.
+const shutdownTimeout = 5 * time.Second
+
+// Run runs the daemon until ctx ends (SIGINT/SIGTERM) or it fails.
+func Run(ctx context.Context, o *Options) error {
+	if err := logging.Configure(o.LogLevel, nil); err != nil {
+		return err
+	}
+	ctx = log.WithLogger(ctx, logrus.WithFields(logrus.Fields{"node": o.NodeName, "provider": o.Provider}))
+	stopTracing, err := tracing.Setup(tracing.Options{
+		Exporters:               o.TraceExporters,
+		ServiceName:             o.TraceServiceName,
+		SampleRate:              o.TraceSampleRate,
+		Tags:                    o.TraceTags,
+		JaegerCollectorEndpoint: o.JaegerEndpoint,
+		JaegerAgentEndpoint:     o.JaegerAgentEndpoint,
+	})
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+
+	restCfg, err := restConfig(o)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	nodeIP, err := resolveNodeIP(o)
+	if err != nil {
+		return err
+	}
+
+	factory := nodeutil.NewInformerFactory(client, o.FullResyncPeriod)
+	core := factory.Core().V1()
+	initProvider, err := provider.Get(o.Provider)
+	if err != nil {
+		return err
+	}
+	p, err := initProvider(ctx, provider.InitConfig{
+		ConfigPath:      o.ProviderConfig,
+		NodeName:        o.NodeName,
+		OperatingSystem: o.OperatingSystem,
+		InternalIP:      nodeIP,
+		DaemonPort:      o.ListenPort,
+		ResourceManager: &provider.ResourceManager{
+			ConfigMaps: core.ConfigMaps().Lister(),
+			Secrets:    core.Secrets().Lister(),
+			Services:   core.Services().Lister(),
+		},
+		KubeClient: client,
+	})
+	if err != nil {
+		return fmt.Errorf("provider %s: %w", o.Provider, err)
+	}
+
+	n, err := nodeutil.New(nodeutil.Config{
+		Client:               client,
+		Node:                 nodeSpec(ctx, o, p),
+		Provider:             p,
+		Workers:              o.PodSyncWorkers,
+		InformerResyncPeriod: o.FullResyncPeriod,
+		DisableLease:         !o.EnableNodeLease,
+		InformerFactory:      factory,
+	})
+	if err != nil {
+		return err
+	}
+
+	servers, err := startServers(ctx, o, p, client, nodeIP)
+	if err != nil {
+		return err
+	}
+	defer servers.shutdown(shutdownTimeout)
+
+	go func() { _ = n.Run(ctx) }()
+	var startup <-chan time.Time
+	if o.StartupTimeout > 0 {
+		startup = time.After(o.StartupTimeout)
+	}
+	select {
+	case <-n.Ready():
+		log.G(ctx).WithField("internalIP", nodeIP).Info("virtual node is up")
+	case <-n.Done():
+		return n.Err()
+	case <-startup:
+		return fmt.Errorf("the node did not come up within --startup-timeout %s", o.StartupTimeout)
+	case err := <-servers.errs:
+		return err
+	case <-ctx.Done():
+	}
+
+	select {
+	case <-ctx.Done():
+		log.G(ctx).Info("shutting down")
+	case <-n.Done():
+	case err := <-servers.errs:
+		return err
+	}
+	<-n.Done()
+	return n.Err()
+}
+
+// restConfig loads the kubeconfig (a list, as in KUBECONFIG, is merged as
+// kubectl does) or, without one, the in-cluster config.
+func restConfig(o *Options) (*rest.Config, error) {
+	var cfg *rest.Config
+	if o.Kubeconfig == "" {
+		var err error
+		cfg, err = rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no kubeconfig given (--kubeconfig or KUBECONFIG) and no in-cluster config: %v", err)
+		}
+	} else {
+		paths := filepath.SplitList(o.Kubeconfig)
+		for _, p := range paths {
+			if _, err := os.Stat(p); err != nil {
+				return nil, fmt.Errorf("kubeconfig: %v", err)
+			}
+		}
+		rules := &clientcmd.ClientConfigLoadingRules{Precedence: paths}
+		var err error
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: %v", o.Kubeconfig, err)
+		}
+	}
+	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	if o.KubeAPIQPS == 0 {
+		cfg.QPS = -1 // no client-side limit
+	}
+	cfg.UserAgent = fmt.Sprintf("virtual-kubelet/%s (%s/%s) node/%s", version.Version, runtime.GOOS, runtime.GOARCH, o.NodeName)
+	return cfg, nil
+}
+
+// resolveNodeIP returns --node-ip, or the address of the interface of the
+// default route, as the kubelet picks it.
+func resolveNodeIP(o *Options) (string, error) {
+	if o.NodeIP != "" {
+		return o.NodeIP, nil
+	}
+	ip, err := utilnet.ChooseHostInterface()
+	if err != nil {
+		return "", fmt.Errorf("cannot tell the node's IP: set --node-ip or VKUBELET_POD_IP (%v)", err)
+	}
+	return ip.String(), nil
+}
+
+// nodeSpec is the Node the daemon registers: what schedulers and users
+// select on, what the provider says the node has, and where its kubelet API is.
+func nodeSpec(ctx context.Context, o *Options, p provider.Provider) *corev1.Node {
+	capacity := p.Capacity(ctx)
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: o.NodeName,
+			Labels: map[string]string{
+				"type":                             "virtual-kubelet",
+				"kubernetes.io/role":               "agent",
+				corev1.LabelHostname:               o.NodeName,
+				corev1.LabelOSStable:               strings.ToLower(p.OperatingSystem()),
+				corev1.LabelArchStable:             runtime.GOARCH,
+				"node.kubernetes.io/instance-type": "virtual-kubelet",
+			},
+		},
+		Status: corev1.NodeStatus{
+			Capacity:    capacity,
+			Allocatable: capacity.DeepCopy(),
+			Conditions:  p.NodeConditions(ctx),
+			Addresses:   p.NodeAddresses(ctx),
+			NodeInfo: corev1.NodeSystemInfo{
+				OperatingSystem: p.OperatingSystem(),
+				Architecture:    runtime.GOARCH,
+				KubeletVersion:  version.KubeletVersion(),
+			},
+		},
+	}
+	if ep := p.NodeDaemonEndpoints(ctx); ep != nil {
+		n.Status.DaemonEndpoints = *ep
+	}
+	if !o.DisableTaint {
+		value := o.TaintValue
+		if value == "" {
+			value = o.Provider
+		}
+		n.Spec.Taints = []corev1.Taint{{Key: o.TaintKey, Value: value, Effect: corev1.TaintEffect(o.TaintEffect)}}
+	}
+	return n
+}
+
+// errServerFailed wraps a server that stopped on its own.
+var errServerFailed = errors.New("server failed")
+
+// listen opens a TCP listener, with a message naming the flag on failure.
+func listen(flag, addr string) (net.Listener, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--%s %s: %w", flag, addr, err)
+	}
+	return l, nil
+}

@@ -1,0 +1,160 @@
+package commands
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/cert"
+
+	"github.com/vkubelet/virtual-kubelet/internal/provider"
+	"github.com/vkubelet/virtual-kubelet/node/api"
+	"github.com/vkubelet/virtual-kubelet/node/log"
+)
+
+// servers are the daemon's HTTP servers: the kubelet API and metrics.
+type servers struct {
+	list []*http.Server
+	// errs receives the error of a server that stopped on its own.
+	errs chan error
+}
+
+func (s *servers) serve(ctx context.Context, name string, srv *http.Server, l net.Listener, tlsOn bool) {
+	s.list = append(s.list, srv)
+	log.G(ctx).WithField("address", l.Addr().String()).Infof("serving %s", name)
+	go func() {
+		var err error
+		if tlsOn {
+			err = srv.ServeTLS(l, "", "")
+		} else {
+			err = srv.Serve(l)
+		}
+		if !errors.Is(err, http.ErrServerClosed) {
+			s.errs <- fmt.Errorf("%s: %w: %v", name, errServerFailed, err)
+		}
+	}()
+}
+
+// shutdown stops the servers, letting requests finish for up to timeout.
+// Long-running streams (exec, follow) are cut at the deadline.
+func (s *servers) shutdown(timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for _, srv := range s.list {
+		if err := srv.Shutdown(ctx); err != nil {
+			_ = srv.Close()
+		}
+	}
+}
+
+func startServers(ctx context.Context, o *Options, p provider.Provider, client kubernetes.Interface, nodeIP string) (*servers, error) {
+	s := &servers{errs: make(chan error, 2)}
+
+	handler, err := kubeletAPIHandler(ctx, o, p, client)
+	if err != nil {
+		return nil, err
+	}
+	tlsConfig, err := servingTLS(ctx, o, nodeIP)
+	if err != nil {
+		return nil, err
+	}
+	l, err := listen("listen-port", net.JoinHostPort(o.ListenAddress, strconv.Itoa(int(o.ListenPort))))
+	if err != nil {
+		return nil, err
+	}
+	s.serve(ctx, "kubelet API", &http.Server{
+		Handler:           handler,
+		TLSConfig:         tlsConfig,
+		ReadHeaderTimeout: 30 * time.Second,
+	}, l, true)
+
+	if o.MetricsAddr != "" {
+		ml, err := listen("metrics-addr", o.MetricsAddr)
+		if err != nil {
+			s.shutdown(0)
+			return nil, err
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.Handler())
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+		s.serve(ctx, "metrics", &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}, ml, false)
+	}
+	return s, nil
+}
+
+// kubeletAPIHandler routes the kubelet API to the provider's capabilities,
+// behind the kubelet's authentication and authorization.
+func kubeletAPIHandler(ctx context.Context, o *Options, p provider.Provider, client kubernetes.Interface) (http.Handler, error) {
+	cfg := api.PodHandlerConfig{
+		GetPods:               p.GetPods,
+		StreamIdleTimeout:     o.StreamIdleTimeout,
+		StreamCreationTimeout: o.StreamCreationTimeout,
+	}
+	if lp, ok := p.(provider.LogsProvider); ok {
+		cfg.GetContainerLogs = lp.GetContainerLogs
+	}
+	if ep, ok := p.(provider.ExecProvider); ok {
+		cfg.RunInContainer = ep.RunInContainer
+	}
+	if ap, ok := p.(provider.AttachProvider); ok {
+		cfg.AttachToContainer = ap.AttachToContainer
+	}
+	if pp, ok := p.(provider.PortForwardProvider); ok {
+		cfg.PortForward = pp.PortForward
+	}
+	if sp, ok := p.(provider.StatsProvider); ok {
+		cfg.GetStatsSummary = sp.GetStatsSummary
+	}
+
+	auth, err := api.NewAuth(ctx, api.AuthConfig{
+		ClientCAFile:              o.ClientCAFile,
+		Anonymous:                 o.AnonymousAuth,
+		TokenReviewClient:         client.AuthenticationV1(),
+		SubjectAccessReviewClient: client.AuthorizationV1(),
+		NodeName:                  o.NodeName,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if o.AuthorizationMode == AuthzAlwaysAllow {
+		auth = api.NewAuthFrom(auth, authorizerfactory.NewAlwaysAllowAuthorizer(), o.NodeName)
+	}
+	return api.WithAuth(api.PodHandler(cfg), auth), nil
+}
+
+// servingTLS is the kubelet API's TLS configuration: the given certificate,
+// or a self-signed one for the node's name and address. Client certificates
+// are requested, and verified by the authenticator against --client-ca-file.
+func servingTLS(ctx context.Context, o *Options, nodeIP string) (*tls.Config, error) {
+	var pair tls.Certificate
+	var err error
+	if o.TLSCertFile != "" {
+		pair, err = tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert-file/--tls-private-key-file: %w", err)
+		}
+	} else {
+		certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey(o.NodeName, []net.IP{net.ParseIP(nodeIP)}, []string{o.NodeName})
+		if err != nil {
+			return nil, err
+		}
+		if pair, err = tls.X509KeyPair(certPEM, keyPEM); err != nil {
+			return nil, err
+		}
+		log.G(ctx).Warn("serving the kubelet API with a self-signed certificate: API servers that verify kubelet certificates " +
+			"(--kubelet-certificate-authority) will refuse it; pass --tls-cert-file and --tls-private-key-file")
+	}
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{pair},
+		ClientAuth:   tls.RequestClientCert,
+	}, nil
+}

@@ -1,0 +1,95 @@
+// Package logging configures logrus for the daemon and routes klog, which
+// client-go and the Kubernetes libraries log through, into it.
+package logging
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/go-logr/logr"
+	"github.com/sirupsen/logrus"
+	"k8s.io/klog/v2"
+)
+
+// Levels are the accepted --log-level values.
+var Levels = []string{"trace", "debug", "info", "warn", "error", "fatal", "panic"}
+
+// Configure sets logrus' level and output, and makes klog log through it.
+func Configure(level string, out io.Writer) error {
+	lvl, err := logrus.ParseLevel(level)
+	if err != nil {
+		return fmt.Errorf("--log-level: %q is not one of %s", level, strings.Join(Levels, ", "))
+	}
+	logrus.SetLevel(lvl)
+	if out == nil {
+		out = os.Stderr
+	}
+	logrus.SetOutput(out)
+	logrus.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	klog.SetLogger(logr.New(&klogSink{entry: logrus.NewEntry(logrus.StandardLogger())}))
+	// klog decides V(n) against its own -v before reaching the sink.
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	v := "0"
+	switch {
+	case lvl >= logrus.TraceLevel:
+		v = "10"
+	case lvl >= logrus.DebugLevel:
+		v = "4"
+	}
+	return fs.Set("v", v)
+}
+
+// klogSink is a logr sink writing to logrus. klog's verbosity maps onto
+// logrus levels: V(0) is info, V(1) to V(4) debug, beyond is trace.
+type klogSink struct {
+	entry *logrus.Entry
+	name  string
+}
+
+func (s *klogSink) Init(logr.RuntimeInfo) {}
+
+func level(v int) logrus.Level {
+	switch {
+	case v == 0:
+		return logrus.InfoLevel
+	case v <= 4:
+		return logrus.DebugLevel
+	}
+	return logrus.TraceLevel
+}
+
+func (s *klogSink) Enabled(v int) bool { return s.entry.Logger.IsLevelEnabled(level(v)) }
+
+func (s *klogSink) Info(v int, msg string, kv ...any) {
+	s.with(kv).Log(level(v), msg)
+}
+
+func (s *klogSink) Error(err error, msg string, kv ...any) {
+	s.with(kv).WithError(err).Error(msg)
+}
+
+func (s *klogSink) with(kv []any) *logrus.Entry {
+	fields := logrus.Fields{}
+	if s.name != "" {
+		fields["logger"] = s.name
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		fields[fmt.Sprint(kv[i])] = kv[i+1]
+	}
+	return s.entry.WithFields(fields)
+}
+
+func (s *klogSink) WithValues(kv ...any) logr.LogSink {
+	return &klogSink{entry: s.with(kv), name: s.name}
+}
+
+func (s *klogSink) WithName(name string) logr.LogSink {
+	if s.name != "" {
+		name = s.name + "." + name
+	}
+	return &klogSink{entry: s.entry, name: name}
+}

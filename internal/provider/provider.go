@@ -1,0 +1,95 @@
+// Package provider is the daemon's view of a provider: the interface a
+// provider implements to be run by virtual-kubelet, the optional
+// capabilities behind the kubelet API, and the registry --provider picks from.
+//
+// The node library (package node) needs only PodLifecycleHandler; the rest
+// here is what the command line needs to describe the Node and serve logs,
+// exec, attach, port-forward and stats.
+package provider
+
+import (
+	"context"
+	"io"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/vkubelet/virtual-kubelet/node"
+	"github.com/vkubelet/virtual-kubelet/node/api"
+)
+
+// Provider is what virtual-kubelet runs: it manages the node's pods and
+// describes the node.
+type Provider interface {
+	node.PodLifecycleHandler
+
+	// Capacity is the node's capacity; allocatable is the same.
+	Capacity(context.Context) corev1.ResourceList
+	// NodeConditions are the node's conditions (Ready and the pressure
+	// conditions), refreshed at every status update.
+	NodeConditions(context.Context) []corev1.NodeCondition
+	// NodeAddresses are the node's addresses; the InternalIP is where the
+	// API server reaches the kubelet API.
+	NodeAddresses(context.Context) []corev1.NodeAddress
+	// NodeDaemonEndpoints says on which port the kubelet API listens.
+	NodeDaemonEndpoints(context.Context) *corev1.NodeDaemonEndpoints
+	// OperatingSystem is the operating system the node runs pods for.
+	OperatingSystem() string
+}
+
+// The optional capabilities: a provider implements the ones it supports;
+// the kubelet API answers 501 Not Implemented for the others.
+type (
+	// LogsProvider serves `kubectl logs`.
+	LogsProvider interface {
+		GetContainerLogs(ctx context.Context, namespace, podName, containerName string, opts api.ContainerLogOpts) (io.ReadCloser, error)
+	}
+	// ExecProvider serves `kubectl exec`.
+	ExecProvider interface {
+		RunInContainer(ctx context.Context, namespace, podName, containerName string, cmd []string, attach api.AttachIO) error
+	}
+	// AttachProvider serves `kubectl attach`.
+	AttachProvider interface {
+		AttachToContainer(ctx context.Context, namespace, podName, containerName string, attach api.AttachIO) error
+	}
+	// PortForwardProvider serves `kubectl port-forward`.
+	PortForwardProvider interface {
+		PortForward(ctx context.Context, namespace, podName string, port int32, stream io.ReadWriteCloser) error
+	}
+	// StatsProvider serves /stats/summary and /metrics/resource (kubectl top).
+	StatsProvider interface {
+		GetStatsSummary(context.Context) (*statsv1alpha1.Summary, error)
+	}
+)
+
+// ResourceManager reads the objects pods refer to.
+type ResourceManager struct {
+	ConfigMaps corev1listers.ConfigMapLister
+	Secrets    corev1listers.SecretLister
+	Services   corev1listers.ServiceLister
+}
+
+// InitConfig is what a provider is built from.
+type InitConfig struct {
+	// ConfigPath is the --provider-config file; empty when none was given.
+	ConfigPath string
+	// NodeName is the name of the Node the provider backs.
+	NodeName string
+	// OperatingSystem is the --os flag.
+	OperatingSystem string
+	// InternalIP is the node's address, where the API server reaches the
+	// kubelet API.
+	InternalIP string
+	// DaemonPort is the kubelet API port.
+	DaemonPort int32
+	// ResourceManager reads ConfigMaps, Secrets and Services.
+	ResourceManager *ResourceManager
+	// KubeClient talks to the API server.
+	KubeClient kubernetes.Interface
+}
+
+// InitFunc builds a provider. It returns a clear error, naming the file and
+// field, for a bad configuration.
+type InitFunc func(context.Context, InitConfig) (Provider, error)

@@ -1,0 +1,338 @@
+package api_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"io"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+
+	"github.com/vkubelet/virtual-kubelet/node/api"
+)
+
+func TestNodeRequestAttributes(t *testing.T) {
+	u := &user.DefaultInfo{Name: "alice"}
+	for _, c := range []struct {
+		method, path, verb, subresource string
+	}{
+		{"GET", "/stats/summary", "get", "stats"},
+		{"GET", "/stats", "get", "stats"},
+		{"GET", "/stats/", "get", "stats"},
+		{"GET", "/statsfoo", "get", "proxy"},
+		{"GET", "/metrics", "get", "metrics"},
+		{"GET", "/metrics/resource", "get", "metrics"},
+		{"GET", "/metrics/cadvisor", "get", "metrics"},
+		{"GET", "/logs/", "get", "log"},
+		{"GET", "/logs/messages", "get", "log"},
+		{"GET", "/containerLogs/ns/p/c", "get", "proxy"},
+		{"POST", "/exec/ns/p/c", "create", "proxy"},
+		{"GET", "/exec/ns/p/c", "get", "proxy"},
+		{"POST", "/attach/ns/p/c", "create", "proxy"},
+		{"POST", "/portForward/ns/p", "create", "proxy"},
+		{"GET", "/pods", "get", "proxy"},
+		{"GET", "/runningpods/", "get", "proxy"},
+		{"HEAD", "/healthz", "get", "proxy"},
+		{"PUT", "/x", "update", "proxy"},
+		{"PATCH", "/x", "patch", "proxy"},
+		{"DELETE", "/x", "delete", "proxy"},
+		{"OPTIONS", "/x", "", "proxy"},
+		// Path tricks are cleaned before mapping.
+		{"GET", "/pods/../stats/summary", "get", "stats"},
+		{"GET", "//stats//summary", "get", "stats"},
+	} {
+		r := httptest.NewRequest(c.method, "http://node"+c.path, nil)
+		r.URL.Path = c.path
+		a := api.NodeRequestAttributes("node-1", u, r)
+		if a.Verb != c.verb || a.Subresource != c.subresource || a.Resource != "nodes" || a.Name != "node-1" ||
+			a.APIVersion != "v1" || a.APIGroup != "" || a.Namespace != "" || !a.ResourceRequest || a.User != u || a.Path != c.path {
+			t.Errorf("%s %s: %+v, want verb %q subresource %q", c.method, c.path, a, c.verb, c.subresource)
+		}
+	}
+}
+
+// fakeAuth accepts the bearer token "alice" (and "boom", which fails
+// authorization) and allows alice only to get stats.
+type fakeAuth struct{}
+
+func (fakeAuth) AuthenticateRequest(r *http.Request) (*authenticator.Response, bool, error) {
+	switch r.Header.Get("Authorization") {
+	case "Bearer alice":
+		return &authenticator.Response{User: &user.DefaultInfo{Name: "alice"}}, true, nil
+	case "Bearer boom":
+		return &authenticator.Response{User: &user.DefaultInfo{Name: "boom"}}, true, nil
+	case "Bearer broken":
+		return nil, false, errors.New("token review failed")
+	}
+	return nil, false, nil
+}
+
+func (fakeAuth) Authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	if a.GetUser().GetName() == "boom" {
+		return authorizer.DecisionNoOpinion, "", errors.New("SAR failed")
+	}
+	if a.GetUser().GetName() == "alice" && a.GetSubresource() == "stats" && a.GetVerb() == "get" {
+		return authorizer.DecisionAllow, "", nil
+	}
+	return authorizer.DecisionDeny, "no", nil
+}
+
+func TestWithAuth(t *testing.T) {
+	var seen user.Info
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen, _ = request.UserFrom(r.Context())
+		_, _ = io.WriteString(w, "inner")
+	})
+	h := api.WithAuth(inner, api.NewAuthFrom(fakeAuth{}, fakeAuth{}, "node-1"))
+	for _, c := range []struct {
+		method, path, token string
+		code                int
+		body                string
+	}{
+		{"GET", "/healthz", "", 200, "inner"},
+		{"GET", "/stats/summary", "", 401, "Unauthorized"},
+		{"GET", "/stats/summary", "broken", 401, "Unauthorized"},
+		{"GET", "/stats/summary", "mallory", 401, "Unauthorized"},
+		{"GET", "/stats/summary", "alice", 200, "inner"},
+		{"GET", "/pods", "alice", 403, "Forbidden (user=alice, verb=get, resource=nodes, subresource=proxy)"},
+		{"POST", "/exec/ns/p/c", "alice", 403, "Forbidden (user=alice, verb=create, resource=nodes, subresource=proxy)"},
+		{"GET", "/stats/summary", "boom", 500, "Authorization error (user=boom, verb=get, resource=nodes, subresource=stats)"},
+	} {
+		seen = nil
+		r := httptest.NewRequest(c.method, c.path, nil)
+		if c.token != "" {
+			r.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		if rec.Code != c.code || !strings.Contains(rec.Body.String(), c.body) {
+			t.Errorf("%s %s as %q: %d %q, want %d %q", c.method, c.path, c.token, rec.Code, rec.Body, c.code, c.body)
+		}
+		if c.code == 200 && c.path != "/healthz" && (seen == nil || seen.GetName() != c.token) {
+			t.Errorf("%s %s: handler saw user %v", c.method, c.path, seen)
+		}
+	}
+}
+
+func TestNewAuthConfig(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	if _, err := api.NewAuth(ctx, api.AuthConfig{SubjectAccessReviewClient: client.AuthorizationV1(), Anonymous: true}); err == nil {
+		t.Error("no node name: no error")
+	}
+	if _, err := api.NewAuth(ctx, api.AuthConfig{NodeName: "n", Anonymous: true}); err == nil {
+		t.Error("no SubjectAccessReview client: no error")
+	}
+	if _, err := api.NewAuth(ctx, api.AuthConfig{NodeName: "n", SubjectAccessReviewClient: client.AuthorizationV1()}); err == nil {
+		t.Error("no authentication method: no error")
+	}
+	if _, err := api.NewAuth(ctx, api.AuthConfig{NodeName: "n", SubjectAccessReviewClient: client.AuthorizationV1(), ClientCAFile: "/does/not/exist"}); err == nil {
+		t.Error("missing CA file: no error")
+	}
+}
+
+// TestNewAuth runs NewAuth's authenticators and authorizer against a fake
+// clientset: a client certificate signed by the CA, a bearer token through
+// TokenReview, anonymous requests, and SubjectAccessReviews that see the
+// node's attributes.
+func TestNewAuth(t *testing.T) {
+	ca, caKey := newCA(t)
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	apiserverCert := newClientCert(t, ca, caKey, "kube-apiserver-kubelet-client", "system:masters")
+	otherCA, otherKey := newCA(t)
+	strangerCert := newClientCert(t, otherCA, otherKey, "stranger", "system:masters")
+
+	// A stand-in for the apiserver's review APIs.
+	var mu sync.Mutex
+	var sars []authorizationv1.SubjectAccessReviewSpec
+	reviews := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/apis/authentication.k8s.io/v1/tokenreviews":
+			var tr authenticationv1.TokenReview
+			if err := json.NewDecoder(r.Body).Decode(&tr); err != nil {
+				http.Error(w, err.Error(), 400)
+				return
+			}
+			if tr.Spec.Token == "bob-token" {
+				tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "bob", Groups: []string{"readers"}}}
+			}
+			_ = json.NewEncoder(w).Encode(&tr)
+		case "/apis/authorization.k8s.io/v1/subjectaccessreviews":
+			var sar authorizationv1.SubjectAccessReview
+			if err := json.NewDecoder(r.Body).Decode(&sar); err != nil {
+				http.Error(w, err.Error(), 400)
+				return
+			}
+			mu.Lock()
+			sars = append(sars, sar.Spec)
+			mu.Unlock()
+			ra := sar.Spec.ResourceAttributes
+			switch {
+			case contains(sar.Spec.Groups, "system:masters"):
+				sar.Status.Allowed = true
+			case sar.Spec.User == "bob" && ra != nil && ra.Subresource == "stats" && ra.Verb == "get":
+				sar.Status.Allowed = true
+			}
+			_ = json.NewEncoder(w).Encode(&sar)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer reviews.Close()
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: reviews.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	auth, err := api.NewAuth(ctx, api.AuthConfig{
+		ClientCAFile:              caFile,
+		Anonymous:                 true,
+		TokenReviewClient:         client.AuthenticationV1(),
+		SubjectAccessReviewClient: client.AuthorizationV1(),
+		NodeName:                  "node-1",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFakeProvider()
+	srv := httptest.NewUnstartedServer(api.WithAuth(api.PodHandler(f.config()), auth))
+	srv.TLS = &tls.Config{ClientAuth: tls.RequestClientCert}
+	srv.StartTLS()
+	defer srv.Close()
+
+	get := func(path string, cert *tls.Certificate, token string) (int, string) {
+		t.Helper()
+		tr := srv.Client().Transport.(*http.Transport).Clone()
+		if cert != nil {
+			tr.TLSClientConfig.Certificates = []tls.Certificate{*cert}
+		}
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, c := range []struct {
+		name, path string
+		cert       *tls.Certificate
+		token      string
+		code       int
+		body       string
+	}{
+		{"apiserver cert, stats", "/stats/summary", &apiserverCert, "", 200, "nodeName"},
+		{"apiserver cert, pods", "/pods", &apiserverCert, "", 200, "PodList"},
+		{"bob token, stats", "/stats/summary", nil, "bob-token", 200, "nodeName"},
+		{"bob token, pods", "/pods", nil, "bob-token", 403, "Forbidden (user=bob, verb=get, resource=nodes, subresource=proxy)"},
+		{"bad token", "/stats/summary", nil, "nope", 401, "Unauthorized"},
+		{"foreign cert", "/stats/summary", &strangerCert, "", 401, "Unauthorized"},
+		{"anonymous", "/stats/summary", nil, "", 403, "user=system:anonymous"},
+	} {
+		if code, body := get(c.path, c.cert, c.token); code != c.code || !strings.Contains(body, c.body) {
+			t.Errorf("%s: %d %q, want %d %q", c.name, code, body, c.code, c.body)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var sawNode bool
+	for _, s := range sars {
+		if ra := s.ResourceAttributes; ra != nil && ra.Resource == "nodes" && ra.Name == "node-1" && ra.Version == "v1" {
+			sawNode = true
+		}
+	}
+	if !sawNode {
+		t.Errorf("no SubjectAccessReview for nodes/node-1: %+v", sars)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func newCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "test-ca"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca, key
+}
+
+func newClientCert(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn string, orgs ...string) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: cn, Organization: orgs},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}

@@ -1,0 +1,65 @@
+// Package api serves the kubelet's HTTP API over a provider's handler
+// functions, so that kubectl logs, exec, attach and port-forward, the
+// metrics-server and anything else that reaches a node through the
+// apiserver's nodes/proxy and pods/* subresources work against a virtual
+// node.
+//
+// # Routes
+//
+// A PodHandlerConfig holds the provider's functions (see types.go for
+// their contract). PodHandler returns a handler with every route;
+// AttachPodRoutes registers them on a mux of the caller's, next to routes
+// of its own:
+//
+//	mux := http.NewServeMux()
+//	api.AttachPodRoutes(api.PodHandlerConfig{
+//		RunInContainer:    p.RunInContainer,
+//		AttachToContainer: p.AttachToContainer,
+//		GetContainerLogs:  p.GetContainerLogs,
+//		GetPods:           p.GetPods,
+//		GetStatsSummary:   p.GetStatsSummary,
+//		PortForward:       p.PortForward,
+//	}, mux)
+//
+// The routes are those of the kubelet: /containerLogs, /exec, /attach,
+// /portForward, /pods, /runningpods/, /stats/summary, /metrics/resource and
+// /healthz. A route whose function is nil answers 501 Not Implemented. An
+// error of kind errdefs.NotFound answers 404, errdefs.InvalidInput 400.
+//
+// Exec and attach speak the remotecommand protocols v1 to v4 over SPDY and
+// v1 to v5 over WebSocket; port-forward speaks SPDY, WebSocket, and SPDY
+// tunneled through a WebSocket. A command's exit code reaches the client
+// when the exec function returns an error implementing
+// k8s.io/utils/exec.ExitError. The apiserver turns WebSocket clients into
+// SPDY for the node unless the Node lists ExtendWebSocketsToKubelet in
+// status.declaredFeatures (Kubernetes 1.36 and later): both ways work here.
+//
+// # Authentication and authorization
+//
+// The apiserver reaches the node with a client certificate, and users can
+// call it directly with a bearer token; like the kubelet, the API should
+// authenticate both and authorize every request with a SubjectAccessReview
+// on the node's subresources (nodes/proxy, nodes/stats, nodes/metrics,
+// nodes/log). NewAuth builds that from an AuthConfig, and WithAuth wraps a
+// handler with it:
+//
+//	auth, err := api.NewAuth(ctx, api.AuthConfig{
+//		ClientCAFile:              "/etc/kubernetes/pki/ca.crt",
+//		TokenReviewClient:         client.AuthenticationV1(),
+//		SubjectAccessReviewClient: client.AuthorizationV1(),
+//		NodeName:                  nodeName,
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	srv := &http.Server{
+//		Addr:    ":10250",
+//		Handler: api.WithAuth(mux, auth),
+//		// Ask for client certificates; NewAuth verifies them.
+//		TLSConfig: &tls.Config{ClientAuth: tls.RequestClientCert},
+//	}
+//	return srv.ListenAndServeTLS(certFile, keyFile)
+//
+// Requests without valid credentials get 401, denied ones 403; /healthz is
+// served to anyone.
+package api

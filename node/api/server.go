@@ -1,0 +1,237 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vkubelet/virtual-kubelet/node/errdefs"
+	"github.com/vkubelet/virtual-kubelet/node/log"
+)
+
+// Defaults of the streaming timeouts of PodHandlerConfig.
+const (
+	// DefaultStreamIdleTimeout is how long an exec, attach or port-forward
+	// connection may stay idle before it is closed, as the kubelet's
+	// --streaming-connection-idle-timeout default.
+	DefaultStreamIdleTimeout = 4 * time.Hour
+	// DefaultStreamCreationTimeout is how long a client has, after the
+	// upgrade, to open the streams it asked for.
+	DefaultStreamCreationTimeout = 30 * time.Second
+)
+
+// PodHandlerConfig holds the provider's handler functions behind the kubelet
+// API routes. A nil function makes its routes answer 501 Not Implemented.
+type PodHandlerConfig struct {
+	// RunInContainer serves /exec.
+	RunInContainer ContainerExecHandlerFunc
+	// AttachToContainer serves /attach.
+	AttachToContainer ContainerAttachHandlerFunc
+	// GetContainerLogs serves /containerLogs.
+	GetContainerLogs ContainerLogsHandlerFunc
+	// GetPods serves /pods and /runningpods/. When set, it is also used to
+	// answer exec, attach and port-forward requests for a pod (or
+	// container) it does not list with 404, before the connection is
+	// upgraded.
+	GetPods PodListerFunc
+	// GetStatsSummary serves /stats/summary and /metrics/resource.
+	GetStatsSummary PodStatsSummaryHandlerFunc
+	// PortForward serves /portForward.
+	PortForward PortForwardHandlerFunc
+
+	// StreamIdleTimeout closes an exec, attach or port-forward connection
+	// idle for that long; 0 means DefaultStreamIdleTimeout.
+	StreamIdleTimeout time.Duration
+	// StreamCreationTimeout bounds the wait for a client's streams after
+	// the upgrade; 0 means DefaultStreamCreationTimeout.
+	StreamCreationTimeout time.Duration
+}
+
+// ServeMux is where AttachPodRoutes registers the routes. The patterns use
+// the syntax of Go 1.22's http.ServeMux (a method, then a path with
+// {wildcards}), which *http.ServeMux satisfies.
+type ServeMux interface {
+	Handle(pattern string, handler http.Handler)
+}
+
+// PodHandler returns a handler serving all the kubelet API routes of
+// AttachPodRoutes. It does no authentication: wrap it with WithAuth.
+func PodHandler(cfg PodHandlerConfig) http.Handler {
+	mux := http.NewServeMux()
+	AttachPodRoutes(cfg, mux)
+	return mux
+}
+
+// AttachPodRoutes registers the kubelet API routes on mux:
+//
+//	GET       /healthz
+//	GET       /pods
+//	GET       /runningpods/
+//	GET       /containerLogs/{namespace}/{pod}/{container}
+//	GET, POST /exec/{namespace}/{pod}/{container}            (also /{uid}/ before {container})
+//	GET, POST /attach/{namespace}/{pod}/{container}          (also /{uid}/ before {container})
+//	GET, POST /portForward/{namespace}/{pod}                 (also /{uid} at the end)
+//	GET       /stats/summary
+//	GET       /metrics/resource
+//
+// Routes whose handler function is nil answer 501 Not Implemented.
+func AttachPodRoutes(cfg PodHandlerConfig, mux ServeMux) {
+	s := newServer(cfg)
+	handle := func(pattern string, f http.HandlerFunc) { mux.Handle(pattern, f) }
+
+	handle("GET /healthz", s.healthz)
+	handle("GET /pods", s.pods)
+	handle("GET /runningpods", s.pods)
+	handle("GET /runningpods/{$}", s.pods)
+	handle("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		handle(m+" /exec/{namespace}/{pod}/{container}", s.exec)
+		handle(m+" /exec/{namespace}/{pod}/{uid}/{container}", s.exec)
+		handle(m+" /attach/{namespace}/{pod}/{container}", s.attach)
+		handle(m+" /attach/{namespace}/{pod}/{uid}/{container}", s.attach)
+		handle(m+" /portForward/{namespace}/{pod}", s.portForward)
+		handle(m+" /portForward/{namespace}/{pod}/{uid}", s.portForward)
+	}
+	handle("GET /stats/summary", s.statsSummary)
+	handle("GET /metrics/resource", s.resourceMetrics)
+}
+
+var metaPodList = metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}
+
+// server holds a PodHandlerConfig with its defaults applied.
+type server struct {
+	cfg PodHandlerConfig
+}
+
+func newServer(cfg PodHandlerConfig) *server {
+	if cfg.StreamIdleTimeout <= 0 {
+		cfg.StreamIdleTimeout = DefaultStreamIdleTimeout
+	}
+	if cfg.StreamCreationTimeout <= 0 {
+		cfg.StreamCreationTimeout = DefaultStreamCreationTimeout
+	}
+	return &server{cfg: cfg}
+}
+
+func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok"))
+}
+
+func (s *server) pods(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.GetPods == nil {
+		notImplemented(w, "listing pods")
+		return
+	}
+	pods, err := s.cfg.GetPods(r.Context())
+	if err != nil {
+		writeError(r.Context(), w, err)
+		return
+	}
+	list := corev1.PodList{
+		TypeMeta: metaPodList,
+		Items:    make([]corev1.Pod, 0, len(pods)),
+	}
+	for _, p := range pods {
+		if p != nil {
+			list.Items = append(list.Items, *p)
+		}
+	}
+	writeJSON(r.Context(), w, &list)
+}
+
+// findPod checks, when the provider lists its pods, that the pod (and its
+// container, if given) exists, so that a request for an unknown one gets a
+// 404 before any upgrade. Without a lister, or if it fails, it lets the
+// request through: the handler function has the last word.
+func (s *server) findPod(ctx context.Context, namespace, name, uid, container string) error {
+	if s.cfg.GetPods == nil {
+		return nil
+	}
+	pods, err := s.cfg.GetPods(ctx)
+	if err != nil {
+		log.G(ctx).WithError(err).Debug("kubelet API: cannot list pods to check a streaming request")
+		return nil
+	}
+	for _, p := range pods {
+		if p == nil || p.Namespace != namespace || p.Name != name {
+			continue
+		}
+		if uid != "" && p.UID != "" && string(p.UID) != uid {
+			return errdefs.NotFoundf("pod %s/%s with UID %s not found", namespace, name, uid)
+		}
+		if container != "" && !hasContainer(p, container) {
+			return errdefs.NotFoundf("container %q not found in pod %s/%s", container, namespace, name)
+		}
+		return nil
+	}
+	return errdefs.NotFoundf("pod %s/%s not found", namespace, name)
+}
+
+// hasContainer reports whether the pod's spec has the container; a pod
+// whose spec lists no containers at all is given the benefit of the doubt.
+func hasContainer(p *corev1.Pod, name string) bool {
+	n := 0
+	for _, c := range p.Spec.Containers {
+		if c.Name == name {
+			return true
+		}
+		n++
+	}
+	for _, c := range p.Spec.InitContainers {
+		if c.Name == name {
+			return true
+		}
+		n++
+	}
+	for _, c := range p.Spec.EphemeralContainers {
+		if c.Name == name {
+			return true
+		}
+		n++
+	}
+	return n == 0
+}
+
+// statusCode maps an error of a handler function to an HTTP status.
+func statusCode(err error) int {
+	switch {
+	case errdefs.IsNotFound(err):
+		return http.StatusNotFound
+	case errdefs.IsInvalidInput(err):
+		return http.StatusBadRequest
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// writeError answers with the status of err and its message.
+func writeError(ctx context.Context, w http.ResponseWriter, err error) {
+	code := statusCode(err)
+	if code >= http.StatusInternalServerError {
+		log.G(ctx).WithError(err).Warn("kubelet API request failed")
+	}
+	http.Error(w, err.Error(), code)
+}
+
+// notImplemented answers 501 for a capability the provider lacks.
+func notImplemented(w http.ResponseWriter, capability string) {
+	http.Error(w, capability+" is not implemented by this provider", http.StatusNotImplemented)
+}
+
+func writeJSON(ctx context.Context, w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(ctx, w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+}

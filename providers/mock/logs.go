@@ -1,0 +1,158 @@
+package mock
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/vkubelet/virtual-kubelet/node/api"
+	"github.com/vkubelet/virtual-kubelet/node/errdefs"
+)
+
+// A container's log is deterministic: while it runs it writes line n at
+// start + n*interval, reading
+//
+//	<namespace>/<pod>/<container> line <n>
+//
+// so tests and demos know exactly what to expect, and following a log shows
+// new lines appear in real time.
+
+// logLine is one line of the log of an instance.
+type logLine struct {
+	at   time.Time
+	text string
+}
+
+// logSource is a snapshot of what is needed to produce an instance's log.
+type logSource struct {
+	prefix   string
+	interval time.Duration
+	start    time.Time
+	end      time.Time // zero while running
+	// running reports, under the provider's lock, whether the instance is
+	// still the running one (for follow).
+	running func() bool
+}
+
+func (s logSource) line(n int) logLine {
+	return logLine{at: s.start.Add(time.Duration(n) * s.interval), text: fmt.Sprintf("%s line %d", s.prefix, n)}
+}
+
+// count is the number of lines written by t.
+func (s logSource) count(t time.Time) int {
+	if !s.end.IsZero() && t.After(s.end) {
+		t = s.end
+	}
+	if t.Before(s.start) {
+		return 0
+	}
+	return int(t.Sub(s.start) / s.interval)
+}
+
+// first is the first line to return under opts, 1-based.
+func (s logSource) first(opts api.ContainerLogOpts, written int, now time.Time) int {
+	first := 1
+	since := opts.SinceTime
+	if opts.SinceSeconds > 0 {
+		since = now.Add(-time.Duration(opts.SinceSeconds) * time.Second)
+	}
+	if !since.IsZero() && since.After(s.start) {
+		// The first line at or after since.
+		first = int((since.Sub(s.start) + s.interval - 1) / s.interval)
+	}
+	if opts.Tail >= 0 && written-opts.Tail+1 > first {
+		first = written - opts.Tail + 1
+	}
+	return max(first, 1)
+}
+
+func (l logLine) format(timestamps bool) string {
+	if timestamps {
+		return l.at.UTC().Format(time.RFC3339Nano) + " " + l.text + "\n"
+	}
+	return l.text + "\n"
+}
+
+// GetContainerLogs returns the container's log as opts ask.
+func (p *Provider) GetContainerLogs(ctx context.Context, namespace, podName, containerName string, opts api.ContainerLogOpts) (io.ReadCloser, error) {
+	src, err := p.logSource(namespace, podName, containerName, opts.Previous)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	written := src.count(now)
+	var buf bytes.Buffer
+	next := src.first(opts, written, now)
+	for ; next <= written; next++ {
+		buf.WriteString(src.line(next).format(opts.Timestamps))
+		if opts.LimitBytes > 0 && buf.Len() >= opts.LimitBytes {
+			buf.Truncate(opts.LimitBytes)
+			return io.NopCloser(&buf), nil
+		}
+	}
+	if !opts.Follow || opts.Previous || !src.end.IsZero() {
+		return io.NopCloser(&buf), nil
+	}
+	pr, pw := io.Pipe()
+	go src.follow(ctx, pw, buf.Bytes(), next, opts.Timestamps)
+	return pr, nil
+}
+
+// follow writes what was already there, then each new line as it is
+// written, until the reader goes away, ctx ends or the instance stops.
+func (s logSource) follow(ctx context.Context, w *io.PipeWriter, head []byte, next int, timestamps bool) {
+	if _, err := w.Write(head); err != nil {
+		return
+	}
+	for {
+		l := s.line(next)
+		select {
+		case <-ctx.Done():
+			_ = w.CloseWithError(ctx.Err())
+			return
+		case <-time.After(time.Until(l.at)):
+		}
+		if !s.running() {
+			_ = w.Close()
+			return
+		}
+		if _, err := io.WriteString(w, l.format(timestamps)); err != nil {
+			return
+		}
+		next++
+	}
+}
+
+func (p *Provider) logSource(namespace, podName, containerName string, previous bool) (logSource, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ps, c, err := p.lookup(namespace, podName, containerName)
+	if err != nil {
+		return logSource{}, err
+	}
+	n := len(c.instances)
+	if previous {
+		n--
+	}
+	if n < 1 {
+		if previous {
+			return logSource{}, errdefs.InvalidInputf("previous terminated container %q in pod %q not found", containerName, podName)
+		}
+		return logSource{}, errdefs.InvalidInputf("container %q in pod %q is waiting to start", containerName, podName)
+	}
+	inst := c.instances[n-1]
+	src := logSource{
+		prefix:   fmt.Sprintf("%s/%s/%s", namespace, podName, containerName),
+		interval: c.script.logInterval,
+		start:    inst.start,
+		end:      inst.end,
+	}
+	src.running = func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return !ps.deleted && len(c.instances) == n && c.instances[n-1].end.IsZero()
+	}
+	return src, nil
+}

@@ -1,0 +1,260 @@
+// Package mock is an in-memory provider: pods "run" in the daemon's memory.
+// It backs demos and tests, and doubles as a load simulator: pod annotations
+// (see the Annotation constants) script how long containers run, their exit
+// codes, start failures, restarts and the resource usage they report.
+//
+// It implements every capability of the kubelet API: logs (deterministic
+// lines, one per log interval, with follow), exec (a small built-in command
+// set, see RunInContainer), attach, port-forward (an echo server on every
+// declared container port) and stats.
+package mock
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vkubelet/virtual-kubelet/internal/provider"
+	"github.com/vkubelet/virtual-kubelet/node/errdefs"
+	"github.com/vkubelet/virtual-kubelet/node/log"
+)
+
+// Provider is the mock provider. Create it with New.
+type Provider struct {
+	nodeName   string
+	os         string
+	internalIP string
+	daemonPort int32
+	capacity   corev1.ResourceList
+	startedAt  time.Time
+
+	// mu guards the pods and serialises notifications, so the controller
+	// sees each pod's statuses in order.
+	mu     sync.Mutex
+	pods   map[string]*podState
+	notify func(*corev1.Pod)
+	nextIP uint32
+}
+
+var (
+	_ provider.Provider            = (*Provider)(nil)
+	_ provider.LogsProvider        = (*Provider)(nil)
+	_ provider.ExecProvider        = (*Provider)(nil)
+	_ provider.AttachProvider      = (*Provider)(nil)
+	_ provider.PortForwardProvider = (*Provider)(nil)
+	_ provider.StatsProvider       = (*Provider)(nil)
+)
+
+// New builds a mock provider from the init config. The config file, if any,
+// sets the node's capacity (see loadCapacity).
+func New(_ context.Context, cfg provider.InitConfig) (provider.Provider, error) {
+	capacity, err := loadCapacity(cfg.ConfigPath, cfg.NodeName)
+	if err != nil {
+		return nil, err
+	}
+	return &Provider{
+		nodeName:   cfg.NodeName,
+		os:         cfg.OperatingSystem,
+		internalIP: cfg.InternalIP,
+		daemonPort: cfg.DaemonPort,
+		capacity:   capacity,
+		startedAt:  time.Now(),
+		pods:       map[string]*podState{},
+	}, nil
+}
+
+func podKey(namespace, name string) string { return namespace + "/" + name }
+
+// NotifyPods implements node.PodNotifier.
+func (p *Provider) NotifyPods(_ context.Context, f func(*corev1.Pod)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.notify = f
+}
+
+// changed reports a pod's new status; p.mu must be held.
+func (p *Provider) changed(ps *podState) {
+	if p.notify != nil {
+		p.notify(ps.snapshot())
+	}
+}
+
+// CreatePod starts running the pod as its annotations script it.
+func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
+	scripts := make([]script, len(pod.Spec.Containers))
+	for i, c := range pod.Spec.Containers {
+		s, err := parseScript(pod, c.Name)
+		if err != nil {
+			return err
+		}
+		scripts[i] = s
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := podKey(pod.Namespace, pod.Name)
+	if old, ok := p.pods[key]; ok {
+		old.stopTimers()
+	}
+	ps := newPodState(p, trim(pod), scripts, p.allocateIP())
+	p.pods[key] = ps
+	log.G(ctx).Debug("mock: pod created")
+	ps.begin()
+	p.changed(ps)
+	return nil
+}
+
+// UpdatePod takes the pod's new spec; a container whose image changed is
+// restarted with it, as the kubelet does.
+func (p *Provider) UpdatePod(_ context.Context, pod *corev1.Pod) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ps, ok := p.pods[podKey(pod.Namespace, pod.Name)]
+	if !ok {
+		return errdefs.NotFoundf("pod %s/%s is not in the mock provider", pod.Namespace, pod.Name)
+	}
+	if ps.update(trim(pod)) {
+		p.changed(ps)
+	}
+	return nil
+}
+
+// DeletePod stops the pod's containers, reports its terminal status and
+// forgets it.
+func (p *Provider) DeletePod(_ context.Context, pod *corev1.Pod) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := podKey(pod.Namespace, pod.Name)
+	ps, ok := p.pods[key]
+	if !ok {
+		return errdefs.NotFoundf("pod %s/%s is not in the mock provider", pod.Namespace, pod.Name)
+	}
+	ps.kill()
+	delete(p.pods, key)
+	p.changed(ps)
+	return nil
+}
+
+// GetPod returns a copy of the pod with its current status.
+func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Pod, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ps, ok := p.pods[podKey(namespace, name)]
+	if !ok {
+		return nil, errdefs.NotFoundf("pod %s/%s is not in the mock provider", namespace, name)
+	}
+	return ps.snapshot().DeepCopy(), nil
+}
+
+// GetPodStatus returns a copy of the pod's current status.
+func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*corev1.PodStatus, error) {
+	pod, err := p.GetPod(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	return &pod.Status, nil
+}
+
+// GetPods returns copies of all pods.
+func (p *Provider) GetPods(context.Context) ([]*corev1.Pod, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*corev1.Pod, 0, len(p.pods))
+	for _, ps := range p.pods {
+		out = append(out, ps.snapshot().DeepCopy())
+	}
+	return out, nil
+}
+
+// Capacity implements provider.Provider.
+func (p *Provider) Capacity(context.Context) corev1.ResourceList { return p.capacity.DeepCopy() }
+
+// NodeConditions reports the node Ready with no pressure.
+func (p *Provider) NodeConditions(context.Context) []corev1.NodeCondition {
+	since := metav1.NewTime(p.startedAt)
+	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
+		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastTransitionTime: since}
+	}
+	return []corev1.NodeCondition{
+		cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "mock provider is ready"),
+		cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "mock provider has sufficient memory"),
+		cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "mock provider has no disk pressure"),
+		cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "mock provider has sufficient PID"),
+		cond(corev1.NodeNetworkUnavailable, corev1.ConditionFalse, "RouteCreated", "mock provider has a network"),
+	}
+}
+
+// NodeAddresses reports the InternalIP the daemon was given.
+func (p *Provider) NodeAddresses(context.Context) []corev1.NodeAddress {
+	if p.internalIP == "" {
+		return nil
+	}
+	return []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: p.internalIP}}
+}
+
+// NodeDaemonEndpoints reports the kubelet API port.
+func (p *Provider) NodeDaemonEndpoints(context.Context) *corev1.NodeDaemonEndpoints {
+	return &corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: p.daemonPort}}
+}
+
+// OperatingSystem implements provider.Provider.
+func (p *Provider) OperatingSystem() string { return p.os }
+
+// allocateIP hands out pod IPs from 10.244.0.0/16; p.mu must be held.
+func (p *Provider) allocateIP() string {
+	p.nextIP++
+	n := p.nextIP%65534 + 1
+	return netip.AddrFrom4([4]byte{10, 244, byte(n >> 8), byte(n)}).String()
+}
+
+// lookup returns the running state of a container; p.mu must be held.
+func (p *Provider) lookup(namespace, pod, container string) (*podState, *containerState, error) {
+	ps, ok := p.pods[podKey(namespace, pod)]
+	if !ok {
+		return nil, nil, errdefs.NotFoundf("pod %s/%s not found", namespace, pod)
+	}
+	c := ps.container(container)
+	if c == nil {
+		return nil, nil, errdefs.NotFoundf("container %q not found in pod %s/%s", container, namespace, pod)
+	}
+	return ps, c, nil
+}
+
+// errNotRunning is returned for exec and attach into a container that is not running.
+func errNotRunning(c *containerState) error {
+	return errdefs.InvalidInputf("container %q is not running", c.spec.Name)
+}
+
+// trim keeps what the mock needs of a pod; the rest would only cost memory
+// when it simulates thousands of pods.
+func trim(pod *corev1.Pod) *corev1.Pod {
+	containers := func(in []corev1.Container) []corev1.Container {
+		out := make([]corev1.Container, len(in))
+		for i, c := range in {
+			out[i] = corev1.Container{
+				Name: c.Name, Image: c.Image, Command: c.Command, Args: c.Args,
+				Env: c.Env, Ports: c.Ports, Resources: c.Resources,
+			}
+		}
+		return out
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
+			Labels: pod.Labels, Annotations: pod.Annotations, CreationTimestamp: pod.CreationTimestamp,
+		},
+		Spec: corev1.PodSpec{
+			NodeName:       pod.Spec.NodeName,
+			RestartPolicy:  pod.Spec.RestartPolicy,
+			InitContainers: containers(pod.Spec.InitContainers),
+			Containers:     containers(pod.Spec.Containers),
+		},
+	}
+}
+
+// String names the provider in logs.
+func (p *Provider) String() string { return fmt.Sprintf("mock provider for node %s", p.nodeName) }

@@ -1,0 +1,119 @@
+package mock
+
+import (
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/vkubelet/virtual-kubelet/node/errdefs"
+)
+
+// Pod annotations that script what the mock does with a pod. Each may also be
+// given for one container by appending "." and the container's name, e.g.
+// mock.vkubelet.io/exit-code.worker: "3".
+const (
+	// AnnotationStartDelay keeps the pod Pending (ContainerCreating) for a
+	// duration before its containers start, e.g. "2s".
+	AnnotationStartDelay = "mock.vkubelet.io/start-delay"
+	// AnnotationRunFor makes containers exit after running for a duration,
+	// e.g. "30s". Without it they run until the pod is deleted.
+	AnnotationRunFor = "mock.vkubelet.io/run-for"
+	// AnnotationExitCode is the exit code of a container that exits
+	// (default 0). Whether it restarts follows the pod's restartPolicy;
+	// the pod ends Succeeded or Failed accordingly.
+	AnnotationExitCode = "mock.vkubelet.io/exit-code"
+	// AnnotationFailStart makes containers fail to start, with the value as
+	// the message: terminated with reason StartError and exit code 128.
+	AnnotationFailStart = "mock.vkubelet.io/fail-start"
+	// AnnotationRestartDelay is the back-off before a container restarts
+	// (default 1s); RestartCount grows with each restart.
+	AnnotationRestartDelay = "mock.vkubelet.io/restart-delay"
+	// AnnotationCPUUsage is the CPU a container uses, e.g. "250m", reported
+	// in stats (kubectl top).
+	AnnotationCPUUsage = "mock.vkubelet.io/cpu-usage"
+	// AnnotationMemoryUsage is the memory a container uses, e.g. "64Mi".
+	AnnotationMemoryUsage = "mock.vkubelet.io/memory-usage"
+	// AnnotationLogInterval is how often a container writes a log line
+	// (default 1s).
+	AnnotationLogInterval = "mock.vkubelet.io/log-interval"
+)
+
+// exitCodeStartError is what runtimes report for a container that could not start.
+const exitCodeStartError = 128
+
+// script is the scripted behaviour of one container.
+type script struct {
+	startDelay   time.Duration
+	runFor       time.Duration // 0: run until deleted
+	exitCode     int32
+	failStart    string // non-empty: fail to start with this message
+	restartDelay time.Duration
+	cpu          resource.Quantity
+	memory       resource.Quantity
+	logInterval  time.Duration
+}
+
+// parseScript reads a container's script from the pod's annotations. A bad
+// value is an InvalidInput error naming the annotation: the pod is rejected.
+func parseScript(pod *corev1.Pod, container string) (script, error) {
+	s := script{restartDelay: time.Second, logInterval: time.Second}
+	get := func(key string) (string, string, bool) {
+		if v, ok := pod.Annotations[key+"."+container]; ok {
+			return key + "." + container, v, true
+		}
+		v, ok := pod.Annotations[key]
+		return key, v, ok
+	}
+	duration := func(key string, dst *time.Duration, positive bool) error {
+		name, v, ok := get(key)
+		if !ok {
+			return nil
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || (positive && d == 0) {
+			return errdefs.InvalidInputf("annotation %s: %q is not a valid duration (e.g. 1.5s, 2m)", name, v)
+		}
+		*dst = d
+		return nil
+	}
+	quantity := func(key string, dst *resource.Quantity) error {
+		name, v, ok := get(key)
+		if !ok {
+			return nil
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil || q.Sign() < 0 {
+			return errdefs.InvalidInputf("annotation %s: %q is not a valid quantity (e.g. 250m, 64Mi)", name, v)
+		}
+		*dst = q
+		return nil
+	}
+	for _, err := range []error{
+		duration(AnnotationStartDelay, &s.startDelay, false),
+		duration(AnnotationRunFor, &s.runFor, false),
+		duration(AnnotationRestartDelay, &s.restartDelay, false),
+		duration(AnnotationLogInterval, &s.logInterval, true),
+		quantity(AnnotationCPUUsage, &s.cpu),
+		quantity(AnnotationMemoryUsage, &s.memory),
+	} {
+		if err != nil {
+			return s, err
+		}
+	}
+	if name, v, ok := get(AnnotationExitCode); ok {
+		code, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || code < 0 || code > 255 {
+			return s, errdefs.InvalidInputf("annotation %s: %q is not an exit code (0-255)", name, v)
+		}
+		s.exitCode = int32(code)
+	}
+	if _, v, ok := get(AnnotationFailStart); ok {
+		s.failStart = v
+		if s.failStart == "" {
+			s.failStart = "scripted start failure"
+		}
+	}
+	return s, nil
+}
