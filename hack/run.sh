@@ -21,7 +21,16 @@ In another terminal:
   export KUBECONFIG=$CLUSTER_DIR/admin.kubeconfig PATH=$bin:\$PATH
   kubectl get nodes
   kubectl apply -f hack/examples/pod.yaml
+  kubectl logs hello; kubectl exec hello -- printenv GREETING
 Stop with Ctrl-C; \`make cluster-down\` removes the control plane.
 
 EOT
-exec "$BIN/cluster" exec --dir "$CLUSTER_DIR" "$NODE" -- "$BIN/virtual-kubelet" --provider mock --nodename "$NODE"
+if [[ $(id -u) != 0 ]]; then
+	echo "not root: no node host, so running vk0 on loopback; the API server cannot proxy to it (kubectl logs/exec will not work)" >&2
+	exec "$BIN/virtual-kubelet" --provider mock --nodename "$NODE" --kubeconfig "$CLUSTER_DIR/admin.kubeconfig" \
+		--node-ip 127.0.0.1 --listen-address 127.0.0.1 --metrics-addr 127.0.0.1:10255 --client-ca-file "$CLUSTER_DIR/pki/ca.crt"
+fi
+# In the node host, VKUBELET_POD_IP and KUBECONFIG are set for the daemon;
+# the cluster CA verifies the apiserver's client certificate.
+exec "$BIN/cluster" exec --dir "$CLUSTER_DIR" "$NODE" -- "$BIN/virtual-kubelet" --provider mock --nodename "$NODE" \
+	--client-ca-file "$CLUSTER_DIR/pki/ca.crt"

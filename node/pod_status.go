@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -17,8 +18,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
-	"github.com/vkubelet/virtual-kubelet/node/log"
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
+	"github.com/vkubelet/virtual-kubelet/node/log"
 )
 
 // syncPodStatusFromProvider writes the provider's latest status of a pod to
@@ -191,6 +192,15 @@ func (pc *PodController) deletePodFromKubernetes(ctx context.Context, key string
 	if pod.DeletionTimestamp == nil {
 		return nil
 	}
+	rec := pc.pods.get(key)
+	if rec.isObjectDeleted(pod.UID) {
+		return nil // the informer has not seen our delete yet
+	}
+	// The provider's terminal status must reach the API server first.
+	if pp := rec.providerPod(); pp != nil && pp.UID == pod.UID && isTerminalStatus(&pp.Status) && !isTerminalStatus(pc.freshestStatus(pod, rec)) {
+		pc.statusQueue.Enqueue(key)
+		return errTerminalStatusPending
+	}
 	ctx = withPodFields(ctx, pod)
 	err = pc.client.Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{
 		GracePeriodSeconds: ptr.To[int64](0),
@@ -202,9 +212,14 @@ func (pc *PodController) deletePodFromKubernetes(ctx context.Context, key string
 	if err != nil {
 		return fmt.Errorf("deleting pod: %w", err)
 	}
+	rec.setObjectDeleted(pod.UID)
 	log.G(ctx).Debug("pod deleted")
 	return nil
 }
+
+// errTerminalStatusPending makes the delete queue retry a pod whose
+// terminal status is still being written.
+var errTerminalStatusPending = errors.New("the pod's terminal status is not written yet")
 
 // retryUntilPermanent retries a key as long as the error may pass (an API
 // server outage, a timeout, throttling) and gives up only on errors that

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
+	"time"
 
 	"go.opencensus.io/trace"
 	corev1 "k8s.io/api/core/v1"
@@ -12,9 +14,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/vkubelet/virtual-kubelet/node/log"
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 	"github.com/vkubelet/virtual-kubelet/node/internal/podenv"
+	"github.com/vkubelet/virtual-kubelet/node/log"
 )
 
 // Event reasons the pod controller records.
@@ -245,7 +247,11 @@ func (pc *PodController) callProvider(ctx context.Context, op string, pod *corev
 func (pc *PodController) traceProvider(ctx context.Context, op string, call func(context.Context) error) error {
 	ctx, span := trace.StartSpan(ctx, "provider."+op)
 	defer span.End()
+	start := time.Now()
 	err := call(ctx)
+	if pc.observe != nil {
+		pc.observe(op, time.Since(start), err)
+	}
 	if err != nil {
 		code := int32(trace.StatusCodeUnknown)
 		if errdefs.IsNotFound(err) {
@@ -279,11 +285,19 @@ func needsSync(old, cur *corev1.Pod) bool {
 }
 
 // specChanged reports whether the provider must be told about cur: its spec,
-// labels or annotations differ from what the provider was given.
+// labels or annotations differ from what the provider was given. The API
+// server bumps metadata.generation on every spec change (Kubernetes 1.35+),
+// which spares comparing specs on every status update; without it, the
+// specs are compared.
 func specChanged(applied, cur *corev1.Pod) bool {
-	return !apiequality.Semantic.DeepEqual(applied.Spec, cur.Spec) ||
-		!apiequality.Semantic.DeepEqual(applied.Labels, cur.Labels) ||
-		!apiequality.Semantic.DeepEqual(applied.Annotations, cur.Annotations)
+	if applied.Generation > 0 && cur.Generation > 0 && applied.UID == cur.UID {
+		if applied.Generation != cur.Generation {
+			return true
+		}
+	} else if !apiequality.Semantic.DeepEqual(applied.Spec, cur.Spec) {
+		return true
+	}
+	return !maps.Equal(applied.Labels, cur.Labels) || !maps.Equal(applied.Annotations, cur.Annotations)
 }
 
 func isTerminalPhase(p corev1.PodPhase) bool {

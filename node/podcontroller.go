@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/vkubelet/virtual-kubelet/node/log"
 	"github.com/vkubelet/virtual-kubelet/node/internal/podenv"
+	"github.com/vkubelet/virtual-kubelet/node/log"
 	"github.com/vkubelet/virtual-kubelet/node/queue"
 )
 
@@ -105,6 +105,10 @@ type PodControllerConfig struct {
 	// provider has are deleted from it, and running pods the provider lost
 	// are marked Failed.
 	ProviderResyncInterval time.Duration
+
+	// ProviderCallObserver, if set, is told the method, duration and error
+	// of every provider call, for metrics. It must not block.
+	ProviderCallObserver func(method string, took time.Duration, err error)
 }
 
 // PodController is the controller implementation for Pod resources.
@@ -121,6 +125,7 @@ type PodController struct {
 
 	pollInterval   time.Duration
 	resyncInterval time.Duration
+	observe        func(method string, took time.Duration, err error)
 
 	syncQueue   *queue.Queue
 	deleteQueue *queue.Queue
@@ -160,6 +165,7 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 		filter:         cfg.PodEventFilterFunc,
 		pollInterval:   cfg.StatusPollInterval,
 		resyncInterval: cfg.ProviderResyncInterval,
+		observe:        cfg.ProviderCallObserver,
 		pods:           newPodRecords(),
 		ready:          make(chan struct{}),
 		done:           make(chan struct{}),

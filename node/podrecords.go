@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // podRecord is what the controller remembers about one pod key between
@@ -28,6 +29,9 @@ type podRecord struct {
 	// providerDeleted is set once DeletePod succeeded or the provider did
 	// not have the pod.
 	providerDeleted bool
+	// objectDeleted is the UID of the pod whose object we deleted (grace
+	// 0), so a stale informer does not make us delete it again.
+	objectDeleted types.UID
 	// waitingForConfig is set while a mandatory ConfigMap or Secret is missing.
 	waitingForConfig bool
 }
@@ -71,6 +75,16 @@ func (r *podRecord) setApplied(pod *corev1.Pod) {
 	defer r.lock()()
 	r.applied, r.appliedAt = pod, time.Now()
 	r.providerDeleted = false
+}
+
+func (r *podRecord) setObjectDeleted(uid types.UID) {
+	defer r.lock()()
+	r.objectDeleted = uid
+}
+
+func (r *podRecord) isObjectDeleted(uid types.UID) bool {
+	defer r.lock()()
+	return r.objectDeleted == uid
 }
 
 func (r *podRecord) setProviderDeleted() {

@@ -106,6 +106,19 @@ func TestNeedsSync(t *testing.T) {
 			t.Errorf("%s: needsSync = %v, want %v", name, got, c.want)
 		}
 	}
+
+	// With generations set, they decide whether the spec changed.
+	withGen := base.DeepCopy()
+	withGen.Generation = 3
+	cur := withGen.DeepCopy()
+	cur.Spec.Containers[0].Image = "v2" // a spec change the server has not counted cannot happen
+	if needsSync(withGen, cur) {
+		t.Error("equal generations mean an equal spec")
+	}
+	cur.Generation = 4
+	if !needsSync(withGen, cur) {
+		t.Error("a new generation is a spec change")
+	}
 }
 
 func TestRetryUntilPermanent(t *testing.T) {

@@ -44,12 +44,15 @@ type Options struct {
 	ListenPort            int32
 	TLSCertFile           string
 	TLSKeyFile            string
+	RotateServerCerts     bool
+	CertDir               string
 	ClientCAFile          string
 	AnonymousAuth         bool
 	AuthorizationMode     string
 	StreamIdleTimeout     time.Duration
 	StreamCreationTimeout time.Duration
 	MetricsAddr           string
+	EnableProfiling       bool
 
 	LogLevel            string
 	TraceExporters      []string
@@ -145,7 +148,7 @@ func (o *Options) flagGroups() []flagGroup {
 			fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (a list is merged, as kubectl does); without one, the in-cluster config")
 			fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", DefaultKubeAPIQPS, "queries per second to the API server")
 			fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", DefaultKubeAPIBurst, "burst of queries to the API server")
-			fs.IntVar(&o.PodSyncWorkers, "pod-sync-workers", 10, "workers for each of the pod controller's queues")
+			fs.IntVar(&o.PodSyncWorkers, "pod-sync-workers", 50, "workers for each of the pod controller's queues (status writes wait on the API server: see BENCHMARKS.md)")
 			fs.DurationVar(&o.FullResyncPeriod, "full-resync-period", 0, "informers' resync period (0: none, rely on watch)")
 			fs.StringVar(&o.ClusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain")
 		}),
@@ -154,12 +157,15 @@ func (o *Options) flagGroups() []flagGroup {
 			fs.Int32Var(&o.ListenPort, "listen-port", 10250, "port the kubelet API listens on")
 			fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serving certificate of the kubelet API; without it a self-signed one is made")
 			fs.StringVar(&o.TLSKeyFile, "tls-private-key-file", "", "private key of the serving certificate")
+			fs.BoolVar(&o.RotateServerCerts, "rotate-server-certificates", false, "request the serving certificate from the certificates API (signer kubernetes.io/kubelet-serving) and renew it before it expires; an operator approves the CSR")
+			fs.StringVar(&o.CertDir, "cert-dir", "/var/lib/virtual-kubelet/pki", "where --rotate-server-certificates keeps the certificate and key")
 			fs.StringVar(&o.ClientCAFile, "client-ca-file", "", "CA bundle that client certificates (the API server's) are verified against")
 			fs.BoolVar(&o.AnonymousAuth, "anonymous-auth", false, "let unauthenticated requests through as system:anonymous")
 			fs.StringVar(&o.AuthorizationMode, "authorization-mode", AuthzWebhook, "Webhook (SubjectAccessReview on nodes/proxy, nodes/stats, ...) or AlwaysAllow")
 			fs.DurationVar(&o.StreamIdleTimeout, "streaming-connection-idle-timeout", 4*time.Hour, "close exec, attach and port-forward streams idle this long")
 			fs.DurationVar(&o.StreamCreationTimeout, "stream-creation-timeout", 30*time.Second, "how long a client has to open the streams of a session")
-			fs.StringVar(&o.MetricsAddr, "metrics-addr", ":10255", "address of the metrics endpoint (Prometheus); empty disables it")
+			fs.StringVar(&o.MetricsAddr, "metrics-addr", ":10255", "address of the metrics endpoint (/metrics, Prometheus; /healthz); empty disables it")
+			fs.BoolVar(&o.EnableProfiling, "enable-profiling", false, "serve Go's /debug/pprof on the metrics address")
 		}),
 		group("Logging and tracing", func(fs *pflag.FlagSet) {
 			fs.StringVar(&o.LogLevel, "log-level", "info", "log level: "+strings.Join(logging.Levels, ", "))
@@ -235,6 +241,12 @@ func (o *Options) Validate() error {
 	}
 	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
 		return errors.New("--tls-cert-file and --tls-private-key-file go together")
+	}
+	if o.RotateServerCerts && o.TLSCertFile != "" {
+		return errors.New("--rotate-server-certificates and --tls-cert-file are exclusive: the certificate comes from one or the other")
+	}
+	if o.RotateServerCerts && o.CertDir == "" {
+		return errors.New("--rotate-server-certificates needs a --cert-dir")
 	}
 	if o.AuthorizationMode != AuthzWebhook && o.AuthorizationMode != AuthzAlwaysAllow {
 		return fmt.Errorf("--authorization-mode %q must be %s or %s", o.AuthorizationMode, AuthzWebhook, AuthzAlwaysAllow)

@@ -20,9 +20,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/vkubelet/virtual-kubelet/internal/logging"
+	"github.com/vkubelet/virtual-kubelet/internal/metrics"
 	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	"github.com/vkubelet/virtual-kubelet/internal/tracing"
 	"github.com/vkubelet/virtual-kubelet/internal/version"
+	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/log"
 	"github.com/vkubelet/virtual-kubelet/node/nodeutil"
 )
@@ -93,10 +95,14 @@ func Run(ctx context.Context, o *Options) error {
 		InformerResyncPeriod: o.FullResyncPeriod,
 		DisableLease:         !o.EnableNodeLease,
 		InformerFactory:      factory,
+		ConfigurePodController: func(c *node.PodControllerConfig) {
+			c.ProviderCallObserver = metrics.ObserveProviderCall
+		},
 	})
 	if err != nil {
 		return err
 	}
+	metrics.RegisterPodPhases(n.PodLister())
 
 	servers, err := startServers(ctx, o, p, client, nodeIP)
 	if err != nil {
@@ -198,6 +204,9 @@ func nodeSpec(ctx context.Context, o *Options, p provider.Provider) *corev1.Node
 			Allocatable: capacity.DeepCopy(),
 			Conditions:  p.NodeConditions(ctx),
 			Addresses:   p.NodeAddresses(ctx),
+			// Our kubelet API speaks WebSocket for exec, attach and
+			// port-forward: the API server need not translate to SPDY.
+			DeclaredFeatures: []string{"ExtendWebSocketsToKubelet"},
 			NodeInfo: corev1.NodeSystemInfo{
 				OperatingSystem: p.OperatingSystem(),
 				Architecture:    runtime.GOARCH,

@@ -3,18 +3,23 @@ package commands
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/certificate"
 
+	"github.com/vkubelet/virtual-kubelet/internal/metrics"
 	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	"github.com/vkubelet/virtual-kubelet/node/api"
 	"github.com/vkubelet/virtual-kubelet/node/log"
@@ -23,6 +28,8 @@ import (
 // servers are the daemon's HTTP servers: the kubelet API and metrics.
 type servers struct {
 	list []*http.Server
+	// stops run after the servers are shut down.
+	stops []func()
 	// errs receives the error of a server that stopped on its own.
 	errs chan error
 }
@@ -53,6 +60,9 @@ func (s *servers) shutdown(timeout time.Duration) {
 			_ = srv.Close()
 		}
 	}
+	for _, stop := range s.stops {
+		stop()
+	}
 }
 
 func startServers(ctx context.Context, o *Options, p provider.Provider, client kubernetes.Interface, nodeIP string) (*servers, error) {
@@ -62,10 +72,11 @@ func startServers(ctx context.Context, o *Options, p provider.Provider, client k
 	if err != nil {
 		return nil, err
 	}
-	tlsConfig, err := servingTLS(ctx, o, nodeIP)
+	tlsConfig, stop, err := servingTLS(ctx, o, client, nodeIP)
 	if err != nil {
 		return nil, err
 	}
+	s.stops = append(s.stops, stop)
 	l, err := listen("listen-port", net.JoinHostPort(o.ListenAddress, strconv.Itoa(int(o.ListenPort))))
 	if err != nil {
 		return nil, err
@@ -83,8 +94,15 @@ func startServers(ctx context.Context, o *Options, p provider.Provider, client k
 			return nil, err
 		}
 		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.Handler())
+		mux.Handle("GET /metrics", metrics.Handler())
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+		if o.EnableProfiling {
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
 		s.serve(ctx, "metrics", &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}, ml, false)
 	}
 	return s, nil
@@ -130,31 +148,71 @@ func kubeletAPIHandler(ctx context.Context, o *Options, p provider.Provider, cli
 	return api.WithAuth(api.PodHandler(cfg), auth), nil
 }
 
-// servingTLS is the kubelet API's TLS configuration: the given certificate,
-// or a self-signed one for the node's name and address. Client certificates
-// are requested, and verified by the authenticator against --client-ca-file.
-func servingTLS(ctx context.Context, o *Options, nodeIP string) (*tls.Config, error) {
-	var pair tls.Certificate
-	var err error
-	if o.TLSCertFile != "" {
-		pair, err = tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
+// servingTLS is the kubelet API's TLS configuration: a certificate from the
+// certificates API (--rotate-server-certificates), the given one, or a
+// self-signed one for the node's name and address. Client certificates are
+// requested, and verified by the authenticator against --client-ca-file. The
+// returned function stops certificate rotation.
+func servingTLS(ctx context.Context, o *Options, client kubernetes.Interface, nodeIP string) (*tls.Config, func(), error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert}
+	switch {
+	case o.RotateServerCerts:
+		m, err := servingCertManager(o, client, nodeIP)
 		if err != nil {
-			return nil, fmt.Errorf("--tls-cert-file/--tls-private-key-file: %w", err)
+			return nil, nil, err
 		}
-	} else {
+		m.Start()
+		log.G(ctx).Infof("requested a serving certificate (signer %s); approve its CertificateSigningRequest, e.g. "+
+			"kubectl certificate approve $(kubectl get csr --field-selector spec.signerName=%s -o name)",
+			certificatesv1.KubeletServingSignerName, certificatesv1.KubeletServingSignerName)
+		cfg.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if c := m.Current(); c != nil {
+				return c, nil
+			}
+			return nil, errors.New("no serving certificate yet: its CertificateSigningRequest awaits approval")
+		}
+		return cfg, m.Stop, nil
+	case o.TLSCertFile != "":
+		pair, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--tls-cert-file/--tls-private-key-file: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	default:
 		certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey(o.NodeName, []net.IP{net.ParseIP(nodeIP)}, []string{o.NodeName})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if pair, err = tls.X509KeyPair(certPEM, keyPEM); err != nil {
-			return nil, err
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, nil, err
 		}
+		cfg.Certificates = []tls.Certificate{pair}
 		log.G(ctx).Warn("serving the kubelet API with a self-signed certificate: API servers that verify kubelet certificates " +
-			"(--kubelet-certificate-authority) will refuse it; pass --tls-cert-file and --tls-private-key-file")
+			"(--kubelet-certificate-authority) will refuse it; pass --tls-cert-file and --tls-private-key-file, or --rotate-server-certificates")
 	}
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{pair},
-		ClientAuth:   tls.RequestClientCert,
-	}, nil
+	return cfg, func() {}, nil
+}
+
+// servingCertManager requests the kubelet serving certificate the way the
+// kubelet does (subject system:node:<name> in system:nodes, the node's name
+// and IP as SANs), keeps it in --cert-dir and renews it before it expires.
+func servingCertManager(o *Options, client kubernetes.Interface, nodeIP string) (certificate.Manager, error) {
+	store, err := certificate.NewFileStore("kubelet-server", o.CertDir, o.CertDir, "", "")
+	if err != nil {
+		return nil, fmt.Errorf("--cert-dir %s: %w", o.CertDir, err)
+	}
+	template := &x509.CertificateRequest{
+		Subject:     pkix.Name{CommonName: "system:node:" + o.NodeName, Organization: []string{"system:nodes"}},
+		DNSNames:    []string{o.NodeName},
+		IPAddresses: []net.IP{net.ParseIP(nodeIP)},
+	}
+	return certificate.NewManager(&certificate.Config{
+		Name:             "kubelet-serving",
+		ClientsetFn:      func(*tls.Certificate) (kubernetes.Interface, error) { return client, nil },
+		Template:         template,
+		SignerName:       certificatesv1.KubeletServingSignerName,
+		Usages:           []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth},
+		CertificateStore: store,
+	})
 }

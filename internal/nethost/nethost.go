@@ -18,7 +18,10 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // subnetBase is the /16 the node networks are carved from, one /24 each.
@@ -187,9 +190,39 @@ func (h *Host) Command(ctx context.Context, name string, args ...string) *exec.C
 	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", h.Namespace, name}, args...)...)
 }
 
-// Delete removes the host's namespace; the kernel removes its veth pair with it.
+// Delete stops the processes still running in the host, then removes its
+// namespace; the kernel removes its veth pair with it.
 func (h *Host) Delete(ctx context.Context) error {
-	return ip(ctx, "netns", "del", h.Namespace)
+	return deleteNamespace(ctx, h.Namespace)
+}
+
+// deleteNamespace sends SIGTERM to the processes in the namespace, SIGKILL to
+// those left after a few seconds, and deletes it.
+func deleteNamespace(ctx context.Context, ns string) error {
+	pids := func() []int {
+		out, _ := ipOutput(ctx, "netns", "pids", ns)
+		var pids []int
+		for _, f := range strings.Fields(string(out)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+		return pids
+	}
+	signal := func(sig syscall.Signal) bool {
+		p := pids()
+		for _, pid := range p {
+			_ = syscall.Kill(pid, sig)
+		}
+		return len(p) > 0
+	}
+	if signal(syscall.SIGTERM) {
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && len(pids()) > 0; {
+			time.Sleep(100 * time.Millisecond)
+		}
+		signal(syscall.SIGKILL)
+	}
+	return ip(ctx, "netns", "del", ns)
 }
 
 // Delete removes every host on the network, then its bridge.
@@ -202,7 +235,7 @@ func (n *Network) Delete(ctx context.Context) error {
 	for _, line := range strings.Split(string(out), "\n") {
 		fields := strings.Fields(line)
 		if len(fields) > 0 && strings.HasPrefix(fields[0], n.namespacePrefix()) {
-			errs = append(errs, ip(ctx, "netns", "del", fields[0]))
+			errs = append(errs, deleteNamespace(ctx, fields[0]))
 		}
 	}
 	errs = append(errs, ip(ctx, "link", "del", n.Bridge))

@@ -57,15 +57,18 @@ var (
 	sharedErr error
 )
 
-// Main runs the package's tests with a shared cluster and exits.
-func Main(m *testing.M) {
+// Main runs the package's tests with a shared cluster and exits. The
+// teardown functions run after the tests, before the cluster stops.
+func Main(m *testing.M, teardown ...func()) {
 	flag.Parse()
-	if testing.Short() {
-		os.Exit(m.Run())
-	}
 	var stop func()
-	shared, stop, sharedErr = sharedCluster()
+	if !testing.Short() {
+		shared, stop, sharedErr = sharedCluster()
+	}
 	code := m.Run()
+	for _, f := range teardown {
+		f()
+	}
 	if stop != nil {
 		stop()
 	}
@@ -109,13 +112,14 @@ func Shared(t testing.TB) *Cluster {
 }
 
 // Private starts a control plane of the test's own, stopped when the test
-// ends, for tests that stop and restart components.
-func Private(t testing.TB) *Cluster {
+// ends, for tests that stop and restart components or need a configuration
+// of their own; configure, if given, adjusts it before it starts.
+func Private(t testing.TB, configure ...func(*controlplane.Config)) *Cluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("e2e test: skipped with -short")
 	}
-	c, stop, err := start(t.TempDir())
+	c, stop, err := start(t.TempDir(), configure...)
 	if err != nil {
 		t.Fatalf("starting a private control plane: %v", err)
 	}
@@ -123,7 +127,7 @@ func Private(t testing.TB) *Cluster {
 	return c
 }
 
-func start(dir string) (*Cluster, func(), error) {
+func start(dir string, configure ...func(*controlplane.Config)) (*Cluster, func(), error) {
 	bin, err := BinDir()
 	if err != nil {
 		return nil, nil, err
@@ -141,6 +145,9 @@ func start(dir string) (*Cluster, func(), error) {
 		if network != nil {
 			_ = network.Delete(ctx)
 		}
+	}
+	for _, f := range configure {
+		f(&cfg)
 	}
 	cp, err := controlplane.Start(ctx, cfg)
 	if err != nil {

@@ -22,11 +22,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/vkubelet/virtual-kubelet/node/log"
 	"github.com/vkubelet/virtual-kubelet/node"
+	"github.com/vkubelet/virtual-kubelet/node/log"
 )
 
 // Config says how to build a Node.
@@ -236,6 +237,11 @@ func (n *Node) firstErr() error {
 	default:
 	}
 	return nil
+}
+
+// PodLister reads the pods bound to the node from the informer's cache.
+func (n *Node) PodLister() corev1listers.PodLister {
+	return n.podFactory.Core().V1().Pods().Lister()
 }
 
 // Ready is closed once the node is registered and the pod controller runs.

@@ -39,7 +39,8 @@ func loadCapacity(path, nodeName string) (corev1.ResourceList, error) {
 	if err != nil {
 		return nil, fmt.Errorf("provider config: %w", err)
 	}
-	var nodes map[string]map[string]string
+	// Decoded in steps, so an error can name the node and the field.
+	var nodes map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&nodes); err != nil {
 		return nil, fmt.Errorf("provider config %s: %s", path, describeJSONError(data, err))
@@ -47,7 +48,7 @@ func loadCapacity(path, nodeName string) (corev1.ResourceList, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("provider config %s: unexpected data after the JSON object", path)
 	}
-	entry, ok := nodes[nodeName]
+	raw, ok := nodes[nodeName]
 	if !ok {
 		known := make([]string, 0, len(nodes))
 		for n := range nodes {
@@ -56,7 +57,15 @@ func loadCapacity(path, nodeName string) (corev1.ResourceList, error) {
 		sort.Strings(known)
 		return nil, fmt.Errorf("provider config %s: no entry for node %q (entries: %s)", path, nodeName, strings.Join(known, ", "))
 	}
-	for name, value := range entry {
+	var entry map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &entry); err != nil {
+		return nil, fmt.Errorf("provider config %s: node %q: must be an object of resource names to quantities, e.g. {\"cpu\": \"8\"}", path, nodeName)
+	}
+	for name, rawValue := range entry {
+		var value string
+		if err := json.Unmarshal(rawValue, &value); err != nil {
+			return nil, fmt.Errorf("provider config %s: node %q: %s: quantity must be a string such as \"8\" or \"16Gi\", got %s", path, nodeName, name, rawValue)
+		}
 		q, err := resource.ParseQuantity(value)
 		if err != nil {
 			return nil, fmt.Errorf("provider config %s: node %q: %s: invalid quantity %q: %v", path, nodeName, name, value, err)
@@ -78,23 +87,11 @@ func describeJSONError(data []byte, err error) string {
 		line, col := position(data, syntax.Offset)
 		return fmt.Sprintf("line %d, column %d: %v", line, col, err)
 	case errors.As(err, &typ):
-		line, col := position(data, typ.Offset)
-		field := typ.Field
-		if field == "" {
-			field = "top level"
-		}
-		return fmt.Sprintf("line %d, column %d: %s must be %s, not %s (want {\"<node>\": {\"<resource>\": \"<quantity>\"}})", line, col, field, describeType(typ), typ.Value)
+		return `must be an object keyed by node name, e.g. {"vk0": {"cpu": "8"}}`
 	case errors.Is(err, io.EOF):
 		return "empty file"
 	}
 	return err.Error()
-}
-
-func describeType(typ *json.UnmarshalTypeError) string {
-	if typ.Type.Kind().String() == "map" {
-		return "an object"
-	}
-	return "a string"
 }
 
 func position(data []byte, offset int64) (line, col int) {

@@ -103,8 +103,10 @@ func (p *Provider) GetContainerLogs(ctx context.Context, namespace, podName, con
 // follow writes what was already there, then each new line as it is
 // written, until the reader goes away, ctx ends or the instance stops.
 func (s logSource) follow(ctx context.Context, w *io.PipeWriter, head []byte, next int, timestamps bool) {
-	if _, err := w.Write(head); err != nil {
-		return
+	if len(head) > 0 {
+		if _, err := w.Write(head); err != nil {
+			return
+		}
 	}
 	for {
 		l := s.line(next)

@@ -295,10 +295,10 @@ func TestExec(t *testing.T) {
 		return io.stdout.String(), io.stderr.String(), code
 	}
 	cases := []struct {
-		stdin      string
-		cmd        []string
+		stdin       string
+		cmd         []string
 		out, errOut string
-		code       int
+		code        int
 	}{
 		{"", []string{"echo", "hello", "world"}, "hello world\n", "", 0},
 		{"some input", []string{"cat"}, "some input", "", 0},
@@ -401,13 +401,15 @@ func TestConfig(t *testing.T) {
 		t.Errorf("extended resource: %v", capacity)
 	}
 	cases := map[string]struct{ content, node, want string }{
-		"missing file": {"", "vk0", "no such file"},
-		"syntax":       {"{\"vk0\": {\"cpu\": \"8\",}}", "vk0", "line 1, column 22"},
-		"wrong type":   {`{"vk0": {"cpu": 8}}`, "vk0", "vk0.cpu must be a string"},
-		"bad quantity": {`{"vk0": {"memory": "lots"}}`, "vk0", `node "vk0": memory: invalid quantity "lots"`},
-		"negative":     {`{"vk0": {"cpu": "-1"}}`, "vk0", "must not be negative"},
-		"no entry":     {`{"vk1": {}}`, "vk0", `no entry for node "vk0" (entries: vk1)`},
-		"empty":        {"", "vk0", "empty file"},
+		"missing file":       {"", "vk0", "no such file"},
+		"syntax":             {"{\"vk0\": {\"cpu\": \"8\",}}", "vk0", "line 1, column 22"},
+		"wrong type":         {`{"vk0": {"cpu": 8}}`, "vk0", `node "vk0": cpu: quantity must be a string such as "8" or "16Gi", got 8`},
+		"bad quantity":       {`{"vk0": {"memory": "lots"}}`, "vk0", `node "vk0": memory: invalid quantity "lots"`},
+		"negative":           {`{"vk0": {"cpu": "-1"}}`, "vk0", "must not be negative"},
+		"no entry":           {`{"vk1": {}}`, "vk0", `no entry for node "vk0" (entries: vk1)`},
+		"not an object":      {`["vk0"]`, "vk0", "must be an object keyed by node name"},
+		"node not an object": {`{"vk0": "big"}`, "vk0", `node "vk0": must be an object`},
+		"empty":              {"", "vk0", "empty file"},
 	}
 	for name, c := range cases {
 		path := filepath.Join(dir, "missing.json")

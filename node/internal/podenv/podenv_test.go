@@ -275,3 +275,33 @@ func FuzzExpand(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkResolve resolves a typical pod: env from a ConfigMap and a
+// Secret, downward API fields, and a namespace with a few services.
+func BenchmarkResolve(b *testing.B) {
+	objs := []any{
+		&corev1.ConfigMap{ObjectMeta: meta("ns", "cfg"), Data: map[string]string{"MODE": "fast", "LEVEL": "3", "REGION": "eu"}},
+		&corev1.Secret{ObjectMeta: meta("ns", "sec"), Data: map[string][]byte{"TOKEN": []byte("t")}},
+		&corev1.Service{ObjectMeta: meta("default", "kubernetes"), Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.1", Ports: []corev1.ServicePort{{Name: "https", Port: 443}}}},
+	}
+	for _, n := range []string{"db", "cache", "api"} {
+		objs = append(objs, &corev1.Service{ObjectMeta: meta("ns", n), Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.9", Ports: []corev1.ServicePort{{Port: 80}}}})
+	}
+	l := lookupWith(b, objs...)
+	pod := podWith(corev1.Container{
+		Name: "app", Command: []string{"run", "--mode=$(MODE)"},
+		EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}},
+		Env: []corev1.EnvVar{
+			{Name: "POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+			{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}, Key: "TOKEN"}}},
+			{Name: "URL", Value: "http://$(POD):8080"},
+		},
+	})
+	pod.Spec.EnableServiceLinks = nil
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := l.Resolve(pod); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,115 @@
+package commands
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vkubelet/virtual-kubelet/internal/provider"
+)
+
+func init() {
+	provider.Register("fake", func(context.Context, provider.InitConfig) (provider.Provider, error) { return nil, nil })
+}
+
+// run executes the command line in-process and returns exit code and output.
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := execute(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestBadInputIsOneLine(t *testing.T) {
+	dir := t.TempDir()
+	unreadable := filepath.Join(dir, "nope.kubeconfig")
+	garbage := filepath.Join(dir, "garbage.kubeconfig")
+	if err := os.WriteFile(garbage, []byte("this: [is not: a kubeconfig"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{}, "--provider is required (known: fake"},
+		{[]string{"--provider", "nope"}, `unknown provider "nope" (known: fake`},
+		{[]string{"--provider", "fake", "--pod-sync-workers", "abc"}, `invalid argument "abc" for "--pod-sync-workers"`},
+		{[]string{"--provider", "fake", "--pod-sync-workers", "0"}, "--pod-sync-workers must be at least 1"},
+		{[]string{"--provider", "fake", "--nodename", "Not_Valid"}, `--nodename "Not_Valid" is not a valid node name`},
+		{[]string{"--provider", "fake", "--taint-effect", "Sometimes"}, `--taint-effect "Sometimes"`},
+		{[]string{"--provider", "fake", "--listen-port", "70000"}, "--listen-port 70000 is not a port"},
+		{[]string{"--provider", "fake", "--node-ip", "ten"}, `--node-ip "ten" is not an IP address`},
+		{[]string{"--provider", "fake", "--log-level", "loud"}, `--log-level "loud"`},
+		{[]string{"--provider", "fake", "--trace-exporter", "zipkin"}, `unknown exporter "zipkin"`},
+		{[]string{"--provider", "fake", "--trace-sample-rate", "1.5"}, `--trace-sample-rate: "1.5"`},
+		{[]string{"--provider", "fake", "--tls-cert-file", "x.crt"}, "--tls-cert-file and --tls-private-key-file go together"},
+		{[]string{"--provider", "fake", "--authorization-mode", "RBAC"}, `--authorization-mode "RBAC"`},
+		{[]string{"--provider", "fake", "--metrics-addr", "nowhere"}, `--metrics-addr "nowhere"`},
+		{[]string{"--provider", "fake", "--no-such-flag"}, "unknown flag: --no-such-flag"},
+		{[]string{"--provider", "fake", "--node-ip", "10.0.0.1", "--kubeconfig", unreadable}, "kubeconfig: stat " + unreadable},
+		{[]string{"--provider", "fake", "--node-ip", "10.0.0.1", "--kubeconfig", garbage}, "kubeconfig " + garbage},
+	}
+	for _, c := range cases {
+		code, _, stderr := run(t, c.args...)
+		if code == 0 {
+			t.Errorf("%v: exit 0", c.args)
+			continue
+		}
+		if strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, c.want) || !strings.HasPrefix(stderr, "virtual-kubelet: ") {
+			t.Errorf("%v:\n got %q\nwant one line containing %q", c.args, stderr, c.want)
+		}
+	}
+}
+
+func TestEnvFallbacks(t *testing.T) {
+	t.Setenv("KUBELET_PORT", "bogus")
+	code, _, stderr := run(t, "--provider", "fake")
+	if code == 0 || !strings.Contains(stderr, `KUBELET_PORT="bogus" (for --listen-port)`) {
+		t.Errorf("bad env value: %q", stderr)
+	}
+
+	t.Setenv("KUBELET_PORT", "10251")
+	t.Setenv("DEFAULT_NODE_NAME", "from-env")
+	t.Setenv("VKUBELET_TAINT_EFFECT", "NoExecute")
+	cmd := NewRootCommand()
+	if err := cmd.ParseFlags([]string{"--nodename", "from-flag"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyEnv(cmd.Flags()); err != nil {
+		t.Fatal(err)
+	}
+	get := func(name string) string { return cmd.Flags().Lookup(name).Value.String() }
+	if get("listen-port") != "10251" || get("taint-effect") != "NoExecute" {
+		t.Errorf("env not applied: port=%s effect=%s", get("listen-port"), get("taint-effect"))
+	}
+	if get("nodename") != "from-flag" {
+		t.Errorf("a flag given on the command line must win over the environment, got %s", get("nodename"))
+	}
+}
+
+func TestHelpGroupsFlags(t *testing.T) {
+	code, out, _ := run(t, "--help")
+	if code != 0 {
+		t.Fatal("--help failed")
+	}
+	for _, want := range []string{"Provider flags:", "Node flags:", "Kubernetes API client flags:", "Kubelet API server flags:",
+		"Logging and tracing flags:", "--trace-tag", "(env VKUBELET_POD_IP)", "providers"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--help lacks %q", want)
+		}
+	}
+}
+
+func TestVersionAndProviders(t *testing.T) {
+	code, out, _ := run(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "virtual-kubelet v") || !strings.Contains(out, "kubelet API v1.36.3-vk.") {
+		t.Errorf("version: %q", out)
+	}
+	code, out, _ = run(t, "providers")
+	if code != 0 || !strings.Contains(out, "fake\n") {
+		t.Errorf("providers: %q", out)
+	}
+}
