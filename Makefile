@@ -7,12 +7,27 @@ BIN   := $(CURDIR)/bin
 # Where `make cluster-up` keeps the local control plane's data.
 CLUSTER_DIR ?= $(or $(TMPDIR),/tmp)/virtual-kubelet/local
 
-.PHONY: all build test run cluster-up cluster-down controlplane vet fmt clean
+# Stamped into the binary and the image.
+VERSION    ?= $(shell git describe --tags --match 'v*' 2>/dev/null || echo v0.1.0-dev)
+GIT_COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BUILD_TAGS ?=
+IMAGE      ?= virtual-kubelet:$(VERSION)
+LDFLAGS    := -X github.com/vkubelet/virtual-kubelet/internal/version.Version=$(VERSION) \
+              -X github.com/vkubelet/virtual-kubelet/internal/version.GitCommit=$(GIT_COMMIT)
+
+.PHONY: all build build-static image test run cluster-up cluster-down controlplane bench vet fmt clean
 
 all: build
 
 build: ## the daemon and the cluster helper, into bin/
-	$(GO) build -o $(BIN)/ ./cmd/virtual-kubelet ./hack/cluster
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/virtual-kubelet ./hack/cluster
+
+build-static: ## the image's binary, static (CGO_ENABLED=0), without Docker: bin/virtual-kubelet-static
+	CGO_ENABLED=0 $(GO) build -trimpath -tags "$(BUILD_TAGS)" -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/virtual-kubelet-static ./cmd/virtual-kubelet
+
+image: ## the container image (needs a Docker engine)
+	@docker info >/dev/null 2>&1 || { echo "make image needs a running Docker engine; make build-static builds the same binary without one" >&2; exit 1; }
+	docker build --build-arg VERSION=$(VERSION) --build-arg GIT_COMMIT=$(GIT_COMMIT) --build-arg BUILD_TAGS="$(BUILD_TAGS)" -t $(IMAGE) .
 
 controlplane: ## build (or find cached) etcd, kube-apiserver, ... and kubectl
 	@hack/controlplane/build.sh >/dev/null

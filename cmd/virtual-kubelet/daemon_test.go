@@ -1,0 +1,153 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/vkubelet/virtual-kubelet/internal/nethost"
+	"github.com/vkubelet/virtual-kubelet/internal/testcluster"
+)
+
+// binary is the virtual-kubelet under test, built with -race.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "vk-binary-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "virtual-kubelet")
+	build := exec.Command("go", "build", "-race", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building virtual-kubelet:", err)
+		os.Exit(1)
+	}
+	testcluster.Main(m, func() { _ = os.RemoveAll(dir) })
+}
+
+// syncBuffer collects a process's output.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// daemon is a running virtual-kubelet process.
+type daemon struct {
+	name   string
+	addr   string
+	cmd    *exec.Cmd
+	output *syncBuffer
+	done   chan struct{}
+	err    error
+}
+
+// startDaemon runs virtual-kubelet --provider mock for a new node. In a node
+// host (host != nil) the API server can proxy to it; otherwise it runs on
+// loopback. extra flags come last and win.
+func startDaemon(t *testing.T, c *testcluster.Cluster, host *nethost.Host, extra ...string) *daemon {
+	t.Helper()
+	d := &daemon{name: testcluster.UniqueName("vk"), output: &syncBuffer{}, done: make(chan struct{})}
+	for i := 0; i+1 < len(extra); i++ {
+		if extra[i] == "--nodename" {
+			d.name = extra[i+1]
+		}
+	}
+	args := []string{"--provider", "mock", "--nodename", d.name, "--metrics-addr", "", "--log-level", "debug"}
+	if host != nil {
+		d.addr = host.Addr.String()
+		args = append(args, "--kubeconfig", c.Info.NodeKubeconfig, "--node-ip", d.addr, "--listen-address", d.addr,
+			"--client-ca-file", c.Info.CAFile)
+		d.cmd = host.Command(context.Background(), binary, append(args, extra...)...)
+	} else {
+		d.addr = "127.0.0.1"
+		args = append(args, "--kubeconfig", c.Info.Kubeconfig, "--node-ip", d.addr, "--listen-address", d.addr,
+			"--listen-port", strconv.Itoa(freePort(t)))
+		d.cmd = exec.Command(binary, append(args, extra...)...)
+	}
+	d.cmd.Stdout, d.cmd.Stderr = d.output, d.output
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.err = d.cmd.Wait(); close(d.done) }()
+	t.Cleanup(func() {
+		d.stop(t)
+		_ = c.Client.CoreV1().Nodes().Delete(context.Background(), d.name, deleteNow)
+		if t.Failed() {
+			t.Logf("virtual-kubelet output:\n%s", d.output.String())
+		}
+	})
+	return d
+}
+
+// stop sends SIGTERM and returns the exit code and how long the exit took.
+func (d *daemon) stop(t *testing.T) (int, time.Duration) {
+	t.Helper()
+	select {
+	case <-d.done:
+		return d.cmd.ProcessState.ExitCode(), 0
+	default:
+	}
+	start := time.Now()
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(20 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.done
+		t.Errorf("virtual-kubelet did not exit within 20s of SIGTERM")
+	}
+	return d.cmd.ProcessState.ExitCode(), time.Since(start)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// runBinary runs virtual-kubelet to completion and returns its exit code and
+// output.
+func runBinary(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	out, _ := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("%v did not exit within 30s:\n%s", args, out)
+	}
+	return cmd.ProcessState.ExitCode(), strings.TrimSpace(string(out))
+}
+
+var deleteNow = metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}

@@ -1,0 +1,296 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+)
+
+// phaseResult is what one pass (floor or daemon) measured.
+type phaseResult struct {
+	AllRunning time.Duration
+	AllGone    time.Duration
+	P50, P99   time.Duration
+	Latencies  []time.Duration // create -> Running, sorted
+}
+
+// tracker watches the pods of one namespace and records, per pod, when it
+// was created, first seen Running, and gone.
+type tracker struct {
+	mu       sync.Mutex
+	created  map[string]time.Time
+	running  map[string]time.Time
+	gone     map[string]time.Time
+	n        int
+	allRun   chan struct{}
+	allGone  chan struct{}
+	runOnce  sync.Once
+	goneOnce sync.Once
+	// onDeleting, if set, is called for each pod once it is being deleted
+	// (the floor acts as the kubelet there).
+	onDeleting func(*corev1.Pod)
+	// onAdd, if set, is called for each new pod (the floor's status write).
+	onAdd func(*corev1.Pod)
+}
+
+func newTracker(n int) *tracker {
+	return &tracker{
+		created: map[string]time.Time{}, running: map[string]time.Time{}, gone: map[string]time.Time{},
+		n: n, allRun: make(chan struct{}), allGone: make(chan struct{}),
+	}
+}
+
+func (t *tracker) observe(pod *corev1.Pod) {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if pod.Status.Phase == corev1.PodRunning {
+		if _, ok := t.running[pod.Name]; !ok {
+			t.running[pod.Name] = now
+			if len(t.running) == t.n {
+				t.runOnce.Do(func() { close(t.allRun) })
+			}
+		}
+	}
+}
+
+func (t *tracker) deleted(name string) {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.gone[name]; !ok {
+		t.gone[name] = now
+		if len(t.gone) == t.n {
+			t.goneOnce.Do(func() { close(t.allGone) })
+		}
+	}
+}
+
+// watch starts an informer on the namespace's pods feeding the tracker.
+func (t *tracker) watch(ctx context.Context, client kubernetes.Interface, ns string) {
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
+	inf := factory.Core().V1().Pods().Informer()
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			pod := obj.(*corev1.Pod)
+			if t.onAdd != nil {
+				t.onAdd(pod)
+			}
+			t.observe(pod)
+		},
+		UpdateFunc: func(_, obj any) {
+			pod := obj.(*corev1.Pod)
+			t.observe(pod)
+			if pod.DeletionTimestamp != nil && t.onDeleting != nil {
+				t.onDeleting(pod)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if pod, ok := obj.(*corev1.Pod); ok {
+				t.deleted(pod.Name)
+			}
+		},
+	})
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+}
+
+func benchPod(name, node string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "bench"}},
+		Spec: corev1.PodSpec{
+			NodeName:    node,
+			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{{
+				Name: "main", Image: "busybox",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1m")}},
+			}},
+		},
+	}
+}
+
+// runPass creates n pods bound to node in ns, waits until all are Running,
+// deletes them all gracefully and waits until all are gone.
+// afterRunning, if set, runs once all are Running, outside the timings.
+func runPass(ctx context.Context, client kubernetes.Interface, ns, node string, n, workers int, t *tracker, afterRunning func()) (*phaseResult, error) {
+	t.watch(ctx, client, ns)
+	start := time.Now()
+	if err := parallel(ctx, n, workers, func(i int) error {
+		name := fmt.Sprintf("p-%05d", i)
+		t.mu.Lock()
+		t.created[name] = time.Now()
+		t.mu.Unlock()
+		_, err := client.CoreV1().Pods(ns).Create(ctx, benchPod(name, node), metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("creating pods: %w", err)
+	}
+	if err := waitFor(ctx, t.allRun, func() string { return fmt.Sprintf("%d of %d Running", t.count(t.running), n) }); err != nil {
+		return nil, err
+	}
+	res := &phaseResult{AllRunning: time.Since(start)}
+	t.mu.Lock()
+	for name, c := range t.created {
+		res.Latencies = append(res.Latencies, t.running[name].Sub(c))
+	}
+	t.mu.Unlock()
+	sort.Slice(res.Latencies, func(i, j int) bool { return res.Latencies[i] < res.Latencies[j] })
+	res.P50 = res.Latencies[len(res.Latencies)*50/100]
+	res.P99 = res.Latencies[min(len(res.Latencies)*99/100, len(res.Latencies)-1)]
+	if afterRunning != nil {
+		afterRunning()
+	}
+
+	start = time.Now()
+	if err := client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		return nil, fmt.Errorf("deleting pods: %w", err)
+	}
+	if err := waitFor(ctx, t.allGone, func() string { return fmt.Sprintf("%d of %d gone", t.count(t.gone), n) }); err != nil {
+		return nil, err
+	}
+	res.AllGone = time.Since(start)
+	return res, nil
+}
+
+func (t *tracker) count(m map[string]time.Time) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(m)
+}
+
+func waitFor(ctx context.Context, done <-chan struct{}, progress func() string) error {
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("%w (%s)", ctx.Err(), progress())
+		case <-tick.C:
+			logf("  ... %s", progress())
+		}
+	}
+}
+
+// parallel runs f(0..n-1) on workers goroutines, returning the first error.
+func parallel(ctx context.Context, n, workers int, f func(int) error) error {
+	var next atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := f(i); err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// floorKubelet is the least any kubelet must do for the bench's pods: one
+// status write when a pod arrives, and, when it is deleted, its terminal
+// status and the final delete with grace period 0. It runs with many
+// workers and no client-side rate limit, so it measures the API server.
+type floorKubelet struct {
+	client  kubernetes.Interface
+	ns      string
+	arrive  chan *corev1.Pod
+	deleted chan *corev1.Pod
+	seen    sync.Map
+}
+
+func newFloorKubelet(ctx context.Context, client kubernetes.Interface, ns string, workers int, t *tracker) *floorKubelet {
+	k := &floorKubelet{client: client, ns: ns, arrive: make(chan *corev1.Pod, 100000), deleted: make(chan *corev1.Pod, 100000)}
+	t.onAdd = func(p *corev1.Pod) { k.arrive <- p }
+	t.onDeleting = func(p *corev1.Pod) {
+		if _, dup := k.seen.LoadOrStore(p.Name, true); !dup {
+			k.deleted <- p
+		}
+	}
+	for i := 0; i < workers; i++ {
+		go k.work(ctx)
+	}
+	return k
+}
+
+func (k *floorKubelet) work(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case p := <-k.arrive:
+			k.patch(ctx, p, runningStatus(p))
+		case p := <-k.deleted:
+			k.patch(ctx, p, terminatedStatus(p))
+			err := k.client.CoreV1().Pods(k.ns).Delete(ctx, p.Name, metav1.DeleteOptions{
+				GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &p.UID},
+			})
+			if err != nil && !apierrors.IsNotFound(err) {
+				logf("floor: delete %s: %v", p.Name, err)
+			}
+		}
+	}
+}
+
+func (k *floorKubelet) patch(ctx context.Context, p *corev1.Pod, s corev1.PodStatus) {
+	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"uid": p.UID}, "status": s})
+	if _, err := k.client.CoreV1().Pods(k.ns).Patch(ctx, p.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "status"); err != nil && !apierrors.IsNotFound(err) {
+		logf("floor: status %s: %v", p.Name, err)
+	}
+}
+
+// runningStatus is a status of the size the mock provider reports.
+func runningStatus(p *corev1.Pod) corev1.PodStatus {
+	now := metav1.Now()
+	return corev1.PodStatus{
+		Phase: corev1.PodRunning, HostIP: "127.0.0.1", PodIP: "10.244.0.1", StartTime: &now,
+		Conditions: []corev1.PodCondition{
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		},
+		ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "main", Image: "busybox", ImageID: "mock://busybox", ContainerID: "mock://" + string(p.UID) + "/main",
+			Ready: true, Started: ptr.To(true), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+		}},
+	}
+}
+
+func terminatedStatus(p *corev1.Pod) corev1.PodStatus {
+	s := runningStatus(p)
+	now := metav1.Now()
+	s.Phase = corev1.PodSucceeded
+	s.Conditions[0].Status, s.Conditions[1].Status = corev1.ConditionFalse, corev1.ConditionFalse
+	s.ContainerStatuses[0].Ready, s.ContainerStatuses[0].Started = false, ptr.To(false)
+	s.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", FinishedAt: now}}
+	return s
+}

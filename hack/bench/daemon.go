@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/vkubelet/virtual-kubelet/internal/controlplane"
+)
+
+// benchDaemon is the virtual-kubelet under measurement.
+type benchDaemon struct {
+	cmd         *exec.Cmd
+	metricsAddr string
+	logPath     string
+	done        chan struct{}
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// startDaemon runs the binary on loopback with its defaults, plus the
+// metrics endpoint (and pprof) the bench reads.
+func startDaemon(ctx context.Context, c config, info *controlplane.Info, name string) (*benchDaemon, error) {
+	api, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	metricsAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	_, port, _ := net.SplitHostPort(api)
+	logPath := filepath.Join(os.TempDir(), name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{
+		"--provider", "mock", "--nodename", name, "--kubeconfig", info.Kubeconfig,
+		"--node-ip", "127.0.0.1", "--listen-address", "127.0.0.1", "--listen-port", port,
+		"--metrics-addr", metricsAddr, "--enable-profiling", "--log-level", "warn",
+	}, c.daemonArgs...)
+	cmd := exec.CommandContext(ctx, c.binary, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	d := &benchDaemon{cmd: cmd, metricsAddr: metricsAddr, logPath: logPath, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); logFile.Close(); close(d.done) }()
+	logf("daemon %s: pid %d, metrics and pprof at http://%s, log %s", name, cmd.Process.Pid, metricsAddr, logPath)
+	return d, nil
+}
+
+func (d *benchDaemon) stop() {
+	select {
+	case <-d.done:
+		return
+	default:
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(20 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.done
+	}
+}
+
+// processUsage is CPU time used and peak resident memory.
+type processUsage struct {
+	CPU     time.Duration
+	PeakRSS int64 // bytes
+}
+
+// usage reads the process's CPU time and peak RSS from /proc.
+func (d *benchDaemon) usage() processUsage {
+	var u processUsage
+	pid := d.cmd.Process.Pid
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		// Fields after the command name, which is in parentheses.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+		if len(fields) > 12 {
+			utime, _ := strconv.ParseInt(fields[11], 10, 64)
+			stime, _ := strconv.ParseInt(fields[12], 10, 64)
+			u.CPU = time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+		}
+	}
+	if f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+				u.PeakRSS = kb * 1024
+			}
+		}
+	}
+	return u
+}
+
+// queueStats explains where a queue's time went.
+type queueStats struct {
+	Name                 string
+	Adds, Retries        float64
+	MeanWait, MeanWork   time.Duration
+	WaitCount, WorkCount float64
+}
+
+func parseMetrics(r io.Reader) (map[string]*promFamily, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*promFamily{}
+	for name, f := range fams {
+		out[name] = &promFamily{f}
+	}
+	return out, nil
+}
+
+// metrics reads the daemon's API client request counts (by method and
+// code) and its queues' statistics.
+func (d *benchDaemon) metrics(ctx context.Context) (map[string]float64, []queueStats) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.metricsAddr+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil
+	}
+	defer resp.Body.Close()
+	fams, err := parseMetrics(resp.Body)
+	if err != nil {
+		return nil, nil
+	}
+	requests := fams["rest_client_requests_total"].sumBy("method", "code")
+	var queues []queueStats
+	for _, q := range []string{"syncPodsFromKubernetes", "syncPodStatusFromProvider", "deletePodsFromKubernetes"} {
+		sel := map[string]string{"name": q}
+		s := queueStats{
+			Name:      q,
+			Adds:      fams["workqueue_adds_total"].value(sel),
+			Retries:   fams["workqueue_retries_total"].value(sel),
+			WaitCount: fams["workqueue_queue_duration_seconds"].histCount(sel),
+			WorkCount: fams["workqueue_work_duration_seconds"].histCount(sel),
+		}
+		if s.WaitCount > 0 {
+			s.MeanWait = time.Duration(fams["workqueue_queue_duration_seconds"].histSum(sel) / s.WaitCount * float64(time.Second))
+		}
+		if s.WorkCount > 0 {
+			s.MeanWork = time.Duration(fams["workqueue_work_duration_seconds"].histSum(sel) / s.WorkCount * float64(time.Second))
+		}
+		queues = append(queues, s)
+	}
+	return requests, queues
+}
+
+// apiServerPodCalls reads the API server's request counters for pods, by
+// verb (LIST, GET, WATCH, PATCH, ...).
+func apiServerPodCalls(ctx context.Context, client kubernetes.Interface) (map[string]float64, error) {
+	raw, err := client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
+	}
+	fams, err := parseMetrics(strings.NewReader(string(raw)))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	f := fams["apiserver_request_total"]
+	if f == nil {
+		return out, nil
+	}
+	for _, m := range f.GetMetric() {
+		l := labels(m.GetLabel())
+		if l["resource"] == "pods" && l["subresource"] == "" {
+			out[l["verb"]] += m.GetCounter().GetValue()
+		}
+		if l["resource"] == "pods" && l["subresource"] == "status" {
+			out["status "+l["verb"]] += m.GetCounter().GetValue()
+		}
+	}
+	return out, nil
+}

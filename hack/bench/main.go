@@ -1,0 +1,301 @@
+// Command bench measures virtual-kubelet against the API server's own floor
+// on a local control plane (`make cluster-up` first; `make bench` runs it).
+//
+// For each N it makes two passes over N pods bound to a node (spec.nodeName
+// preset, so the scheduler is not in the path): create them all, wait until
+// all are Running as seen through the API server, delete them all
+// gracefully, wait until all are gone.
+//
+//   - floor: no daemon. The bench itself does what any kubelet must: one
+//     status write per pod, then on deletion the terminal status and the
+//     final delete (grace 0), with many workers and no client rate limit.
+//   - daemon: the virtual-kubelet binary with the mock provider, defaults
+//     as shipped.
+//
+// Every figure of the daemon pass is also given as a ratio to the floor's,
+// measured in the same run on the same machine.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/vkubelet/virtual-kubelet/internal/controlplane"
+	"github.com/vkubelet/virtual-kubelet/node"
+)
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+format+"\n", args...)
+}
+
+// config is the bench's command line.
+type config struct {
+	clusterDir string
+	sizes      []int
+	workers    int
+	steady     time.Duration
+	binary     string
+	outDir     string
+	daemonArgs []string
+}
+
+func main() {
+	var c config
+	var sizes, extra string
+	flag.StringVar(&c.clusterDir, "cluster", filepath.Join(os.TempDir(), "virtual-kubelet", "local"), "directory of a running control plane (make cluster-up)")
+	flag.StringVar(&sizes, "n", "1000,5000,10000", "comma-separated pod counts")
+	flag.IntVar(&c.workers, "workers", 50, "the bench's own concurrency (pod creation, the floor's kubelet)")
+	flag.DurationVar(&c.steady, "steady", 30*time.Second, "idle window to measure the daemon's steady-state CPU with all pods Running (0: skip)")
+	flag.StringVar(&c.binary, "binary", "", "virtual-kubelet binary (default: built from ./cmd/virtual-kubelet)")
+	flag.StringVar(&c.outDir, "out", "", "directory for the results (results.md, latency-N.svg); empty prints only")
+	flag.StringVar(&extra, "daemon-args", "", "extra flags for the daemon, space-separated")
+	flag.Parse()
+	for _, s := range strings.Split(sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "bench: -n: %q is not a pod count\n", s)
+			os.Exit(2)
+		}
+		c.sizes = append(c.sizes, n)
+	}
+	c.daemonArgs = strings.Fields(extra)
+	if err := run(context.Background(), c); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// result is one N's outcome.
+type result struct {
+	N              int
+	Floor, Daemon  *phaseResult
+	Usage          processUsage
+	SteadyCPU      float64 // fraction of a core
+	APICalls       map[string]float64
+	DaemonRequests map[string]float64
+	Queues         []queueStats
+}
+
+func run(ctx context.Context, c config) error {
+	info, err := controlplane.LoadInfo(c.clusterDir)
+	if err != nil {
+		return fmt.Errorf("no control plane in %s (run make cluster-up): %w", c.clusterDir, err)
+	}
+	restCfg, err := info.RESTConfig()
+	if err != nil {
+		return err
+	}
+	restCfg.QPS = -1 // the bench measures the API server, not a client limiter
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	if c.binary == "" {
+		dir, err := os.MkdirTemp("", "vk-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		c.binary = filepath.Join(dir, "virtual-kubelet")
+		logf("building %s", c.binary)
+		build := exec.Command("go", "build", "-o", c.binary, "./cmd/virtual-kubelet")
+		build.Stderr = os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("building virtual-kubelet: %w", err)
+		}
+	}
+
+	var results []*result
+	for _, n := range c.sizes {
+		r, err := runSize(ctx, c, info, client, n)
+		if err != nil {
+			return fmt.Errorf("N=%d: %w", n, err)
+		}
+		results = append(results, r)
+		fmt.Println(report([]*result{r}))
+	}
+	text := report(results)
+	if c.outDir != "" {
+		if err := os.MkdirAll(c.outDir, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(c.outDir, "results.md"), []byte(text), 0o644); err != nil {
+			return err
+		}
+		for _, r := range results {
+			svg := latencyPlot(r)
+			if err := os.WriteFile(filepath.Join(c.outDir, fmt.Sprintf("latency-%d.svg", r.N)), []byte(svg), 0o644); err != nil {
+				return err
+			}
+		}
+		logf("results in %s", c.outDir)
+	}
+	return nil
+}
+
+func runSize(ctx context.Context, c config, info *controlplane.Info, client kubernetes.Interface, n int) (*result, error) {
+	r := &result{N: n}
+	timeout := 10*time.Minute + time.Duration(n)*100*time.Millisecond
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	// Floor.
+	logf("N=%d floor: the bench writes what a kubelet must", n)
+	floorNode := fmt.Sprintf("bench-floor-%d", n)
+	stopNode, err := floorNodeUp(ctx, client, floorNode)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := namespace(ctx, client, fmt.Sprintf("bench-floor-%d", n))
+	if err != nil {
+		return nil, err
+	}
+	ft := newTracker(n)
+	fctx, stopFloor := context.WithCancel(ctx)
+	newFloorKubelet(fctx, client, ns, c.workers, ft)
+	r.Floor, err = runPass(fctx, client, ns, floorNode, n, c.workers, ft, nil)
+	stopFloor()
+	stopNode()
+	cleanup(client, ns, floorNode)
+	if err != nil {
+		return nil, fmt.Errorf("floor: %w", err)
+	}
+	logf("N=%d floor: all Running in %s, all gone in %s", n, r.Floor.AllRunning.Round(time.Millisecond), r.Floor.AllGone.Round(time.Millisecond))
+
+	// Daemon.
+	vkNode := fmt.Sprintf("bench-vk-%d", n)
+	d, err := startDaemon(ctx, c, info, vkNode)
+	if err != nil {
+		return nil, err
+	}
+	defer d.stop()
+	if err := waitNodeReady(ctx, client, vkNode); err != nil {
+		return nil, fmt.Errorf("daemon: %w (log: %s)", err, d.logPath)
+	}
+	ns, err = namespace(ctx, client, fmt.Sprintf("bench-vk-%d", n))
+	if err != nil {
+		return nil, err
+	}
+	callsBefore, err := apiServerPodCalls(ctx, client)
+	if err != nil {
+		return nil, err
+	}
+	usageBefore := d.usage()
+	steady := func() {
+		if c.steady <= 0 {
+			return
+		}
+		logf("N=%d daemon: all Running; measuring %s of steady state", n, c.steady)
+		time.Sleep(5 * time.Second) // let the last status writes settle
+		before := d.usage()
+		time.Sleep(c.steady)
+		after := d.usage()
+		r.SteadyCPU = (after.CPU - before.CPU).Seconds() / c.steady.Seconds()
+	}
+	r.Daemon, err = runPass(ctx, client, ns, vkNode, n, c.workers, newTracker(n), steady)
+	if err != nil {
+		cleanup(client, ns, vkNode)
+		return nil, fmt.Errorf("daemon: %w (log: %s)", err, d.logPath)
+	}
+	after := d.usage()
+	r.Usage = processUsage{CPU: after.CPU - usageBefore.CPU, PeakRSS: after.PeakRSS}
+	callsAfter, _ := apiServerPodCalls(ctx, client)
+	r.APICalls = diff(callsAfter, callsBefore)
+	r.DaemonRequests, r.Queues = d.metrics(ctx)
+	d.stop()
+	cleanup(client, ns, vkNode)
+	logf("N=%d daemon: all Running in %s (%.2fx), all gone in %s (%.2fx)", n,
+		r.Daemon.AllRunning.Round(time.Millisecond), ratio(r.Daemon.AllRunning, r.Floor.AllRunning),
+		r.Daemon.AllGone.Round(time.Millisecond), ratio(r.Daemon.AllGone, r.Floor.AllGone))
+	return r, nil
+}
+
+// floorNodeUp registers the floor's node with the node library's own
+// controller, lease included, so the control plane treats it as healthy.
+func floorNodeUp(ctx context.Context, client kubernetes.Interface, name string) (func(), error) {
+	spec := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{
+			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "Bench",
+		}}},
+	}
+	nc, err := node.NewNodeController(node.NaiveNodeProvider{}, spec, client.CoreV1().Nodes(),
+		node.WithNodeEnableLeaseV1(client.CoordinationV1().Leases(corev1.NamespaceNodeLease), 0))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	go func() { _ = nc.Run(ctx) }()
+	select {
+	case <-nc.Ready():
+	case <-nc.Done():
+		cancel()
+		return nil, nc.Err()
+	}
+	return func() { cancel(); <-nc.Done() }, nil
+}
+
+func namespace(ctx context.Context, client kubernetes.Interface, name string) (string, error) {
+	_ = client.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("creating namespace %s: %w", name, err)
+	}
+	// Pods need the namespace's default ServiceAccount.
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	return name, err
+}
+
+func cleanup(client kubernetes.Interface, ns, node string) {
+	ctx := context.Background()
+	_ = client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+	_ = client.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{})
+}
+
+func waitNodeReady(ctx context.Context, client kubernetes.Interface, name string) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+func ratio(a, b time.Duration) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+func diff(after, before map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		out[k] = v - before[k]
+	}
+	return out
+}

@@ -1,0 +1,86 @@
+// Package metrics exposes the daemon's Prometheus metrics: the work queues'
+// (depth, latency, work duration, retries) and the API client's (request
+// latency and results by verb), through the component-base adapters the
+// kubelet uses, plus provider call latency and pods by phase.
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+
+	// Registered for their side effect: client-go's request metrics and
+	// the work queue metrics provider.
+	_ "k8s.io/component-base/metrics/prometheus/restclient"
+	_ "k8s.io/component-base/metrics/prometheus/workqueue"
+)
+
+const namespace = "virtual_kubelet"
+
+var providerCallDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+	Namespace:      namespace,
+	Name:           "provider_call_duration_seconds",
+	Help:           "Duration of provider calls by method and result.",
+	Buckets:        []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	StabilityLevel: metrics.ALPHA,
+}, []string{"method", "result"})
+
+func init() {
+	legacyregistry.MustRegister(providerCallDuration)
+}
+
+// ObserveProviderCall records one provider call; it is the pod controller's
+// ProviderCallObserver.
+func ObserveProviderCall(method string, took time.Duration, err error) {
+	result := "success"
+	if err != nil {
+		result = "error"
+	}
+	providerCallDuration.WithLabelValues(method, result).Observe(took.Seconds())
+}
+
+// podPhases counts the node's pods by phase when scraped.
+type podPhases struct {
+	lister corev1listers.PodLister
+	desc   *prometheus.Desc
+}
+
+// RegisterPodPhases exports virtual_kubelet_pods{phase}, counted from the
+// pod informer's cache at each scrape.
+func RegisterPodPhases(lister corev1listers.PodLister) {
+	legacyregistry.RawMustRegister(&podPhases{
+		lister: lister,
+		desc:   prometheus.NewDesc(namespace+"_pods", "Pods bound to the node, by phase.", []string{"phase"}, nil),
+	})
+}
+
+func (c *podPhases) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *podPhases) Collect(ch chan<- prometheus.Metric) {
+	pods, err := c.lister.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	counts := map[corev1.PodPhase]int{
+		corev1.PodPending: 0, corev1.PodRunning: 0, corev1.PodSucceeded: 0, corev1.PodFailed: 0, corev1.PodUnknown: 0,
+	}
+	for _, p := range pods {
+		phase := p.Status.Phase
+		if phase == "" {
+			phase = corev1.PodPending
+		}
+		counts[phase]++
+	}
+	for phase, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), string(phase))
+	}
+}
+
+// Handler serves every registered metric in the Prometheus text format.
+func Handler() http.Handler { return legacyregistry.Handler() }
