@@ -28,9 +28,7 @@ EOT
 if [[ $(id -u) != 0 ]]; then
 	echo "not root: no node host, so running vk0 on loopback; the API server cannot proxy to it (kubectl logs/exec will not work)" >&2
 	exec "$BIN/virtual-kubelet" --provider mock --nodename "$NODE" --kubeconfig "$CLUSTER_DIR/admin.kubeconfig" \
-		--node-ip 127.0.0.1 --listen-address 127.0.0.1 --metrics-addr 127.0.0.1:10255 --client-ca-file "$CLUSTER_DIR/pki/ca.crt"
+		--node-ip 127.0.0.1 --listen-address 127.0.0.1 --metrics-addr 127.0.0.1:10255
 fi
-# In the node host, VKUBELET_POD_IP and KUBECONFIG are set for the daemon;
-# the cluster CA verifies the apiserver's client certificate.
-exec "$BIN/cluster" exec --dir "$CLUSTER_DIR" "$NODE" -- "$BIN/virtual-kubelet" --provider mock --nodename "$NODE" \
-	--client-ca-file "$CLUSTER_DIR/pki/ca.crt"
+# In the node host, VKUBELET_POD_IP and KUBECONFIG are set for the daemon.
+exec "$BIN/cluster" exec --dir "$CLUSTER_DIR" "$NODE" -- "$BIN/virtual-kubelet" --provider mock --nodename "$NODE"

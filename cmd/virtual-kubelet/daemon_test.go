@@ -82,8 +82,8 @@ func startDaemon(t *testing.T, c *testcluster.Cluster, host *nethost.Host, extra
 	args := []string{"--provider", "mock", "--nodename", d.name, "--metrics-addr", "", "--log-level", "debug"}
 	if host != nil {
 		d.addr = host.Addr.String()
-		args = append(args, "--kubeconfig", c.Info.NodeKubeconfig, "--node-ip", d.addr, "--listen-address", d.addr,
-			"--client-ca-file", c.Info.CAFile)
+		// The kubeconfig's CA verifies the API server's client certificate.
+		args = append(args, "--kubeconfig", c.Info.NodeKubeconfig, "--node-ip", d.addr, "--listen-address", d.addr)
 		d.cmd = host.Command(context.Background(), binary, append(args, extra...)...)
 	} else {
 		d.addr = "127.0.0.1"

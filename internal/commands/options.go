@@ -159,7 +159,7 @@ func (o *Options) flagGroups() []flagGroup {
 			fs.StringVar(&o.TLSKeyFile, "tls-private-key-file", "", "private key of the serving certificate")
 			fs.BoolVar(&o.RotateServerCerts, "rotate-server-certificates", false, "request the serving certificate from the certificates API (signer kubernetes.io/kubelet-serving) and renew it before it expires; an operator approves the CSR")
 			fs.StringVar(&o.CertDir, "cert-dir", "/var/lib/virtual-kubelet/pki", "where --rotate-server-certificates keeps the certificate and key")
-			fs.StringVar(&o.ClientCAFile, "client-ca-file", "", "CA bundle that client certificates (the API server's) are verified against")
+			fs.StringVar(&o.ClientCAFile, "client-ca-file", "", "CA bundle that client certificates (the API server's) are verified against; default: the kubeconfig's CA")
 			fs.BoolVar(&o.AnonymousAuth, "anonymous-auth", false, "let unauthenticated requests through as system:anonymous")
 			fs.StringVar(&o.AuthorizationMode, "authorization-mode", AuthzWebhook, "Webhook (SubjectAccessReview on nodes/proxy, nodes/stats, ...) or AlwaysAllow")
 			fs.DurationVar(&o.StreamIdleTimeout, "streaming-connection-idle-timeout", 4*time.Hour, "close exec, attach and port-forward streams idle this long")

@@ -104,7 +104,7 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	metrics.RegisterPodPhases(n.PodLister())
 
-	servers, err := startServers(ctx, o, p, client, nodeIP)
+	servers, err := startServers(ctx, o, p, client, restCfg, nodeIP)
 	if err != nil {
 		return err
 	}

@@ -10,12 +10,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"strconv"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/certificate"
 
@@ -65,10 +67,10 @@ func (s *servers) shutdown(timeout time.Duration) {
 	}
 }
 
-func startServers(ctx context.Context, o *Options, p provider.Provider, client kubernetes.Interface, nodeIP string) (*servers, error) {
+func startServers(ctx context.Context, o *Options, p provider.Provider, client kubernetes.Interface, restCfg *rest.Config, nodeIP string) (*servers, error) {
 	s := &servers{errs: make(chan error, 2)}
 
-	handler, err := kubeletAPIHandler(ctx, o, p, client)
+	handler, err := kubeletAPIHandler(ctx, o, p, client, restCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +112,7 @@ func startServers(ctx context.Context, o *Options, p provider.Provider, client k
 
 // kubeletAPIHandler routes the kubelet API to the provider's capabilities,
 // behind the kubelet's authentication and authorization.
-func kubeletAPIHandler(ctx context.Context, o *Options, p provider.Provider, client kubernetes.Interface) (http.Handler, error) {
+func kubeletAPIHandler(ctx context.Context, o *Options, p provider.Provider, client kubernetes.Interface, restCfg *rest.Config) (http.Handler, error) {
 	cfg := api.PodHandlerConfig{
 		GetPods:               p.GetPods,
 		StreamIdleTimeout:     o.StreamIdleTimeout,
@@ -132,8 +134,13 @@ func kubeletAPIHandler(ctx context.Context, o *Options, p provider.Provider, cli
 		cfg.GetStatsSummary = sp.GetStatsSummary
 	}
 
+	clientCA, err := defaultClientCA(ctx, o, restCfg)
+	if err != nil {
+		return nil, err
+	}
 	auth, err := api.NewAuth(ctx, api.AuthConfig{
 		ClientCAFile:              o.ClientCAFile,
+		ClientCA:                  clientCA,
 		Anonymous:                 o.AnonymousAuth,
 		TokenReviewClient:         client.AuthenticationV1(),
 		SubjectAccessReviewClient: client.AuthorizationV1(),
@@ -146,6 +153,29 @@ func kubeletAPIHandler(ctx context.Context, o *Options, p provider.Provider, cli
 		auth = api.NewAuthFrom(auth, authorizerfactory.NewAlwaysAllowAuthorizer(), o.NodeName)
 	}
 	return api.WithAuth(api.PodHandler(cfg), auth), nil
+}
+
+// defaultClientCA is the CA client certificates are verified against when
+// --client-ca-file is not given: the cluster CA of the kubeconfig (or the
+// in-cluster config), which signs the API server's kubelet client
+// certificate in most clusters.
+func defaultClientCA(ctx context.Context, o *Options, restCfg *rest.Config) ([]byte, error) {
+	if o.ClientCAFile != "" {
+		return nil, nil
+	}
+	ca := restCfg.CAData
+	if len(ca) == 0 && restCfg.CAFile != "" {
+		var err error
+		if ca, err = os.ReadFile(restCfg.CAFile); err != nil {
+			return nil, fmt.Errorf("reading the kubeconfig's CA for client certificates: %w", err)
+		}
+	}
+	if len(ca) == 0 {
+		log.G(ctx).Warn("no --client-ca-file and no CA in the kubeconfig: client certificates (the API server's) are not accepted")
+		return nil, nil
+	}
+	log.G(ctx).Info("verifying client certificates against the kubeconfig's CA; set --client-ca-file to use another")
+	return ca, nil
 }
 
 // servingTLS is the kubelet API's TLS configuration: a certificate from the

@@ -48,6 +48,9 @@ type AuthConfig struct {
 	// server must ask for client certificates (tls.RequestClientCert is
 	// enough: they are verified here).
 	ClientCAFile string
+	// ClientCA is a PEM bundle used like ClientCAFile when that is empty,
+	// for a CA held in memory (such as a kubeconfig's).
+	ClientCA []byte
 	// Anonymous lets requests with no credentials through as user
 	// system:anonymous (group system:unauthenticated), still subject to
 	// authorization. Off by default, as it should be.
@@ -104,12 +107,19 @@ func NewAuth(ctx context.Context, cfg AuthConfig) (Auth, error) {
 		CacheTTL:                 orDefault(cfg.AuthenticationCacheTTL, DefaultAuthenticationCacheTTL),
 		APIAudiences:             cfg.APIAudiences,
 	}
-	if cfg.ClientCAFile != "" {
+	switch {
+	case cfg.ClientCAFile != "":
 		ca, err := dynamiccertificates.NewDynamicCAContentFromFile("client-ca-bundle", cfg.ClientCAFile)
 		if err != nil {
 			return nil, fmt.Errorf("kubelet API auth: client CA: %w", err)
 		}
 		go ca.Run(ctx, 1)
+		authn.ClientCertificateCAContentProvider = ca
+	case len(cfg.ClientCA) > 0:
+		ca, err := dynamiccertificates.NewStaticCAContent("client-ca-bundle", cfg.ClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("kubelet API auth: client CA: %w", err)
+		}
 		authn.ClientCertificateCAContentProvider = ca
 	}
 	a, _, err := authn.New()
