@@ -50,6 +50,7 @@ func (pc *PodController) syncPodStatusFromProvider(ctx context.Context, key stri
 		if err := pc.writeStatus(ctx, pod, rec, status); err != nil {
 			return err
 		}
+		rec.written(pp)
 		current = &status
 	}
 	if pod.DeletionTimestamp != nil && isTerminalStatus(current) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
@@ -60,14 +59,13 @@ func (pc *PodController) syncPodFromKubernetes(ctx context.Context, key string) 
 	ctx = withPodFields(ctx, pod)
 
 	rec := pc.pods.get(key)
-	if applied, _ := rec.appliedPod(); applied != nil && applied.UID != pod.UID {
+	if applied, _ := rec.appliedPod(); applied != nil && applied.uid != pod.UID {
 		// Same name, new pod: the provider still runs the old one.
-		if err := pc.callProvider(ctx, "DeletePod", applied, pc.provider.DeletePod); err != nil && !errdefs.IsNotFound(err) {
+		if err := pc.callProvider(ctx, "DeletePod", applied.stub(namespace, name), pc.provider.DeletePod); err != nil && !errdefs.IsNotFound(err) {
 			return err
 		}
 		rec.reset()
 	}
-	rec.lastSeen(pod)
 
 	switch {
 	case pod.DeletionTimestamp != nil:
@@ -86,7 +84,12 @@ func (pc *PodController) podGone(ctx context.Context, key string) error {
 	if rec == nil {
 		return nil
 	}
-	if last := rec.lastPod(); last != nil && !rec.isProviderDeleted() {
+	last := rec.lastPod()
+	if applied, _ := rec.appliedPod(); last == nil && applied != nil {
+		namespace, name, _ := cache.SplitMetaNamespaceKey(key)
+		last = applied.stub(namespace, name)
+	}
+	if last != nil && !rec.isProviderDeleted() {
 		ctx = withPodFields(ctx, last)
 		if err := pc.callProvider(ctx, "DeletePod", last, pc.provider.DeletePod); err != nil && !errdefs.IsNotFound(err) {
 			return err
@@ -125,7 +128,7 @@ func (pc *PodController) deleteFromProvider(ctx context.Context, key string, pod
 // provider when the provider has not got it or its spec changed.
 func (pc *PodController) createOrUpdate(ctx context.Context, pod *corev1.Pod, rec *podRecord) error {
 	applied, _ := rec.appliedPod()
-	if applied != nil && !specChanged(applied, pod) {
+	if applied != nil && !applied.changed(pod) {
 		return nil
 	}
 
@@ -274,7 +277,8 @@ func withPodFields(ctx context.Context, pod *corev1.Pod) context.Context {
 // needsSync reports whether an informer update concerns the provider: the
 // pod itself changed, not just its status (which we write).
 func needsSync(old, cur *corev1.Pod) bool {
-	if old.UID != cur.UID || specChanged(old, cur) {
+	prev := appliedOf(old)
+	if old.UID != cur.UID || prev.changed(cur) {
 		return true
 	}
 	if (old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) {
@@ -282,22 +286,6 @@ func needsSync(old, cur *corev1.Pod) bool {
 	}
 	og, cg := old.DeletionGracePeriodSeconds, cur.DeletionGracePeriodSeconds
 	return (og == nil) != (cg == nil) || (og != nil && *og != *cg)
-}
-
-// specChanged reports whether the provider must be told about cur: its spec,
-// labels or annotations differ from what the provider was given. The API
-// server bumps metadata.generation on every spec change (Kubernetes 1.35+),
-// which spares comparing specs on every status update; without it, the
-// specs are compared.
-func specChanged(applied, cur *corev1.Pod) bool {
-	if applied.Generation > 0 && cur.Generation > 0 && applied.UID == cur.UID {
-		if applied.Generation != cur.Generation {
-			return true
-		}
-	} else if !apiequality.Semantic.DeepEqual(applied.Spec, cur.Spec) {
-		return true
-	}
-	return !maps.Equal(applied.Labels, cur.Labels) || !maps.Equal(applied.Annotations, cur.Annotations)
 }
 
 func isTerminalPhase(p corev1.PodPhase) bool {

@@ -321,7 +321,13 @@ func (pc *PodController) addEventHandlers(ctx context.Context) (map[cache.Shared
 		UpdateFunc: func(oldObj, newObj any) {
 			oldPod, ok1 := oldObj.(*corev1.Pod)
 			newPod, ok2 := newObj.(*corev1.Pod)
-			if ok1 && ok2 && pc.accept(ctx, newPod) && needsSync(oldPod, newPod) {
+			if !ok1 || !ok2 || !pc.accept(ctx, newPod) {
+				return
+			}
+			if r := pc.pods.lookup(podKey(newPod)); r != nil {
+				r.informerSaw(newPod.ResourceVersion)
+			}
+			if needsSync(oldPod, newPod) {
 				pc.syncQueue.Enqueue(podKey(newPod))
 			}
 		},
@@ -401,8 +407,10 @@ func (pc *PodController) StorePod(key string, pod *corev1.Pod) {
 	pc.pods.get(key).setProviderPod(pod)
 }
 
-// LoadPod returns the provider's latest view of key (a *corev1.Pod) as
-// recorded by StorePod or the provider's notifications.
+// LoadPod returns the provider's latest view of key (a *corev1.Pod), as
+// recorded by StorePod or the provider's notifications, while its status is
+// not yet written to Kubernetes; once it is, the informer's pod is the
+// reference and LoadPod reports nothing.
 func (pc *PodController) LoadPod(key string) (any, bool) {
 	r := pc.pods.lookup(key)
 	if r == nil {

@@ -1,12 +1,16 @@
 package node
 
 import (
+	"maps"
 	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
 // podRecord is what the controller remembers about one pod key between
@@ -14,17 +18,18 @@ import (
 // at a time, but the three queues share the record, hence the lock.
 type podRecord struct {
 	mu sync.Mutex
-	// applied is the Kubernetes pod last handed to CreatePod or UpdatePod
-	// (before env resolution), nil if the provider was never given it.
-	applied   *corev1.Pod
+	// applied is what we remember of the pod last handed to CreatePod or
+	// UpdatePod, nil if the provider was never given it.
+	applied   *appliedPod
 	appliedAt time.Time
-	// provider is the provider's latest view of the pod.
+	// provider is the provider's latest view of the pod until its status
+	// is written; then the informer holds it and this is dropped.
 	provider *corev1.Pod
 	// patched is the status and resource version our last status write
 	// produced, until the informer catches up with it.
 	patched *patchedStatus
-	// last is the latest Kubernetes object seen, to tell the provider to
-	// delete a pod whose object vanished.
+	// last is the pod's final object, from the informer's delete event, to
+	// tell the provider to delete a pod whose object vanished.
 	last *corev1.Pod
 	// providerDeleted is set once DeletePod succeeded or the provider did
 	// not have the pod.
@@ -36,6 +41,48 @@ type podRecord struct {
 	waitingForConfig bool
 }
 
+// appliedPod is what the controller keeps of a pod it handed to the
+// provider: enough to tell whether a newer version changed, without keeping
+// the whole object (a second copy of every pod) alive.
+type appliedPod struct {
+	uid         types.UID
+	generation  int64
+	labels      map[string]string
+	annotations map[string]string
+	// spec is kept only when the API server does not set generations.
+	spec *corev1.PodSpec
+}
+
+func appliedOf(pod *corev1.Pod) appliedPod {
+	a := appliedPod{uid: pod.UID, generation: pod.Generation, labels: pod.Labels, annotations: pod.Annotations}
+	if pod.Generation == 0 {
+		a.spec = &pod.Spec
+	}
+	return a
+}
+
+// changed reports whether the provider must be told about cur: its spec,
+// labels or annotations differ from what the provider was given. The API
+// server bumps metadata.generation on every spec change (Kubernetes 1.35+),
+// which spares comparing specs on every status update; without it, the
+// specs are compared.
+func (a *appliedPod) changed(cur *corev1.Pod) bool {
+	if a.generation > 0 && cur.Generation > 0 && a.uid == cur.UID {
+		if a.generation != cur.Generation {
+			return true
+		}
+	} else if a.spec == nil || !apiequality.Semantic.DeepEqual(*a.spec, cur.Spec) {
+		return true
+	}
+	return !maps.Equal(a.labels, cur.Labels) || !maps.Equal(a.annotations, cur.Annotations)
+}
+
+// stub is a pod with just the identity of the applied one, to tell the
+// provider to delete it when its object is gone.
+func (a *appliedPod) stub(namespace, name string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: a.uid}}
+}
+
 type patchedStatus struct {
 	resourceVersion string
 	status          corev1.PodStatus
@@ -44,6 +91,18 @@ type patchedStatus struct {
 func (r *podRecord) lock() func() {
 	r.mu.Lock()
 	return r.mu.Unlock
+}
+
+// informerSaw forgets our last write once the informer has caught up with
+// it, so a steady pod keeps no copy of its status.
+func (r *podRecord) informerSaw(resourceVersion string) {
+	defer r.lock()()
+	if r.patched == nil {
+		return
+	}
+	if cmp, err := resourceversion.CompareResourceVersion(r.patched.resourceVersion, resourceVersion); err != nil || cmp <= 0 {
+		r.patched = nil
+	}
 }
 
 func (r *podRecord) lastSeen(pod *corev1.Pod) {
@@ -61,19 +120,29 @@ func (r *podRecord) setProviderPod(pod *corev1.Pod) {
 	r.provider = pod
 }
 
+// written drops the provider's view once its status is in the API server,
+// unless a newer one arrived meanwhile.
+func (r *podRecord) written(pod *corev1.Pod) {
+	defer r.lock()()
+	if r.provider == pod {
+		r.provider = nil
+	}
+}
+
 func (r *podRecord) providerPod() *corev1.Pod {
 	defer r.lock()()
 	return r.provider
 }
 
-func (r *podRecord) appliedPod() (*corev1.Pod, time.Time) {
+func (r *podRecord) appliedPod() (*appliedPod, time.Time) {
 	defer r.lock()()
 	return r.applied, r.appliedAt
 }
 
 func (r *podRecord) setApplied(pod *corev1.Pod) {
+	a := appliedOf(pod)
 	defer r.lock()()
-	r.applied, r.appliedAt = pod, time.Now()
+	r.applied, r.appliedAt = &a, time.Now()
 	r.providerDeleted = false
 }
 

@@ -158,8 +158,16 @@ func runPass(ctx context.Context, client kubernetes.Interface, ns, node string, 
 		afterRunning()
 	}
 
+	// One graceful delete per pod, as the garbage collector deletes a
+	// ReplicaSet's pods (a DeleteCollection of thousands times out).
 	start = time.Now()
-	if err := client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+	if err := parallel(ctx, n, workers, func(i int) error {
+		err := client.CoreV1().Pods(ns).Delete(ctx, fmt.Sprintf("p-%05d", i), metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}); err != nil {
 		return nil, fmt.Errorf("deleting pods: %w", err)
 	}
 	if err := waitFor(ctx, t.allGone, func() string { return fmt.Sprintf("%d of %d gone", t.count(t.gone), n) }); err != nil {

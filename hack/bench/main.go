@@ -31,6 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/vkubelet/virtual-kubelet/internal/controlplane"
 	"github.com/vkubelet/virtual-kubelet/node"
@@ -247,7 +248,17 @@ func floorNodeUp(ctx context.Context, client kubernetes.Interface, name string) 
 	return func() { cancel(); <-nc.Done() }, nil
 }
 
+// namespace makes a fresh namespace, first clearing what an earlier,
+// interrupted run left: its pods are force-deleted, since no kubelet is left
+// to finish their deletion.
 func namespace(ctx context.Context, client kubernetes.Interface, name string) (string, error) {
+	if pods, err := client.CoreV1().Pods(name).List(ctx, metav1.ListOptions{}); err == nil && len(pods.Items) > 0 {
+		logf("force-deleting %d pods left in %s", len(pods.Items), name)
+		_ = parallel(ctx, len(pods.Items), 50, func(i int) error {
+			_ = client.CoreV1().Pods(name).Delete(ctx, pods.Items[i].Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+			return nil
+		})
+	}
 	_ = client.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})

@@ -76,6 +76,7 @@ func Run(ctx context.Context, o *Options) error {
 		OperatingSystem: o.OperatingSystem,
 		InternalIP:      nodeIP,
 		DaemonPort:      o.ListenPort,
+		ClusterDomain:   o.ClusterDomain,
 		ResourceManager: &provider.ResourceManager{
 			ConfigMaps: core.ConfigMaps().Lister(),
 			Secrets:    core.Secrets().Lister(),

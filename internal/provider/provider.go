@@ -84,6 +84,9 @@ type InitConfig struct {
 	InternalIP string
 	// DaemonPort is the kubelet API port.
 	DaemonPort int32
+	// ClusterDomain is the cluster's DNS domain (--cluster-domain), for the
+	// DNS search path of pods with the ClusterFirst policy.
+	ClusterDomain string
 	// ResourceManager reads ConfigMaps, Secrets and Services.
 	ResourceManager *ResourceManager
 	// KubeClient talks to the API server.

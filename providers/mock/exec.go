@@ -20,13 +20,14 @@ import (
 // session is what a command sees: the container and the client's streams.
 type session struct {
 	ctx    context.Context
-	pod    *corev1.Pod
+	pod    *podInfo
 	env    []corev1.EnvVar
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
 	tty    bool
 	size   *termSize
+	domain string
 }
 
 // termSize tracks the latest terminal size of a TTY session.
@@ -46,6 +47,7 @@ func (t *termSize) get() api.TermSize {
 //
 //	echo ARGS...      print ARGS
 //	cat               copy stdin to stdout
+//	cat /etc/resolv.conf, cat /etc/hostname   the files a kubelet writes for pods
 //	env, printenv [NAME]  print the container's (resolved) environment
 //	hostname          print the pod's name
 //	sleep SECONDS     wait
@@ -75,10 +77,10 @@ func (p *Provider) session(ctx context.Context, namespace, podName, containerNam
 	p.mu.Lock()
 	ps, c, err := p.lookup(namespace, podName, containerName)
 	var env []corev1.EnvVar
-	var pod *corev1.Pod
+	var pod *podInfo
 	running := false
 	if err == nil {
-		env, pod, running = c.spec.Env, ps.pod, c.status.State.Running != nil
+		env, pod, running = c.spec.env, ps.pod, c.status.State.Running != nil
 	}
 	p.mu.Unlock()
 	if err != nil {
@@ -87,7 +89,7 @@ func (p *Provider) session(ctx context.Context, namespace, podName, containerNam
 	if !running {
 		return nil, errNotRunning(c)
 	}
-	s := &session{ctx: ctx, pod: pod, env: env, stdin: attach.Stdin(), stdout: io.Discard, stderr: io.Discard, tty: attach.TTY()}
+	s := &session{ctx: ctx, pod: pod, env: env, stdin: attach.Stdin(), stdout: io.Discard, stderr: io.Discard, tty: attach.TTY(), domain: p.domain}
 	if w := attach.Stdout(); w != nil {
 		s.stdout = w
 	}
@@ -125,7 +127,15 @@ func (s *session) run(cmd []string) int {
 	case "echo":
 		fmt.Fprintln(s.stdout, strings.Join(args, " "))
 	case "cat":
-		if s.stdin != nil {
+		for _, file := range args {
+			content, ok := s.file(file)
+			if !ok {
+				fmt.Fprintf(s.stderr, "cat: %s: No such file or directory\n", file)
+				return 1
+			}
+			fmt.Fprint(s.stdout, content)
+		}
+		if len(args) == 0 && s.stdin != nil {
 			_, _ = io.Copy(s.stdout, s.stdin)
 		}
 	case "env", "printenv":
@@ -142,7 +152,7 @@ func (s *session) run(cmd []string) int {
 			fmt.Fprintf(s.stdout, "%s=%s\n", e.Name, e.Value)
 		}
 	case "hostname":
-		fmt.Fprintln(s.stdout, s.pod.Name)
+		fmt.Fprintln(s.stdout, s.pod.name)
 	case "true":
 	case "false":
 		return 1
@@ -182,6 +192,19 @@ func (s *session) run(cmd []string) int {
 		return 127
 	}
 	return 0
+}
+
+// file returns the content of the few files the mock's containers have.
+func (s *session) file(name string) (string, bool) {
+	switch name {
+	case "/etc/hostname":
+		return s.pod.name + "\n", true
+	case "/etc/resolv.conf":
+		// What the kubelet writes for dnsPolicy ClusterFirst.
+		ns, d := s.pod.namespace, s.domain
+		return fmt.Sprintf("search %s.svc.%s svc.%s %s\noptions ndots:5\n", ns, d, d, d), true
+	}
+	return "", false
 }
 
 // script runs ';'-separated built-in commands, words split on blanks.
@@ -265,8 +288,8 @@ func (p *Provider) PortForward(ctx context.Context, namespace, podName string, p
 	ps, ok := p.pods[podKey(namespace, podName)]
 	declared := false
 	if ok {
-		for _, c := range ps.pod.Spec.Containers {
-			for _, cp := range c.Ports {
+		for _, c := range ps.containers {
+			for _, cp := range c.spec.ports {
 				declared = declared || cp.ContainerPort == port
 			}
 		}

@@ -18,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
@@ -30,6 +31,7 @@ type Provider struct {
 	os         string
 	internalIP string
 	daemonPort int32
+	domain     string
 	capacity   corev1.ResourceList
 	startedAt  time.Time
 
@@ -62,6 +64,7 @@ func New(_ context.Context, cfg provider.InitConfig) (provider.Provider, error) 
 		os:         cfg.OperatingSystem,
 		internalIP: cfg.InternalIP,
 		daemonPort: cfg.DaemonPort,
+		domain:     cfg.ClusterDomain,
 		capacity:   capacity,
 		startedAt:  time.Now(),
 		pods:       map[string]*podState{},
@@ -80,7 +83,7 @@ func (p *Provider) NotifyPods(_ context.Context, f func(*corev1.Pod)) {
 // changed reports a pod's new status; p.mu must be held.
 func (p *Provider) changed(ps *podState) {
 	if p.notify != nil {
-		p.notify(ps.snapshot())
+		p.notify(ps.notification())
 	}
 }
 
@@ -100,7 +103,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	if old, ok := p.pods[key]; ok {
 		old.stopTimers()
 	}
-	ps := newPodState(p, trim(pod), scripts, p.allocateIP())
+	ps := newPodState(p, pod, scripts, p.allocateIP())
 	p.pods[key] = ps
 	log.G(ctx).Debug("mock: pod created")
 	ps.begin()
@@ -117,7 +120,7 @@ func (p *Provider) UpdatePod(_ context.Context, pod *corev1.Pod) error {
 	if !ok {
 		return errdefs.NotFoundf("pod %s/%s is not in the mock provider", pod.Namespace, pod.Name)
 	}
-	if ps.update(trim(pod)) {
+	if ps.update(pod) {
 		p.changed(ps)
 	}
 	return nil
@@ -226,34 +229,48 @@ func (p *Provider) lookup(namespace, pod, container string) (*podState, *contain
 
 // errNotRunning is returned for exec and attach into a container that is not running.
 func errNotRunning(c *containerState) error {
-	return errdefs.InvalidInputf("container %q is not running", c.spec.Name)
+	return errdefs.InvalidInputf("container %q is not running", c.spec.name)
 }
 
-// trim keeps what the mock needs of a pod; the rest would only cost memory
-// when it simulates thousands of pods.
-func trim(pod *corev1.Pod) *corev1.Pod {
-	containers := func(in []corev1.Container) []corev1.Container {
-		out := make([]corev1.Container, len(in))
-		for i, c := range in {
-			out[i] = corev1.Container{
-				Name: c.Name, Image: c.Image, Command: c.Command, Args: c.Args,
-				Env: c.Env, Ports: c.Ports, Resources: c.Resources,
-			}
-		}
-		return out
+// podInfo is what the mock keeps of a pod's object: a small part of a
+// corev1.Pod, since it may simulate tens of thousands of them.
+type podInfo struct {
+	namespace, name string
+	uid             types.UID
+	labels          map[string]string
+	annotations     map[string]string
+	created         metav1.Time
+	nodeName        string
+	restartPolicy   corev1.RestartPolicy
+	init            []containerSpec
+}
+
+// containerSpec is what the mock keeps of a container.
+type containerSpec struct {
+	name, image   string
+	command, args []string
+	env           []corev1.EnvVar
+	ports         []corev1.ContainerPort
+}
+
+func infoOf(pod *corev1.Pod) *podInfo {
+	info := &podInfo{
+		namespace: pod.Namespace, name: pod.Name, uid: pod.UID,
+		labels: pod.Labels, annotations: pod.Annotations, created: pod.CreationTimestamp,
+		nodeName: pod.Spec.NodeName, restartPolicy: pod.Spec.RestartPolicy,
 	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
-			Labels: pod.Labels, Annotations: pod.Annotations, CreationTimestamp: pod.CreationTimestamp,
-		},
-		Spec: corev1.PodSpec{
-			NodeName:       pod.Spec.NodeName,
-			RestartPolicy:  pod.Spec.RestartPolicy,
-			InitContainers: containers(pod.Spec.InitContainers),
-			Containers:     containers(pod.Spec.Containers),
-		},
+	for _, c := range pod.Spec.InitContainers {
+		info.init = append(info.init, specOf(c))
 	}
+	return info
+}
+
+func specOf(c corev1.Container) containerSpec {
+	return containerSpec{name: c.Name, image: c.Image, command: c.Command, args: c.Args, env: c.Env, ports: c.Ports}
+}
+
+func (c containerSpec) container() corev1.Container {
+	return corev1.Container{Name: c.name, Image: c.image, Command: c.command, Args: c.args, Env: c.env, Ports: c.ports}
 }
 
 // String names the provider in logs.

@@ -25,7 +25,7 @@ import (
 
 func newProvider(t *testing.T) (*Provider, *recorder) {
 	t.Helper()
-	p, err := New(context.Background(), provider.InitConfig{NodeName: "vk0", OperatingSystem: "linux", InternalIP: "10.213.0.2", DaemonPort: 10250})
+	p, err := New(context.Background(), provider.InitConfig{NodeName: "vk0", OperatingSystem: "linux", InternalIP: "10.213.0.2", DaemonPort: 10250, ClusterDomain: "cluster.local"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,6 +308,8 @@ func TestExec(t *testing.T) {
 		{"", []string{"false"}, "", "", 1},
 		{"", []string{"sh", "-c", "echo one; exit 7; echo two"}, "one\n", "", 7},
 		{"", []string{"nope"}, "", "nope: command not found\n", 127},
+		{"", []string{"cat", "/etc/resolv.conf"}, "search ns.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n", "", 0},
+		{"", []string{"cat", "/etc/passwd"}, "", "cat: /etc/passwd: No such file or directory\n", 1},
 	}
 	for _, c := range cases {
 		out, errOut, code := run(c.stdin, c.cmd...)

@@ -13,7 +13,7 @@ import (
 // provider's lock to be held; timers take it before calling in.
 type podState struct {
 	p       *Provider
-	pod     *corev1.Pod
+	pod     *podInfo
 	ip      string
 	created time.Time
 	// started is set once the containers have been started (after the
@@ -27,7 +27,7 @@ type podState struct {
 
 // containerState is one container's runtime state.
 type containerState struct {
-	spec   corev1.Container
+	spec   containerSpec
 	script script
 	status corev1.ContainerStatus
 	// ran is set once the container has run (or tried to) at least once.
@@ -43,10 +43,10 @@ type containerState struct {
 type instance struct{ start, end time.Time }
 
 func newPodState(p *Provider, pod *corev1.Pod, scripts []script, ip string) *podState {
-	ps := &podState{p: p, pod: pod, ip: ip, created: time.Now()}
+	ps := &podState{p: p, pod: infoOf(pod), ip: ip, created: time.Now()}
 	for i, c := range pod.Spec.Containers {
 		ps.containers = append(ps.containers, &containerState{
-			spec:   c,
+			spec:   specOf(c),
 			script: scripts[i],
 			status: corev1.ContainerStatus{
 				Name:    c.Name,
@@ -62,7 +62,7 @@ func newPodState(p *Provider, pod *corev1.Pod, scripts []script, ip string) *pod
 
 func (ps *podState) container(name string) *containerState {
 	for _, c := range ps.containers {
-		if c.spec.Name == name {
+		if c.spec.name == name {
 			return c
 		}
 	}
@@ -72,7 +72,7 @@ func (ps *podState) container(name string) *containerState {
 // begin starts the containers now or after the scripted start delay.
 func (ps *podState) begin() {
 	delay := time.Duration(0)
-	if v, ok := ps.pod.Annotations[AnnotationStartDelay]; ok {
+	if v, ok := ps.pod.annotations[AnnotationStartDelay]; ok {
 		// parseScript validated it.
 		delay, _ = time.ParseDuration(v)
 	}
@@ -100,12 +100,12 @@ func (ps *podState) after(d time.Duration, f func()) *time.Timer {
 func (ps *podState) start() {
 	now := metav1.Now()
 	// Init containers complete at once.
-	for _, c := range ps.pod.Spec.InitContainers {
+	for _, c := range ps.pod.init {
 		ps.init = append(ps.init, corev1.ContainerStatus{
-			Name: c.Name, Image: c.Image, ImageID: "mock://" + c.Image,
-			ContainerID: ps.containerID(c.Name), Started: ptr.To(false),
+			Name: c.name, Image: c.image, ImageID: "mock://" + c.image,
+			ContainerID: ps.containerID(c.name), Started: ptr.To(false),
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: 0, Reason: "Completed", StartedAt: now, FinishedAt: now, ContainerID: ps.containerID(c.Name),
+				ExitCode: 0, Reason: "Completed", StartedAt: now, FinishedAt: now, ContainerID: ps.containerID(c.name),
 			}},
 		})
 	}
@@ -116,14 +116,14 @@ func (ps *podState) start() {
 }
 
 func (ps *podState) containerID(name string) string {
-	return fmt.Sprintf("mock://%s/%s", ps.pod.UID, name)
+	return fmt.Sprintf("mock://%s/%s", ps.pod.uid, name)
 }
 
 // run starts one instance of the container.
 func (ps *podState) run(c *containerState) {
 	now := time.Now()
 	c.ran = true
-	c.status.ContainerID = ps.containerID(c.spec.Name)
+	c.status.ContainerID = ps.containerID(c.spec.name)
 	if c.script.failStart != "" {
 		c.instances = append(c.instances, instance{start: now, end: now})
 		ps.terminated(c, exitCodeStartError, "StartError", c.script.failStart, now)
@@ -160,7 +160,7 @@ func (ps *podState) terminated(c *containerState, code int32, reason, msg string
 	c.status.Ready, c.status.Started = false, ptr.To(false)
 
 	restart := false
-	switch ps.pod.Spec.RestartPolicy {
+	switch ps.pod.restartPolicy {
 	case corev1.RestartPolicyNever:
 	case corev1.RestartPolicyOnFailure:
 		restart = code != 0
@@ -174,7 +174,7 @@ func (ps *podState) terminated(c *containerState, code int32, reason, msg string
 	c.status.LastTerminationState = corev1.ContainerState{Terminated: term}
 	c.status.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
 		Reason:  "CrashLoopBackOff",
-		Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s", c.script.restartDelay, c.spec.Name, ps.pod.Name, ps.pod.Namespace),
+		Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s", c.script.restartDelay, c.spec.name, ps.pod.name, ps.pod.namespace),
 	}}
 	c.timer = ps.after(c.script.restartDelay, func() {
 		c.status.RestartCount++
@@ -185,14 +185,14 @@ func (ps *podState) terminated(c *containerState, code int32, reason, msg string
 // update takes a new spec: containers whose image changed restart with it.
 // It reports whether the status changed.
 func (ps *podState) update(pod *corev1.Pod) bool {
-	ps.pod.Labels, ps.pod.Annotations = pod.Labels, pod.Annotations
+	ps.pod.labels, ps.pod.annotations = pod.Labels, pod.Annotations
 	changed := false
 	for _, spec := range pod.Spec.Containers {
 		c := ps.container(spec.Name)
-		if c == nil || c.spec.Image == spec.Image {
+		if c == nil || c.spec.image == spec.Image {
 			continue
 		}
-		c.spec, c.status.Image, c.status.ImageID = spec, spec.Image, "mock://"+spec.Image
+		c.spec, c.status.Image, c.status.ImageID = specOf(spec), spec.Image, "mock://"+spec.Image
 		if c.status.State.Running != nil {
 			c.stopTimer()
 			c.instances[len(c.instances)-1].end = time.Now()
@@ -278,10 +278,37 @@ func (ps *podState) phase() corev1.PodPhase {
 	return corev1.PodFailed
 }
 
-// snapshot is the pod with its current status. The returned pod shares the
-// spec with the state: callers treat it as read-only (as NotifyPods
-// promises) or copy it.
+// snapshot is the pod with its current status, as far as the mock keeps it.
+// It shares maps and slices with the state: callers copy it.
 func (ps *podState) snapshot() *corev1.Pod {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ps.pod.namespace, Name: ps.pod.name, UID: ps.pod.uid,
+			Labels: ps.pod.labels, Annotations: ps.pod.annotations, CreationTimestamp: ps.pod.created,
+		},
+		Spec:   corev1.PodSpec{NodeName: ps.pod.nodeName, RestartPolicy: ps.pod.restartPolicy},
+		Status: ps.status(),
+	}
+	for _, c := range ps.pod.init {
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, c.container())
+	}
+	for _, c := range ps.containers {
+		pod.Spec.Containers = append(pod.Spec.Containers, c.spec.container())
+	}
+	return pod
+}
+
+// notification is what NotifyPods gets: the pod's identity and status, all
+// the controller reads; a simulation of thousands of pods keeps one per pod.
+func (ps *podState) notification() *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ps.pod.namespace, Name: ps.pod.name, UID: ps.pod.uid},
+		Status:     ps.status(),
+	}
+}
+
+// status is the pod's current status.
+func (ps *podState) status() corev1.PodStatus {
 	phase := ps.phase()
 	ready := corev1.ConditionTrue
 	statuses := make([]corev1.ContainerStatus, len(ps.containers))
@@ -317,5 +344,5 @@ func (ps *podState) snapshot() *corev1.Pod {
 	if ps.started {
 		status.PodIP, status.PodIPs = ps.ip, []corev1.PodIP{{IP: ps.ip}}
 	}
-	return &corev1.Pod{ObjectMeta: ps.pod.ObjectMeta, Spec: ps.pod.Spec, Status: status}
+	return status
 }

@@ -26,7 +26,7 @@ func (p *Provider) GetStatsSummary(context.Context) (*statsv1alpha1.Summary, err
 			continue
 		}
 		pod := statsv1alpha1.PodStats{
-			PodRef:    statsv1alpha1.PodReference{Name: ps.pod.Name, Namespace: ps.pod.Namespace, UID: string(ps.pod.UID)},
+			PodRef:    statsv1alpha1.PodReference{Name: ps.pod.name, Namespace: ps.pod.namespace, UID: string(ps.pod.uid)},
 			StartTime: metav1.NewTime(ps.created),
 		}
 		var podCPU, podCPUTotal, podMem uint64
@@ -40,7 +40,7 @@ func (p *Provider) GetStatsSummary(context.Context) (*statsv1alpha1.Summary, err
 			total := uint64(float64(cpu) * now.Sub(start).Seconds())
 			mem := uint64(c.script.memory.Value())
 			pod.Containers = append(pod.Containers, statsv1alpha1.ContainerStats{
-				Name:      c.spec.Name,
+				Name:      c.spec.name,
 				StartTime: metav1.NewTime(start),
 				CPU:       &statsv1alpha1.CPUStats{Time: ts, UsageNanoCores: ptr.To(cpu), UsageCoreNanoSeconds: ptr.To(total)},
 				Memory:    &statsv1alpha1.MemoryStats{Time: ts, WorkingSetBytes: ptr.To(mem), UsageBytes: ptr.To(mem), RSSBytes: ptr.To(mem)},
