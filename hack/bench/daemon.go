@@ -62,6 +62,7 @@ func startDaemon(ctx context.Context, c config, info *controlplane.Info, name st
 		"--metrics-addr", metricsAddr, "--enable-profiling", "--log-level", "warn",
 	}, c.daemonArgs...)
 	cmd := exec.CommandContext(ctx, c.binary, args...)
+	cmd.Env = append(os.Environ(), c.daemonEnv...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		return nil, err

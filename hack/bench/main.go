@@ -50,6 +50,7 @@ type config struct {
 	binary     string
 	outDir     string
 	daemonArgs []string
+	daemonEnv  []string
 }
 
 func main() {
@@ -62,6 +63,8 @@ func main() {
 	flag.StringVar(&c.binary, "binary", "", "virtual-kubelet binary (default: built from ./cmd/virtual-kubelet)")
 	flag.StringVar(&c.outDir, "out", "", "directory for the results (results.md, latency-N.svg); empty prints only")
 	flag.StringVar(&extra, "daemon-args", "", "extra flags for the daemon, space-separated")
+	var env string
+	flag.StringVar(&env, "daemon-env", "", "extra environment for the daemon only, space-separated K=V (e.g. GOGC=50)")
 	flag.Parse()
 	for _, s := range strings.Split(sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -72,6 +75,7 @@ func main() {
 		c.sizes = append(c.sizes, n)
 	}
 	c.daemonArgs = strings.Fields(extra)
+	c.daemonEnv = strings.Fields(env)
 	if err := run(context.Background(), c); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
