@@ -44,6 +44,14 @@ run: build ## local control plane (unless KUBECONFIG is set) + the mock node vk0
 test: ## go vet, unit and e2e tests, all with -race, against a real control plane
 	@BIN=$(BIN) hack/test.sh
 
+# N pod counts for `make bench`; BENCH_ARGS adds flags (go run ./hack/bench -h).
+BENCH_N    ?= 1000,5000,10000
+BENCH_OUT  ?= docs/bench
+BENCH_ARGS ?=
+
+bench: build ## the bench against the local control plane (make cluster-up first); results in docs/bench
+	$(GO) run ./hack/bench -cluster $(CLUSTER_DIR) -n $(BENCH_N) -binary $(BIN)/virtual-kubelet -out $(BENCH_OUT) $(BENCH_ARGS)
+
 vet:
 	$(GO) vet ./...
 

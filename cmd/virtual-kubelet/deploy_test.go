@@ -92,8 +92,11 @@ func TestManifestsApply(t *testing.T) {
 		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
 			env[e.Name] = e.ValueFrom.FieldRef.FieldPath
 		}
+		if e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil {
+			env[e.Name] = e.ValueFrom.ResourceFieldRef.Resource
+		}
 	}
-	if env["VKUBELET_POD_IP"] != "status.podIP" || env["DEFAULT_NODE_NAME"] != "metadata.name" {
+	if env["VKUBELET_POD_IP"] != "status.podIP" || env["DEFAULT_NODE_NAME"] != "metadata.name" || env["GOMEMLIMIT"] != "limits.memory" {
 		t.Errorf("downward API env: %v", env)
 	}
 }

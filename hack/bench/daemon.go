@@ -88,6 +88,31 @@ func (d *benchDaemon) stop() {
 	}
 }
 
+// saveProfile writes the daemon's pprof profile of the given name to path.
+func (d *benchDaemon) saveProfile(ctx context.Context, name, path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.metricsAddr+"/debug/pprof/"+name, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /debug/pprof/%s: %s", name, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 // processUsage is CPU time used and peak resident memory.
 type processUsage struct {
 	CPU     time.Duration

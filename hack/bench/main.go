@@ -76,7 +76,7 @@ func main() {
 	}
 	c.daemonArgs = strings.Fields(extra)
 	c.daemonEnv = strings.Fields(env)
-	if err := run(context.Background(), c); err != nil {
+	if _, err := run(context.Background(), c); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -93,32 +93,32 @@ type result struct {
 	Queues         []queueStats
 }
 
-func run(ctx context.Context, c config) error {
+func run(ctx context.Context, c config) ([]*result, error) {
 	info, err := controlplane.LoadInfo(c.clusterDir)
 	if err != nil {
-		return fmt.Errorf("no control plane in %s (run make cluster-up): %w", c.clusterDir, err)
+		return nil, fmt.Errorf("no control plane in %s (run make cluster-up): %w", c.clusterDir, err)
 	}
 	restCfg, err := info.RESTConfig()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	restCfg.QPS = -1 // the bench measures the API server, not a client limiter
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if c.binary == "" {
 		dir, err := os.MkdirTemp("", "vk-bench-")
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer os.RemoveAll(dir)
 		c.binary = filepath.Join(dir, "virtual-kubelet")
 		logf("building %s", c.binary)
-		build := exec.Command("go", "build", "-o", c.binary, "./cmd/virtual-kubelet")
+		build := exec.Command("go", "build", "-o", c.binary, "github.com/vkubelet/virtual-kubelet/cmd/virtual-kubelet")
 		build.Stderr = os.Stderr
 		if err := build.Run(); err != nil {
-			return fmt.Errorf("building virtual-kubelet: %w", err)
+			return nil, fmt.Errorf("building virtual-kubelet: %w", err)
 		}
 	}
 
@@ -126,7 +126,7 @@ func run(ctx context.Context, c config) error {
 	for _, n := range c.sizes {
 		r, err := runSize(ctx, c, info, client, n)
 		if err != nil {
-			return fmt.Errorf("N=%d: %w", n, err)
+			return nil, fmt.Errorf("N=%d: %w", n, err)
 		}
 		results = append(results, r)
 		fmt.Println(report([]*result{r}))
@@ -134,20 +134,20 @@ func run(ctx context.Context, c config) error {
 	text := report(results)
 	if c.outDir != "" {
 		if err := os.MkdirAll(c.outDir, 0o755); err != nil {
-			return err
+			return nil, err
 		}
 		if err := os.WriteFile(filepath.Join(c.outDir, "results.md"), []byte(text), 0o644); err != nil {
-			return err
+			return nil, err
 		}
 		for _, r := range results {
 			svg := latencyPlot(r)
 			if err := os.WriteFile(filepath.Join(c.outDir, fmt.Sprintf("latency-%d.svg", r.N)), []byte(svg), 0o644); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		logf("results in %s", c.outDir)
 	}
-	return nil
+	return results, nil
 }
 
 func runSize(ctx context.Context, c config, info *controlplane.Info, client kubernetes.Interface, n int) (*result, error) {
@@ -208,6 +208,13 @@ func runSize(ctx context.Context, c config, info *controlplane.Info, client kube
 		time.Sleep(c.steady)
 		after := d.usage()
 		r.SteadyCPU = (after.CPU - before.CPU).Seconds() / c.steady.Seconds()
+		if c.outDir != "" {
+			// What holds the memory with all N pods Running: go tool pprof -sample_index=inuse_space.
+			path := filepath.Join(c.outDir, fmt.Sprintf("heap-%d.pb.gz", n))
+			if err := d.saveProfile(ctx, "heap", path); err != nil {
+				logf("heap profile: %v", err)
+			}
+		}
 	}
 	r.Daemon, err = runPass(ctx, client, ns, vkNode, n, c.workers, newTracker(n), steady)
 	if err != nil {

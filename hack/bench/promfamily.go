@@ -1,6 +1,8 @@
 package main
 
 import (
+	"strings"
+
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -69,18 +71,7 @@ func (f *promFamily) sumBy(keys ...string) map[string]float64 {
 		for i, k := range keys {
 			parts[i] = l[k]
 		}
-		out[join(parts)] += m.GetCounter().GetValue()
+		out[strings.Join(parts, " ")] += m.GetCounter().GetValue()
 	}
 	return out
-}
-
-func join(parts []string) string {
-	s := ""
-	for i, p := range parts {
-		if i > 0 {
-			s += " "
-		}
-		s += p
-	}
-	return s
 }

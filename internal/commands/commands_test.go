@@ -40,6 +40,7 @@ func TestBadInputIsOneLine(t *testing.T) {
 		{[]string{"--provider", "fake", "--pod-sync-workers", "0"}, "--pod-sync-workers must be at least 1"},
 		{[]string{"--provider", "fake", "--nodename", "Not_Valid"}, `--nodename "Not_Valid" is not a valid node name`},
 		{[]string{"--provider", "fake", "--taint-effect", "Sometimes"}, `--taint-effect "Sometimes"`},
+		{[]string{"--provider", "fake", "--kube-api-content-type", "text/yaml"}, `--kube-api-content-type "text/yaml"`},
 		{[]string{"--provider", "fake", "--listen-port", "70000"}, "--listen-port 70000 is not a port"},
 		{[]string{"--provider", "fake", "--node-ip", "ten"}, `--node-ip "ten" is not an IP address`},
 		{[]string{"--provider", "fake", "--log-level", "loud"}, `--log-level "loud"`},

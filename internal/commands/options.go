@@ -11,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/vkubelet/virtual-kubelet/internal/logging"
@@ -33,12 +34,13 @@ type Options struct {
 	EnableNodeLease bool
 	StartupTimeout  time.Duration
 
-	Kubeconfig       string
-	KubeAPIQPS       float32
-	KubeAPIBurst     int
-	PodSyncWorkers   int
-	FullResyncPeriod time.Duration
-	ClusterDomain    string
+	Kubeconfig         string
+	KubeAPIQPS         float32
+	KubeAPIBurst       int
+	KubeAPIContentType string
+	PodSyncWorkers     int
+	FullResyncPeriod   time.Duration
+	ClusterDomain      string
 
 	ListenAddress         string
 	ListenPort            int32
@@ -148,6 +150,7 @@ func (o *Options) flagGroups() []flagGroup {
 			fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (a list is merged, as kubectl does); without one, the in-cluster config")
 			fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", DefaultKubeAPIQPS, "queries per second to the API server")
 			fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", DefaultKubeAPIBurst, "burst of queries to the API server")
+			fs.StringVar(&o.KubeAPIContentType, "kube-api-content-type", runtime.ContentTypeProtobuf, "content type of requests to the API server: "+runtime.ContentTypeProtobuf+" (as the kubelet; smaller and cheaper to decode) or "+runtime.ContentTypeJSON)
 			fs.IntVar(&o.PodSyncWorkers, "pod-sync-workers", 50, "workers for each of the pod controller's queues (status writes wait on the API server: see BENCHMARKS.md)")
 			fs.DurationVar(&o.FullResyncPeriod, "full-resync-period", 0, "informers' resync period (0: none, rely on watch)")
 			fs.StringVar(&o.ClusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain")
@@ -224,6 +227,11 @@ func (o *Options) Validate() error {
 	}
 	if o.KubeAPIQPS < 0 || o.KubeAPIBurst < 0 {
 		return errors.New("--kube-api-qps and --kube-api-burst must not be negative")
+	}
+	switch o.KubeAPIContentType {
+	case runtime.ContentTypeProtobuf, runtime.ContentTypeJSON:
+	default:
+		return fmt.Errorf("--kube-api-content-type %q must be %s or %s", o.KubeAPIContentType, runtime.ContentTypeProtobuf, runtime.ContentTypeJSON)
 	}
 	for name, d := range map[string]time.Duration{
 		"startup-timeout": o.StartupTimeout, "full-resync-period": o.FullResyncPeriod,

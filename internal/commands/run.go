@@ -14,6 +14,7 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -166,6 +167,13 @@ func restConfig(o *Options) (*rest.Config, error) {
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	if o.KubeAPIQPS == 0 {
 		cfg.QPS = -1 // no client-side limit
+	}
+	// Built-in types come back in the requested type; JSON stays acceptable
+	// for anything that has no protobuf form.
+	cfg.ContentType = o.KubeAPIContentType
+	cfg.AcceptContentTypes = o.KubeAPIContentType
+	if o.KubeAPIContentType != apiruntime.ContentTypeJSON {
+		cfg.AcceptContentTypes += "," + apiruntime.ContentTypeJSON
 	}
 	cfg.UserAgent = fmt.Sprintf("virtual-kubelet/%s (%s/%s) node/%s", version.Version, runtime.GOOS, runtime.GOARCH, o.NodeName)
 	return cfg, nil

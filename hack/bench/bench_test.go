@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vkubelet/virtual-kubelet/internal/testcluster"
+)
+
+func TestMain(m *testing.M) { testcluster.Main(m) }
+
+// TestBenchSmoke runs the whole bench, floor and daemon, with 200 pods: every
+// pod must reach Running and be gone in both passes, and the daemon must
+// write each pod's status with a bounded number of requests. It asserts no
+// timings: those are for `make bench` on a quiet machine.
+func TestBenchSmoke(t *testing.T) {
+	c := testcluster.Shared(t)
+	const n = 200
+	out := t.TempDir()
+	results, err := run(context.Background(), config{
+		clusterDir: c.Info.Dir,
+		sizes:      []int{n},
+		workers:    20,
+		outDir:     out,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 1 {
+		t.Fatalf("got %d results, want 1", len(results))
+	}
+	r := results[0]
+	for name, p := range map[string]*phaseResult{"floor": r.Floor, "daemon": r.Daemon} {
+		if len(p.Latencies) != n {
+			t.Errorf("%s: %d create→Running latencies, want %d", name, len(p.Latencies), n)
+		}
+		if p.AllRunning <= 0 || p.AllGone <= 0 || p.P50 > p.P99 {
+			t.Errorf("%s: implausible timings %+v", name, *p)
+		}
+	}
+	if r.Usage.CPU <= 0 || r.Usage.PeakRSS <= 0 {
+		t.Errorf("daemon usage not measured: %+v", r.Usage)
+	}
+	// Each pod's status goes Pending→Running and then to its terminal state
+	// before deletion: a few patches per pod, not a retry storm.
+	patches := r.DaemonRequests["PATCH 200"]
+	if patches < n || patches > 4*n {
+		t.Errorf("daemon sent %.0f successful PATCHes for %d pods; requests: %v", patches, n, r.DaemonRequests)
+	}
+	var syncQueue bool
+	for _, q := range r.Queues {
+		if q.Name == "syncPodsFromKubernetes" && q.Adds >= n {
+			syncQueue = true
+		}
+	}
+	if !syncQueue {
+		t.Errorf("queue metrics missing or short: %+v", r.Queues)
+	}
+	report, err := os.ReadFile(filepath.Join(out, "results.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(report), "| 200 |") {
+		t.Errorf("results.md has no row for N=200:\n%s", report)
+	}
+	if _, err := os.Stat(filepath.Join(out, "latency-200.svg")); err != nil {
+		t.Error(err)
+	}
+}
