@@ -88,6 +88,7 @@ type result struct {
 	Floor, Daemon  *phaseResult
 	Usage          processUsage
 	SteadyCPU      float64 // fraction of a core
+	IdleRSS        int64   // bytes, with the node up and no pods: mostly the binary's mapped pages
 	APICalls       map[string]float64
 	DaemonRequests map[string]float64
 	Queues         []queueStats
@@ -198,6 +199,7 @@ func runSize(ctx context.Context, c config, info *controlplane.Info, client kube
 		return nil, err
 	}
 	usageBefore := d.usage()
+	r.IdleRSS = usageBefore.PeakRSS
 	steady := func() {
 		if c.steady <= 0 {
 			return

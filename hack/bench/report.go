@@ -14,14 +14,14 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
 // time went.
 func report(results []*result) string {
 	var b strings.Builder
-	b.WriteString("| N | all Running: floor | daemon | ratio | p50 create→Running: floor | daemon | p99: floor | daemon | all gone: floor | daemon | ratio | daemon CPU | peak RSS | steady CPU |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| N | all Running: floor | daemon | ratio | p50 create→Running: floor | daemon | p99: floor | daemon | all gone: floor | daemon | ratio | daemon CPU | RSS before | peak RSS | steady CPU |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
-		fmt.Fprintf(&b, "| %d | %s | %s | **%.2fx** | %s | %s | %s | %s | %s | %s | **%.2fx** | %.1fs | %.0f MiB | %.2f%% |\n",
+		fmt.Fprintf(&b, "| %d | %s | %s | **%.2fx** | %s | %s | %s | %s | %s | %s | **%.2fx** | %.1fs | %.0f MiB | %.0f MiB | %.2f%% |\n",
 			r.N, ms(r.Floor.AllRunning), ms(r.Daemon.AllRunning), ratio(r.Daemon.AllRunning, r.Floor.AllRunning),
 			ms(r.Floor.P50), ms(r.Daemon.P50), ms(r.Floor.P99), ms(r.Daemon.P99),
 			ms(r.Floor.AllGone), ms(r.Daemon.AllGone), ratio(r.Daemon.AllGone, r.Floor.AllGone),
-			r.Usage.CPU.Seconds(), float64(r.Usage.PeakRSS)/(1<<20), 100*r.SteadyCPU)
+			r.Usage.CPU.Seconds(), float64(r.IdleRSS)/(1<<20), float64(r.Usage.PeakRSS)/(1<<20), 100*r.SteadyCPU)
 	}
 	for _, r := range results {
 		fmt.Fprintf(&b, "\nN=%d, daemon pass:\n\n", r.N)
