@@ -262,7 +262,7 @@ func (k *floorKubelet) work(ctx context.Context) {
 			err := k.client.CoreV1().Pods(k.ns).Delete(ctx, p.Name, metav1.DeleteOptions{
 				GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &p.UID},
 			})
-			if err != nil && !apierrors.IsNotFound(err) {
+			if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
 				logf("floor: delete %s: %v", p.Name, err)
 			}
 		}
@@ -271,7 +271,7 @@ func (k *floorKubelet) work(ctx context.Context) {
 
 func (k *floorKubelet) patch(ctx context.Context, p *corev1.Pod, s corev1.PodStatus) {
 	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"uid": p.UID}, "status": s})
-	if _, err := k.client.CoreV1().Pods(k.ns).Patch(ctx, p.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "status"); err != nil && !apierrors.IsNotFound(err) {
+	if _, err := k.client.CoreV1().Pods(k.ns).Patch(ctx, p.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "status"); err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
 		logf("floor: status %s: %v", p.Name, err)
 	}
 }

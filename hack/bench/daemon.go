@@ -213,6 +213,12 @@ func apiServerPodCalls(ctx context.Context, client kubernetes.Interface) (map[st
 		return nil, err
 	}
 	out := map[string]float64{}
+	// The API server gives a watch of one node's pods a 10-event buffer and
+	// closes it when the buffer stays full; the informer then watches again
+	// from where it was (a WATCH, not a LIST).
+	if f := fams["apiserver_terminated_watchers_total"]; f != nil {
+		out["terminated WATCH"] = f.value(map[string]string{"resource": "pods"})
+	}
 	f := fams["apiserver_request_total"]
 	if f == nil {
 		return out, nil
