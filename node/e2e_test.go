@@ -224,10 +224,11 @@ func TestNodeStatusFromProvider(t *testing.T) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
 	np := node.NewNaiveNodeProvider()
-	_, name := startNode(t, c, notifyingProvider{newTestProvider()}, func(cfg *nodeutil.Config) {
+	n, name := startNode(t, c, notifyingProvider{newTestProvider()}, func(cfg *nodeutil.Config) {
 		cfg.NodeProvider = np
 	})
 	update := nodeSpec(name)
+	update.Status.Allocatable = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("50Gi")}
 	update.Status.Conditions = append(update.Status.Conditions, corev1.NodeCondition{
 		Type: corev1.NodeMemoryPressure, Status: corev1.ConditionTrue, Reason: "Pressure", Message: "provider is out of memory",
 	})
@@ -246,6 +247,10 @@ func TestNodeStatusFromProvider(t *testing.T) {
 		}
 		return false, fmt.Sprint(n.Status.Conditions)
 	})
+	// What limits.* env references of pods resolve to follows the provider.
+	if got := n.NodeController.Allocatable()[corev1.ResourceMemory]; got.Cmp(resource.MustParse("50Gi")) != 0 {
+		t.Errorf("Allocatable() memory = %s, want 50Gi", got.String())
+	}
 }
 
 func TestPodLifecycle(t *testing.T) {
@@ -260,6 +265,9 @@ func TestPodLifecycle(t *testing.T) {
 	pod.Spec.Containers[0].Env = []corev1.EnvVar{
 		{Name: "NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 		{Name: "GREETING", Value: "hello $(NAME)"},
+		// No memory limit: the node's allocatable, as on a kubelet.
+		{Name: "MEM_LIMIT_GI", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{
+			Resource: "limits.memory", Divisor: resource.MustParse("1Gi")}}},
 	}
 	// Holds the object after deletion so the test can read its final status.
 	pod.Finalizers = []string{"test.vkubelet.io/hold"}
@@ -275,7 +283,7 @@ func TestPodLifecycle(t *testing.T) {
 	for _, e := range given.Spec.Containers[0].Env {
 		env[e.Name] = e.Value
 	}
-	if env["NAME"] != "web" || env["GREETING"] != "hello web" || env["KUBERNETES_SERVICE_HOST"] != "10.0.0.1" {
+	if env["NAME"] != "web" || env["GREETING"] != "hello web" || env["KUBERNETES_SERVICE_HOST"] != "10.0.0.1" || env["MEM_LIMIT_GI"] != "100" {
 		t.Errorf("provider got unresolved env: %v", env)
 	}
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opencensus.io/trace"
@@ -66,6 +67,9 @@ type NodeController struct { //nolint:revive
 	// desired is the node as we want it in the API server; only the control
 	// loop goroutine touches it once Run has started.
 	desired *corev1.Node
+	// allocatable is the node's allocatable resources as last reported,
+	// for readers outside the control loop.
+	allocatable atomic.Pointer[corev1.ResourceList]
 	// uid of the registered Node, owner of the lease.
 	uid types.UID
 
@@ -112,6 +116,7 @@ func NewNodeController(p NodeProvider, node *corev1.Node, nodes v1.NodeInterface
 		ready:          make(chan struct{}),
 		done:           make(chan struct{}),
 	}
+	n.setAllocatable(&n.desired.Status)
 	for _, o := range opts {
 		if err := o(n); err != nil {
 			return nil, err
@@ -298,6 +303,25 @@ func (n *NodeController) Run(ctx context.Context) (retErr error) {
 	return n.controlLoop(ctx)
 }
 
+// Allocatable returns the node's allocatable resources as the provider last
+// reported them (its capacity where it reports no allocatable). The list is
+// shared: callers must not modify it.
+func (n *NodeController) Allocatable() corev1.ResourceList {
+	if l := n.allocatable.Load(); l != nil {
+		return *l
+	}
+	return nil
+}
+
+func (n *NodeController) setAllocatable(s *corev1.NodeStatus) {
+	l := s.Allocatable
+	if len(l) == 0 {
+		l = s.Capacity
+	}
+	l = l.DeepCopy()
+	n.allocatable.Store(&l)
+}
+
 // onProviderStatus keeps only the newest status the provider reported; the
 // control loop writes it.
 func (n *NodeController) onProviderStatus(node *corev1.Node) {
@@ -353,6 +377,7 @@ func (n *NodeController) controlLoop(ctx context.Context) error {
 			}
 		case node := <-n.statusUpdates:
 			n.desired.Status = node.Status
+			n.setAllocatable(&node.Status)
 			if err := n.writeStatus(ctx); err != nil {
 				return err
 			}

@@ -62,6 +62,13 @@ type PodControllerConfig struct {
 	SecretInformer    corev1informers.SecretInformer
 	ServiceInformer   corev1informers.ServiceInformer
 
+	// NodeAllocatable, if set, returns the node's allocatable resources: a
+	// downward API reference to a limit a container does not set
+	// (resourceFieldRef limits.cpu, limits.memory, ...) resolves to it, as
+	// on a kubelet. Without it such a reference resolves to 0.
+	// NodeController.Allocatable fits.
+	NodeAllocatable func() corev1.ResourceList
+
 	// EventRecorder records events on pods (missing ConfigMaps, provider
 	// errors). This field is required.
 	EventRecorder record.EventRecorder
@@ -180,6 +187,7 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 		pc.resyncInterval = DefaultProviderResyncInterval
 	}
 	pc.syncedFuncs = append(pc.syncedFuncs, cfg.PodInformer.Informer().HasSynced)
+	pc.env.NodeAllocatable = cfg.NodeAllocatable
 	if i := cfg.ConfigMapInformer; i != nil {
 		pc.env.ConfigMaps = i.Lister()
 		pc.configInfs = append(pc.configInfs, i.Informer())

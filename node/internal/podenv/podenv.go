@@ -24,6 +24,9 @@ type Lookup struct {
 	ConfigMaps corev1listers.ConfigMapLister
 	Secrets    corev1listers.SecretLister
 	Services   corev1listers.ServiceLister
+	// NodeAllocatable, if set, is what a limits.* resource reference of a
+	// container without that limit resolves to, as on a kubelet.
+	NodeAllocatable func() corev1.ResourceList
 }
 
 // MissingError says a mandatory ConfigMap, Secret or key does not exist. The
@@ -196,7 +199,11 @@ func resolveVar(pod *corev1.Pod, c *corev1.Container, v corev1.EnvVar, lookup fu
 		value, err := FieldValue(pod, from.FieldRef.FieldPath)
 		return value, false, err
 	case from.ResourceFieldRef != nil:
-		value, err := ResourceValue(c, from.ResourceFieldRef)
+		var allocatable corev1.ResourceList
+		if objects.l.NodeAllocatable != nil {
+			allocatable = objects.l.NodeAllocatable()
+		}
+		value, err := ResourceValue(c, from.ResourceFieldRef, allocatable)
 		return value, false, err
 	case from.ConfigMapKeyRef != nil:
 		return objects.keyValue("ConfigMap", from.ConfigMapKeyRef.Name, from.ConfigMapKeyRef.Key, from.ConfigMapKeyRef.Optional)
@@ -361,21 +368,25 @@ func joinIPs[T any](ips []T, ip func(T) string) string {
 }
 
 // ResourceValue resolves a downward API resource of the container: its
-// request or limit divided by the divisor, rounded up. A limit that is not
-// set resolves to 0; the kubelet would use the node's allocatable, which the
-// pod controller does not know.
-func ResourceValue(c *corev1.Container, ref *corev1.ResourceFieldSelector) (string, error) {
-	var list corev1.ResourceList
+// request or limit divided by the divisor, rounded up. A limit the container
+// does not set is the node's allocatable amount, as the kubelet resolves it
+// (0 when allocatable is nil).
+func ResourceValue(c *corev1.Container, ref *corev1.ResourceFieldSelector, allocatable corev1.ResourceList) (string, error) {
+	var q resource.Quantity
 	var name string
 	switch {
 	case strings.HasPrefix(ref.Resource, "limits."):
-		list, name = c.Resources.Limits, strings.TrimPrefix(ref.Resource, "limits.")
+		name = strings.TrimPrefix(ref.Resource, "limits.")
+		var ok bool
+		if q, ok = c.Resources.Limits[corev1.ResourceName(name)]; !ok {
+			q = allocatable[corev1.ResourceName(name)]
+		}
 	case strings.HasPrefix(ref.Resource, "requests."):
-		list, name = c.Resources.Requests, strings.TrimPrefix(ref.Resource, "requests.")
+		name = strings.TrimPrefix(ref.Resource, "requests.")
+		q = c.Resources.Requests[corev1.ResourceName(name)]
 	default:
 		return "", &InvalidError{Msg: fmt.Sprintf("unsupported container resource: %s", ref.Resource)}
 	}
-	q := list[corev1.ResourceName(name)]
 	divisor := ref.Divisor
 	if divisor.IsZero() {
 		divisor = resource.MustParse("1")

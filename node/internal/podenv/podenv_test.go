@@ -305,3 +305,45 @@ func BenchmarkResolve(b *testing.B) {
 		}
 	}
 }
+
+// TestLimitWithoutLimitIsNodeAllocatable: a limits.* reference to a limit the
+// container does not set resolves to the node's allocatable, as on a kubelet;
+// requests and set limits are the container's own.
+func TestLimitWithoutLimitIsNodeAllocatable(t *testing.T) {
+	ref := func(name, res, divisor string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: res, Divisor: resource.MustParse(divisor)}}}
+	}
+	c := corev1.Container{
+		Name: "c",
+		Env: []corev1.EnvVar{
+			ref("MEM_LIMIT_MI", "limits.memory", "1Mi"),
+			ref("CPU_LIMIT", "limits.cpu", "1"),
+			ref("CPU_REQUEST_M", "requests.cpu", "1m"),
+		},
+		Resources: corev1.ResourceRequirements{
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")},
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+		},
+	}
+	allocatable := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20"), corev1.ResourceMemory: resource.MustParse("64Gi")}
+	for _, tc := range []struct {
+		name   string
+		lookup Lookup
+		want   map[string]string
+	}{
+		{"node allocatable known", Lookup{NodeAllocatable: func() corev1.ResourceList { return allocatable }},
+			map[string]string{"MEM_LIMIT_MI": "65536", "CPU_LIMIT": "1", "CPU_REQUEST_M": "100"}},
+		{"node allocatable unknown", Lookup{},
+			map[string]string{"MEM_LIMIT_MI": "0", "CPU_LIMIT": "1", "CPU_REQUEST_M": "100"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := tc.lookup.Resolve(podWith(c))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := envMap(r.Pod.Spec.Containers[0].Env); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("env = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
