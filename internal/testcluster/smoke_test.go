@@ -135,7 +135,9 @@ func TestPodBoundToNode(t *testing.T) {
 	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pods, err := c.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node.Name})
+	// The node is Ready and untainted, so the scheduler may place other
+	// tests' pods on it too: only this test's namespace is looked at.
+	pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node.Name})
 	if err != nil {
 		t.Fatal(err)
 	}
