@@ -48,7 +48,9 @@ func (t *termSize) get() api.TermSize {
 //	echo ARGS...      print ARGS
 //	cat               copy stdin to stdout
 //	cat /etc/resolv.conf, cat /etc/hostname   the files a kubelet writes for pods
-//	env, printenv [NAME]  print the container's (resolved) environment
+//	env, printenv     print the container's (resolved) environment
+//	printenv NAME...  print those variables' values; exit 1 if one is unset
+//	env CMD...        run CMD
 //	hostname          print the pod's name
 //	sleep SECONDS     wait
 //	true, false       exit 0, exit 1
@@ -121,6 +123,21 @@ func closeStreams(attach api.AttachIO) {
 }
 
 // run executes one command and returns its exit code.
+func (s *session) lookupEnv(name string) (string, bool) {
+	for _, e := range s.env {
+		if e.Name == name {
+			return e.Value, true
+		}
+	}
+	return "", false
+}
+
+func (s *session) printEnv() {
+	for _, e := range s.env {
+		fmt.Fprintf(s.stdout, "%s=%s\n", e.Name, e.Value)
+	}
+}
+
 func (s *session) run(cmd []string) int {
 	name, args := cmd[0], cmd[1:]
 	switch name {
@@ -138,19 +155,27 @@ func (s *session) run(cmd []string) int {
 		if len(args) == 0 && s.stdin != nil {
 			_, _ = io.Copy(s.stdout, s.stdin)
 		}
-	case "env", "printenv":
-		if len(args) == 1 {
-			for _, e := range s.env {
-				if e.Name == args[0] {
-					fmt.Fprintln(s.stdout, e.Value)
-					return 0
-				}
+	case "printenv":
+		// Like coreutils: the value of each variable named, exit 1 if any is unset.
+		if len(args) == 0 {
+			s.printEnv()
+			return 0
+		}
+		code := 0
+		for _, name := range args {
+			if v, ok := s.lookupEnv(name); ok {
+				fmt.Fprintln(s.stdout, v)
+			} else {
+				code = 1
 			}
-			return 1
 		}
-		for _, e := range s.env {
-			fmt.Fprintf(s.stdout, "%s=%s\n", e.Name, e.Value)
+		return code
+	case "env":
+		// With arguments, env runs them as a command, in the same environment.
+		if len(args) > 0 {
+			return s.run(args)
 		}
+		s.printEnv()
 	case "hostname":
 		fmt.Fprintln(s.stdout, s.pod.name)
 	case "true":
