@@ -41,6 +41,8 @@ func nodeSpec(name string) *corev1.Node {
 		Status: corev1.NodeStatus{
 			Capacity:    capacity,
 			Allocatable: capacity,
+			// Documentation range: never dialled, only handed to pods as host IP.
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.10"}},
 			Conditions: []corev1.NodeCondition{{
 				Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "test provider is ready",
 			}},
@@ -248,8 +250,8 @@ func TestNodeStatusFromProvider(t *testing.T) {
 		return false, fmt.Sprint(n.Status.Conditions)
 	})
 	// What limits.* env references of pods resolve to follows the provider.
-	if got := n.NodeController.Allocatable()[corev1.ResourceMemory]; got.Cmp(resource.MustParse("50Gi")) != 0 {
-		t.Errorf("Allocatable() memory = %s, want 50Gi", got.String())
+	if got := n.NodeController.Node().Status.Allocatable[corev1.ResourceMemory]; got.Cmp(resource.MustParse("50Gi")) != 0 {
+		t.Errorf("Node() allocatable memory = %s, want 50Gi", got.String())
 	}
 }
 
@@ -265,6 +267,8 @@ func TestPodLifecycle(t *testing.T) {
 	pod.Spec.Containers[0].Env = []corev1.EnvVar{
 		{Name: "NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 		{Name: "GREETING", Value: "hello $(NAME)"},
+		// Known before the provider reports the pod: the node's address.
+		{Name: "HOST_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}},
 		// No memory limit: the node's allocatable, as on a kubelet.
 		{Name: "MEM_LIMIT_GI", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{
 			Resource: "limits.memory", Divisor: resource.MustParse("1Gi")}}},
@@ -283,7 +287,7 @@ func TestPodLifecycle(t *testing.T) {
 	for _, e := range given.Spec.Containers[0].Env {
 		env[e.Name] = e.Value
 	}
-	if env["NAME"] != "web" || env["GREETING"] != "hello web" || env["KUBERNETES_SERVICE_HOST"] != "10.0.0.1" || env["MEM_LIMIT_GI"] != "100" {
+	if env["NAME"] != "web" || env["GREETING"] != "hello web" || env["KUBERNETES_SERVICE_HOST"] != "10.0.0.1" || env["MEM_LIMIT_GI"] != "100" || env["HOST_IP"] != "192.0.2.10" {
 		t.Errorf("provider got unresolved env: %v", env)
 	}
 

@@ -67,9 +67,8 @@ type NodeController struct { //nolint:revive
 	// desired is the node as we want it in the API server; only the control
 	// loop goroutine touches it once Run has started.
 	desired *corev1.Node
-	// allocatable is the node's allocatable resources as last reported,
-	// for readers outside the control loop.
-	allocatable atomic.Pointer[corev1.ResourceList]
+	// reported is a copy of desired for readers outside the control loop.
+	reported atomic.Pointer[corev1.Node]
 	// uid of the registered Node, owner of the lease.
 	uid types.UID
 
@@ -116,7 +115,7 @@ func NewNodeController(p NodeProvider, node *corev1.Node, nodes v1.NodeInterface
 		ready:          make(chan struct{}),
 		done:           make(chan struct{}),
 	}
-	n.setAllocatable(&n.desired.Status)
+	n.reported.Store(n.desired.DeepCopy())
 	for _, o := range opts {
 		if err := o(n); err != nil {
 			return nil, err
@@ -303,24 +302,10 @@ func (n *NodeController) Run(ctx context.Context) (retErr error) {
 	return n.controlLoop(ctx)
 }
 
-// Allocatable returns the node's allocatable resources as the provider last
-// reported them (its capacity where it reports no allocatable). The list is
-// shared: callers must not modify it.
-func (n *NodeController) Allocatable() corev1.ResourceList {
-	if l := n.allocatable.Load(); l != nil {
-		return *l
-	}
-	return nil
-}
-
-func (n *NodeController) setAllocatable(s *corev1.NodeStatus) {
-	l := s.Allocatable
-	if len(l) == 0 {
-		l = s.Capacity
-	}
-	l = l.DeepCopy()
-	n.allocatable.Store(&l)
-}
+// Node returns the node as this controller keeps it: the spec it was given
+// with the status the provider last reported. It is shared: callers must not
+// modify it.
+func (n *NodeController) Node() *corev1.Node { return n.reported.Load() }
 
 // onProviderStatus keeps only the newest status the provider reported; the
 // control loop writes it.
@@ -377,7 +362,7 @@ func (n *NodeController) controlLoop(ctx context.Context) error {
 			}
 		case node := <-n.statusUpdates:
 			n.desired.Status = node.Status
-			n.setAllocatable(&node.Status)
+			n.reported.Store(n.desired.DeepCopy())
 			if err := n.writeStatus(ctx); err != nil {
 				return err
 			}

@@ -62,12 +62,13 @@ type PodControllerConfig struct {
 	SecretInformer    corev1informers.SecretInformer
 	ServiceInformer   corev1informers.ServiceInformer
 
-	// NodeAllocatable, if set, returns the node's allocatable resources: a
-	// downward API reference to a limit a container does not set
-	// (resourceFieldRef limits.cpu, limits.memory, ...) resolves to it, as
-	// on a kubelet. Without it such a reference resolves to 0.
-	// NodeController.Allocatable fits.
-	NodeAllocatable func() corev1.ResourceList
+	// Node, if set, returns the node the pods run on, for what a kubelet
+	// resolves from its node: a downward API reference to a limit a
+	// container does not set (resourceFieldRef limits.cpu, limits.memory,
+	// ...) is the node's allocatable, and status.hostIP(s) of a pod the
+	// provider has not reported yet are the node's addresses. Without it,
+	// those resolve to 0 and "". NodeController.Node fits.
+	Node func() *corev1.Node
 
 	// EventRecorder records events on pods (missing ConfigMaps, provider
 	// errors). This field is required.
@@ -187,7 +188,7 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 		pc.resyncInterval = DefaultProviderResyncInterval
 	}
 	pc.syncedFuncs = append(pc.syncedFuncs, cfg.PodInformer.Informer().HasSynced)
-	pc.env.NodeAllocatable = cfg.NodeAllocatable
+	pc.env.Node = cfg.Node
 	if i := cfg.ConfigMapInformer; i != nil {
 		pc.env.ConfigMaps = i.Lister()
 		pc.configInfs = append(pc.configInfs, i.Informer())

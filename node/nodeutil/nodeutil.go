@@ -142,7 +142,7 @@ func New(cfg Config) (*Node, error) {
 		ServiceInformer:   core.Services(),
 		EventRecorder:     recorder,
 		Provider:          cfg.Provider,
-		NodeAllocatable:   n.NodeController.Allocatable,
+		Node:              n.NodeController.Node,
 	}
 	if cfg.ConfigurePodController != nil {
 		cfg.ConfigurePodController(&pcc)

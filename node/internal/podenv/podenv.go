@@ -7,6 +7,7 @@ package podenv
 import (
 	"fmt"
 	"math"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,9 +25,11 @@ type Lookup struct {
 	ConfigMaps corev1listers.ConfigMapLister
 	Secrets    corev1listers.SecretLister
 	Services   corev1listers.ServiceLister
-	// NodeAllocatable, if set, is what a limits.* resource reference of a
-	// container without that limit resolves to, as on a kubelet.
-	NodeAllocatable func() corev1.ResourceList
+	// Node, if set, returns the node the pod runs on: a limits.* resource
+	// reference of a container without that limit resolves to its
+	// allocatable, and status.hostIP(s) of a pod without them to its
+	// addresses, as on a kubelet.
+	Node func() *corev1.Node
 }
 
 // MissingError says a mandatory ConfigMap, Secret or key does not exist. The
@@ -196,12 +199,15 @@ func resolveVar(pod *corev1.Pod, c *corev1.Container, v corev1.EnvVar, lookup fu
 	case from == nil:
 		return Expand(v.Value, lookup), false, nil
 	case from.FieldRef != nil:
-		value, err := FieldValue(pod, from.FieldRef.FieldPath)
+		value, err := FieldValue(pod, from.FieldRef.FieldPath, objects.node())
 		return value, false, err
 	case from.ResourceFieldRef != nil:
 		var allocatable corev1.ResourceList
-		if objects.l.NodeAllocatable != nil {
-			allocatable = objects.l.NodeAllocatable()
+		if node := objects.node(); node != nil {
+			allocatable = node.Status.Allocatable
+			if len(allocatable) == 0 {
+				allocatable = node.Status.Capacity
+			}
 		}
 		value, err := ResourceValue(c, from.ResourceFieldRef, allocatable)
 		return value, false, err
@@ -219,6 +225,17 @@ type objectCache struct {
 	namespace string
 	data      map[string]map[string]string
 	missing   map[string]bool
+	// nodeRead and nodeObj memoise Lookup.Node for one resolution.
+	nodeRead bool
+	nodeObj  *corev1.Node
+}
+
+func (o *objectCache) node() *corev1.Node {
+	if !o.nodeRead && o.l.Node != nil {
+		o.nodeObj = o.l.Node()
+	}
+	o.nodeRead = true
+	return o.nodeObj
 }
 
 func newObjectCache(l Lookup, namespace string) *objectCache {
@@ -319,8 +336,10 @@ func (o *objectCache) keyValue(kind, name, key string, optional *bool) (string, 
 	return v, false, nil
 }
 
-// FieldValue resolves a downward API field path of the pod.
-func FieldValue(pod *corev1.Pod, path string) (string, error) {
+// FieldValue resolves a downward API field path of the pod. The host IPs of a
+// pod whose status has none yet (the provider has not reported it) are those
+// of node, if given.
+func FieldValue(pod *corev1.Pod, path string, node *corev1.Node) (string, error) {
 	if key, ok := subscript(path, "metadata.labels"); ok {
 		return pod.Labels[key], nil
 	}
@@ -339,8 +358,16 @@ func FieldValue(pod *corev1.Pod, path string) (string, error) {
 	case "spec.serviceAccountName":
 		return pod.Spec.ServiceAccountName, nil
 	case "status.hostIP":
+		if pod.Status.HostIP == "" {
+			if ips := NodeHostIPs(node); len(ips) > 0 {
+				return ips[0], nil
+			}
+		}
 		return pod.Status.HostIP, nil
 	case "status.hostIPs":
+		if len(pod.Status.HostIPs) == 0 {
+			return strings.Join(NodeHostIPs(node), ","), nil
+		}
 		return joinIPs(pod.Status.HostIPs, func(ip corev1.HostIP) string { return ip.IP }), nil
 	case "status.podIP":
 		return pod.Status.PodIP, nil
@@ -348,6 +375,36 @@ func FieldValue(pod *corev1.Pod, path string) (string, error) {
 		return joinIPs(pod.Status.PodIPs, func(ip corev1.PodIP) string { return ip.IP }), nil
 	}
 	return "", &InvalidError{Msg: fmt.Sprintf("unsupported fieldPath: %s", path)}
+}
+
+// NodeHostIPs returns the addresses a kubelet gives its pods as host IPs: the
+// node's first InternalIP of each IP family (its ExternalIPs when it has no
+// InternalIP), in the node's order.
+func NodeHostIPs(node *corev1.Node) []string {
+	if node == nil {
+		return nil
+	}
+	for _, t := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
+		var ips []string
+		var v4, v6 bool
+		for _, a := range node.Status.Addresses {
+			ip := net.ParseIP(a.Address)
+			if a.Type != t || ip == nil {
+				continue
+			}
+			if is4 := ip.To4() != nil; is4 && !v4 {
+				v4 = true
+				ips = append(ips, a.Address)
+			} else if !is4 && !v6 {
+				v6 = true
+				ips = append(ips, a.Address)
+			}
+		}
+		if len(ips) > 0 {
+			return ips
+		}
+	}
+	return nil
 }
 
 // subscript parses prefix['key'].

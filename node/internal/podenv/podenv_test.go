@@ -331,7 +331,7 @@ func TestLimitWithoutLimitIsNodeAllocatable(t *testing.T) {
 		lookup Lookup
 		want   map[string]string
 	}{
-		{"node allocatable known", Lookup{NodeAllocatable: func() corev1.ResourceList { return allocatable }},
+		{"node allocatable known", Lookup{Node: func() *corev1.Node { return &corev1.Node{Status: corev1.NodeStatus{Allocatable: allocatable}} }},
 			map[string]string{"MEM_LIMIT_MI": "65536", "CPU_LIMIT": "1", "CPU_REQUEST_M": "100"}},
 		{"node allocatable unknown", Lookup{},
 			map[string]string{"MEM_LIMIT_MI": "0", "CPU_LIMIT": "1", "CPU_REQUEST_M": "100"}},
@@ -345,5 +345,51 @@ func TestLimitWithoutLimitIsNodeAllocatable(t *testing.T) {
 				t.Errorf("env = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestHostIPsFromNode: until the provider reports the pod's host IPs, they
+// are the node's, as a kubelet knows them before it starts containers.
+func TestHostIPsFromNode(t *testing.T) {
+	node := &corev1.Node{Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+		{Type: corev1.NodeHostName, Address: "vk0"},
+		{Type: corev1.NodeExternalIP, Address: "203.0.113.9"},
+		{Type: corev1.NodeInternalIP, Address: "10.0.0.7"},
+		{Type: corev1.NodeInternalIP, Address: "10.0.0.8"},
+		{Type: corev1.NodeInternalIP, Address: "fd00::7"},
+	}}}
+	c := corev1.Container{Name: "c", Env: []corev1.EnvVar{
+		{Name: "HOST_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}},
+		{Name: "HOST_IPS", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIPs"}}},
+	}}
+	l := Lookup{Node: func() *corev1.Node { return node }}
+
+	fresh := podWith(c)
+	fresh.Status = corev1.PodStatus{} // not yet reported by the provider
+	r, err := l.Resolve(fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := envMap(r.Pod.Spec.Containers[0].Env), map[string]string{"HOST_IP": "10.0.0.7", "HOST_IPS": "10.0.0.7,fd00::7"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("from the node: %v, want %v", got, want)
+	}
+
+	// The pod's own status wins once it has one.
+	pod := podWith(c)
+	pod.Status.HostIP, pod.Status.HostIPs = "10.9.9.9", []corev1.HostIP{{IP: "10.9.9.9"}}
+	if r, err = l.Resolve(pod); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := envMap(r.Pod.Spec.Containers[0].Env), map[string]string{"HOST_IP": "10.9.9.9", "HOST_IPS": "10.9.9.9"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("from the pod: %v, want %v", got, want)
+	}
+
+	// Only external addresses: those.
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeExternalIP, Address: "203.0.113.9"}}
+	if got := NodeHostIPs(node); !reflect.DeepEqual(got, []string{"203.0.113.9"}) {
+		t.Errorf("external only: %v", got)
+	}
+	if got := NodeHostIPs(nil); got != nil {
+		t.Errorf("no node: %v", got)
 	}
 }
