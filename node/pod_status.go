@@ -93,6 +93,13 @@ func (pc *PodController) writeStatus(ctx context.Context, pod *corev1.Pod, rec *
 	rec.mu.Lock()
 	rec.patched = &patchedStatus{resourceVersion: updated.ResourceVersion, status: updated.Status}
 	rec.mu.Unlock()
+	// Under load the informer can deliver our write before we get here; no
+	// later event would then drop the record, and every pod would keep a
+	// copy of its status. The cache is updated before handlers run, so
+	// checking it after recording leaves no gap.
+	if cur, err := pc.lister.Pods(pod.Namespace).Get(pod.Name); err == nil {
+		rec.informerSaw(cur.ResourceVersion)
+	}
 	log.G(ctx).WithField("phase", updated.Status.Phase).Debug("pod status written")
 	return nil
 }
