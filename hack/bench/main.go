@@ -211,9 +211,10 @@ func runSize(ctx context.Context, c config, info *controlplane.Info, client kube
 		after := d.usage()
 		r.SteadyCPU = (after.CPU - before.CPU).Seconds() / c.steady.Seconds()
 		if c.outDir != "" {
-			// What holds the memory with all N pods Running: go tool pprof -sample_index=inuse_space.
+			// What holds the memory with all N pods Running, after a GC (what is
+			// live, not what the last burst left): go tool pprof -sample_index=inuse_space.
 			path := filepath.Join(c.outDir, fmt.Sprintf("heap-%d.pb.gz", n))
-			if err := d.saveProfile(ctx, "heap", path); err != nil {
+			if err := d.saveProfile(ctx, "heap?gc=1", path); err != nil {
 				logf("heap profile: %v", err)
 			}
 		}
