@@ -11,13 +11,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/vkubelet/virtual-kubelet/internal/childproc"
 	"github.com/vkubelet/virtual-kubelet/internal/nethost"
 	"github.com/vkubelet/virtual-kubelet/internal/testcluster"
 )
@@ -60,12 +60,10 @@ func (s *syncBuffer) String() string {
 
 // daemon is a running virtual-kubelet process.
 type daemon struct {
+	*childproc.Process
 	name   string
 	addr   string
-	cmd    *exec.Cmd
 	output *syncBuffer
-	done   chan struct{}
-	err    error
 }
 
 // startDaemon runs virtual-kubelet --provider mock for a new node. In a node
@@ -73,29 +71,30 @@ type daemon struct {
 // loopback. extra flags come last and win.
 func startDaemon(t *testing.T, c *testcluster.Cluster, host *nethost.Host, extra ...string) *daemon {
 	t.Helper()
-	d := &daemon{name: testcluster.UniqueName("vk"), output: &syncBuffer{}, done: make(chan struct{})}
+	d := &daemon{name: testcluster.UniqueName("vk"), output: &syncBuffer{}}
 	for i := 0; i+1 < len(extra); i++ {
 		if extra[i] == "--nodename" {
 			d.name = extra[i+1]
 		}
 	}
 	args := []string{"--provider", "mock", "--nodename", d.name, "--metrics-addr", "", "--log-level", "debug"}
+	var cmd *exec.Cmd
 	if host != nil {
 		d.addr = host.Addr.String()
 		// The kubeconfig's CA verifies the API server's client certificate.
 		args = append(args, "--kubeconfig", c.Info.NodeKubeconfig, "--node-ip", d.addr, "--listen-address", d.addr)
-		d.cmd = host.Command(context.Background(), binary, append(args, extra...)...)
+		cmd = host.Command(context.Background(), binary, append(args, extra...)...)
 	} else {
 		d.addr = "127.0.0.1"
 		args = append(args, "--kubeconfig", c.Info.Kubeconfig, "--node-ip", d.addr, "--listen-address", d.addr,
 			"--listen-port", strconv.Itoa(freePort(t)))
-		d.cmd = exec.Command(binary, append(args, extra...)...)
+		cmd = exec.Command(binary, append(args, extra...)...)
 	}
-	d.cmd.Stdout, d.cmd.Stderr = d.output, d.output
-	if err := d.cmd.Start(); err != nil {
+	cmd.Stdout, cmd.Stderr = d.output, d.output
+	var err error
+	if d.Process, err = childproc.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
-	go func() { d.err = d.cmd.Wait(); close(d.done) }()
 	t.Cleanup(func() {
 		d.stop(t)
 		_ = c.Client.CoreV1().Nodes().Delete(context.Background(), d.name, deleteNow)
@@ -109,21 +108,14 @@ func startDaemon(t *testing.T, c *testcluster.Cluster, host *nethost.Host, extra
 // stop sends SIGTERM and returns the exit code and how long the exit took.
 func (d *daemon) stop(t *testing.T) (int, time.Duration) {
 	t.Helper()
-	select {
-	case <-d.done:
-		return d.cmd.ProcessState.ExitCode(), 0
-	default:
+	if d.Exited() {
+		return d.Cmd.ProcessState.ExitCode(), 0
 	}
 	start := time.Now()
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-d.done:
-	case <-time.After(20 * time.Second):
-		_ = d.cmd.Process.Kill()
-		<-d.done
+	if d.Stop(20 * time.Second) {
 		t.Errorf("virtual-kubelet did not exit within 20s of SIGTERM")
 	}
-	return d.cmd.ProcessState.ExitCode(), time.Since(start)
+	return d.Cmd.ProcessState.ExitCode(), time.Since(start)
 }
 
 func freePort(t *testing.T) int {

@@ -12,22 +12,21 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/vkubelet/virtual-kubelet/internal/childproc"
 	"github.com/vkubelet/virtual-kubelet/internal/controlplane"
 )
 
 // benchDaemon is the virtual-kubelet under measurement.
 type benchDaemon struct {
-	cmd         *exec.Cmd
+	*childproc.Process
 	metricsAddr string
 	logPath     string
-	done        chan struct{}
 }
 
 func freeAddr() (string, error) {
@@ -64,29 +63,17 @@ func startDaemon(ctx context.Context, c config, info *controlplane.Info, name st
 	cmd := exec.CommandContext(ctx, c.binary, args...)
 	cmd.Env = append(os.Environ(), c.daemonEnv...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
+	p, err := childproc.Start(cmd)
+	logFile.Close() // the daemon has its own copy
+	if err != nil {
 		return nil, err
 	}
-	d := &benchDaemon{cmd: cmd, metricsAddr: metricsAddr, logPath: logPath, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); logFile.Close(); close(d.done) }()
+	d := &benchDaemon{Process: p, metricsAddr: metricsAddr, logPath: logPath}
 	logf("daemon %s: pid %d, metrics and pprof at http://%s, log %s", name, cmd.Process.Pid, metricsAddr, logPath)
 	return d, nil
 }
 
-func (d *benchDaemon) stop() {
-	select {
-	case <-d.done:
-		return
-	default:
-	}
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-d.done:
-	case <-time.After(20 * time.Second):
-		_ = d.cmd.Process.Kill()
-		<-d.done
-	}
-}
+func (d *benchDaemon) stop() { d.Stop(20 * time.Second) }
 
 // saveProfile writes the daemon's pprof profile of the given name to path.
 func (d *benchDaemon) saveProfile(ctx context.Context, name, path string) error {
@@ -122,7 +109,7 @@ type processUsage struct {
 // usage reads the process's CPU time and peak RSS from /proc.
 func (d *benchDaemon) usage() processUsage {
 	var u processUsage
-	pid := d.cmd.Process.Pid
+	pid := d.Cmd.Process.Pid
 	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
 		// Fields after the command name, which is in parentheses.
 		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))

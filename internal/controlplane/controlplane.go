@@ -276,7 +276,7 @@ func (c *ControlPlane) args(name string) []string {
 // Together with StopComponent it lets a test take the apiserver away and
 // bring it back.
 func (c *ControlPlane) StartComponent(ctx context.Context, name string) error {
-	if p := c.components[name]; p != nil && p.running() {
+	if p := c.components[name]; p != nil && !p.Exited() {
 		return fmt.Errorf("%s is already running", name)
 	}
 	p, err := startProcess(filepath.Join(c.cfg.BinDir, name), c.args(name), filepath.Join(c.cfg.Dir, "logs", name+".log"))

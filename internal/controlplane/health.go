@@ -27,7 +27,7 @@ func (c *ControlPlane) waitHealthy(ctx context.Context, name string) error {
 	p := c.components[name]
 	var last error
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, startupTimeout, true, func(ctx context.Context) (bool, error) {
-		if !p.running() {
+		if p.Exited() {
 			return false, fmt.Errorf("exited: %w", p.exitErr())
 		}
 		last = check(ctx)

@@ -5,19 +5,16 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/vkubelet/virtual-kubelet/internal/childproc"
 )
 
 // process is a component running as a child process.
 type process struct {
-	cmd     *exec.Cmd
+	*childproc.Process
 	logPath string
-	done    chan struct{}
-
-	mu  sync.Mutex
-	err error
 }
 
 func startProcess(bin string, args []string, logPath string) (*process, error) {
@@ -35,37 +32,19 @@ func startProcess(bin string, args []string, logPath string) (*process, error) {
 		Setpgid:   true,
 		Pdeathsig: syscall.SIGKILL,
 	}
-	if err := cmd.Start(); err != nil {
+	p, err := childproc.Start(cmd)
+	if err != nil {
 		return nil, err
 	}
-	p := &process{cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		err := cmd.Wait()
-		p.mu.Lock()
-		p.err = err
-		p.mu.Unlock()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-func (p *process) running() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
+	return &process{Process: p, logPath: logPath}, nil
 }
 
 // exitErr says how the process ended, once it has.
 func (p *process) exitErr() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.err == nil {
-		return errors.New("exited with status 0")
+	if err := p.Err(); err != nil {
+		return err
 	}
-	return p.err
+	return errors.New("exited with status 0")
 }
 
 // stopGrace bounds a component's graceful shutdown. The apiserver otherwise
@@ -74,15 +53,4 @@ func (p *process) exitErr() error {
 const stopGrace = 5 * time.Second
 
 // stop sends SIGTERM, waits up to stopGrace, then kills.
-func (p *process) stop() {
-	if !p.running() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(stopGrace):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
+func (p *process) stop() { p.Stop(stopGrace) }
