@@ -199,11 +199,11 @@ func resolveVar(pod *corev1.Pod, c *corev1.Container, v corev1.EnvVar, lookup fu
 	case from == nil:
 		return Expand(v.Value, lookup), false, nil
 	case from.FieldRef != nil:
-		value, err := FieldValue(pod, from.FieldRef.FieldPath, objects.node())
+		value, err := FieldValue(pod, from.FieldRef.FieldPath, objects.node)
 		return value, false, err
 	case from.ResourceFieldRef != nil:
 		var allocatable corev1.ResourceList
-		if node := objects.node(); node != nil {
+		if node := objects.node; node != nil {
 			allocatable = node.Status.Allocatable
 			if len(allocatable) == 0 {
 				allocatable = node.Status.Capacity
@@ -225,21 +225,16 @@ type objectCache struct {
 	namespace string
 	data      map[string]map[string]string
 	missing   map[string]bool
-	// nodeRead and nodeObj memoise Lookup.Node for one resolution.
-	nodeRead bool
-	nodeObj  *corev1.Node
-}
-
-func (o *objectCache) node() *corev1.Node {
-	if !o.nodeRead && o.l.Node != nil {
-		o.nodeObj = o.l.Node()
-	}
-	o.nodeRead = true
-	return o.nodeObj
+	// node is Lookup.Node's answer, read once per pod.
+	node *corev1.Node
 }
 
 func newObjectCache(l Lookup, namespace string) *objectCache {
-	return &objectCache{l: l, namespace: namespace, data: map[string]map[string]string{}, missing: map[string]bool{}}
+	o := &objectCache{l: l, namespace: namespace, data: map[string]map[string]string{}, missing: map[string]bool{}}
+	if l.Node != nil {
+		o.node = l.Node()
+	}
+	return o
 }
 
 // get returns the data of a ConfigMap or Secret, or nil if it does not exist.
