@@ -27,15 +27,8 @@ import (
 // object's removal. A failed write is retried until it succeeds, so a
 // terminal status is never lost, even across an API server outage.
 func (pc *PodController) syncPodStatusFromProvider(ctx context.Context, key string) error {
-	namespace, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		return nil
-	}
-	pod, err := pc.lister.Pods(namespace).Get(name)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
+	pod, err := pc.cachedPod(key)
+	if pod == nil {
 		return err
 	}
 	rec := pc.pods.lookup(key)
@@ -57,6 +50,20 @@ func (pc *PodController) syncPodStatusFromProvider(ctx context.Context, key stri
 		pc.deleteQueue.Enqueue(key)
 	}
 	return nil
+}
+
+// cachedPod returns the informer's pod for key, or nil when there is none
+// (or the key is malformed, which the queues never hold).
+func (pc *PodController) cachedPod(key string) (*corev1.Pod, error) {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil, nil
+	}
+	pod, err := pc.lister.Pods(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return pod, err
 }
 
 // writeStatus patches the pod's status to status unless it is already so. The
@@ -186,15 +193,8 @@ func statusEqual(a, b *corev1.PodStatus) bool {
 // written (or that the provider never had): grace period 0, and only this
 // pod (UID precondition), as the kubelet finishes a deletion.
 func (pc *PodController) deletePodFromKubernetes(ctx context.Context, key string) error {
-	namespace, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		return nil
-	}
-	pod, err := pc.lister.Pods(namespace).Get(name)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
+	pod, err := pc.cachedPod(key)
+	if pod == nil {
 		return err
 	}
 	if pod.DeletionTimestamp == nil {
@@ -210,7 +210,7 @@ func (pc *PodController) deletePodFromKubernetes(ctx context.Context, key string
 		return errTerminalStatusPending
 	}
 	ctx = withPodFields(ctx, pod)
-	err = pc.client.Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{
+	err = pc.client.Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: ptr.To[int64](0),
 		Preconditions:      &metav1.Preconditions{UID: &pod.UID},
 	})
