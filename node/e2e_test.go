@@ -139,6 +139,15 @@ func waitGone(t *testing.T, client kubernetes.Interface, ns, name string) {
 	})
 }
 
+// runPod creates a plain pod on the node and waits until it is Running.
+func runPod(t *testing.T, c *testcluster.Cluster, ns, nodeName, name string) *corev1.Pod {
+	t.Helper()
+	if _, err := c.Client.CoreV1().Pods(ns).Create(context.Background(), newPod(ns, nodeName, name), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return waitPod(t, c.Client, ns, name, "Running", phaseIs(corev1.PodRunning))
+}
+
 func phaseIs(phase corev1.PodPhase) func(*corev1.Pod) bool {
 	return func(p *corev1.Pod) bool { return p.Status.Phase == phase }
 }
@@ -340,10 +349,7 @@ func TestForceDelete(t *testing.T) {
 	ns := c.Namespace(t)
 	p := newTestProvider()
 	_, nodeName := startNode(t, c, notifyingProvider{p}, nil)
-	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, newPod(ns, nodeName, "doomed"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitPod(t, c.Client, ns, "doomed", "Running", phaseIs(corev1.PodRunning))
+	runPod(t, c, ns, nodeName, "doomed")
 	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, "doomed", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 		t.Fatal(err)
 	}
@@ -423,14 +429,10 @@ func TestMissingConfigMapKeepsPodPending(t *testing.T) {
 
 func TestPollingFallback(t *testing.T) {
 	c := testcluster.Shared(t)
-	ctx := context.Background()
 	ns := c.Namespace(t)
 	p := newTestProvider() // no NotifyPods: the controller must poll
 	_, nodeName := startNode(t, c, p, nil)
-	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, newPod(ns, nodeName, "polled"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	running := waitPod(t, c.Client, ns, "polled", "Running", phaseIs(corev1.PodRunning))
+	running := runPod(t, c, ns, nodeName, "polled")
 	p.finish(running, 3)
 	done := waitPod(t, c.Client, ns, "polled", "Failed", phaseIs(corev1.PodFailed))
 	if code := done.Status.ContainerStatuses[0].State.Terminated.ExitCode; code != 3 {
@@ -448,10 +450,7 @@ func TestLostAndOrphanPods(t *testing.T) {
 	p := newTestProvider()
 	_, nodeName := startNode(t, c, notifyingProvider{p}, nil)
 
-	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, newPod(ns, nodeName, "lost"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitPod(t, c.Client, ns, "lost", "Running", phaseIs(corev1.PodRunning))
+	runPod(t, c, ns, nodeName, "lost")
 	p.lose(ns, "lost")
 	failed := waitPod(t, c.Client, ns, "lost", "Failed after the provider lost it", phaseIs(corev1.PodFailed))
 	term := failed.Status.ContainerStatuses[0].State.Terminated
