@@ -96,6 +96,7 @@ func (pc *PodController) podGone(ctx context.Context, key string) error {
 		}
 	}
 	pc.pods.remove(key)
+	pc.forgetVolumes(key)
 	pc.statusQueue.Forget(key)
 	pc.deleteQueue.Forget(key)
 	return nil
@@ -142,6 +143,9 @@ func (pc *PodController) createOrUpdate(ctx context.Context, pod *corev1.Pod, re
 			"Keys [%s] from the EnvFrom configMap or secret were skipped since they are invalid environment variable names.", strings.Join(res.InvalidKeys, ", "))
 	}
 	resolved := res.Pod
+	if err := pc.setVolumes(ctx, pod, resolved); err != nil {
+		return pc.configError(ctx, pod, rec, err)
+	}
 
 	op, reason := "UpdatePod", ReasonProviderUpdateFailed
 	call := pc.provider.UpdatePod

@@ -70,6 +70,15 @@ type PodControllerConfig struct {
 	// those resolve to 0 and "". NodeController.Node fits.
 	Node func() *corev1.Node
 
+	// ServiceAccountClient requests the service-account tokens of projected
+	// volumes (TokenRequest) for a provider that implements
+	// PodVolumeHandler; without it such volumes cannot be resolved.
+	ServiceAccountClient corev1client.ServiceAccountsGetter
+	// ServiceAccountTokenMaxAge is the age at which a token is renewed even
+	// if it is valid longer (default volume.DefaultTokenMaxAge, 24h, as on
+	// a kubelet); tokens are renewed at 80% of their lifetime otherwise.
+	ServiceAccountTokenMaxAge time.Duration
+
 	// EventRecorder records events on pods (missing ConfigMaps, provider
 	// errors). This field is required.
 	EventRecorder record.EventRecorder
@@ -127,6 +136,7 @@ type PodController struct {
 	lister      corev1listers.PodLister
 	recorder    record.EventRecorder
 	env         podenv.Lookup
+	volumes     *podVolumes
 	filter      PodEventFilterFunc
 	syncedFuncs []cache.InformerSynced
 	configInfs  []cache.SharedIndexInformer
@@ -205,6 +215,7 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 		pc.syncedFuncs = append(pc.syncedFuncs, i.HasSynced)
 	}
 
+	pc.volumes = newPodVolumes(pc, cfg)
 	pc.syncQueue = queue.New(SyncPodsFromKubernetesQueue, cfg.SyncPodsFromKubernetesRateLimiter,
 		cfg.SyncPodsFromKubernetesShouldRetryFunc, pc.syncPodFromKubernetes)
 	pc.deleteQueue = queue.New(DeletePodsFromKubernetesQueue, cfg.DeletePodsFromKubernetesRateLimiter,
@@ -307,6 +318,7 @@ func (pc *PodController) Run(ctx context.Context, podSyncWorkers int) (retErr er
 	for _, q := range []*queue.Queue{pc.syncQueue, pc.statusQueue, pc.deleteQueue} {
 		goLoop(func(ctx context.Context) { q.Run(ctx, podSyncWorkers) })
 	}
+	goLoop(func(ctx context.Context) { pc.runVolumes(ctx, podSyncWorkers) })
 	// The first resync removes pods the provider kept from before a restart
 	// that no longer exist in Kubernetes.
 	goLoop(func(ctx context.Context) { wait.UntilWithContext(ctx, pc.resyncWithProvider, pc.resyncInterval) })
@@ -369,8 +381,9 @@ func (pc *PodController) addEventHandlers(ctx context.Context) (map[cache.Shared
 	}
 	for _, inf := range pc.configInfs {
 		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    retryWaiting,
-			UpdateFunc: func(_, obj any) { retryWaiting(obj) },
+			AddFunc:    func(obj any) { retryWaiting(obj); pc.volumeSourceChanged(obj) },
+			UpdateFunc: func(_, obj any) { retryWaiting(obj); pc.volumeSourceChanged(obj) },
+			DeleteFunc: pc.volumeSourceChanged,
 		})
 		if err != nil {
 			return regs, err

@@ -143,6 +143,9 @@ func New(cfg Config) (*Node, error) {
 		EventRecorder:     recorder,
 		Provider:          cfg.Provider,
 		Node:              n.NodeController.Node,
+		// Tokens of projected service-account volumes, for providers
+		// implementing node.PodVolumeHandler.
+		ServiceAccountClient: cfg.Client.CoreV1(),
 	}
 	if cfg.ConfigurePodController != nil {
 		cfg.ConfigurePodController(&pcc)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vkubelet/virtual-kubelet/node/api"
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
+	"github.com/vkubelet/virtual-kubelet/node/volume"
 )
 
 // session is what a command sees: the container and the client's streams.
@@ -28,6 +29,8 @@ type session struct {
 	tty    bool
 	size   *termSize
 	domain string
+	// mounted finds files in the container's volume mounts.
+	mounted func(string) (volume.File, bool)
 }
 
 // termSize tracks the latest terminal size of a TTY session.
@@ -48,6 +51,7 @@ func (t *termSize) get() api.TermSize {
 //	echo ARGS...      print ARGS
 //	cat               copy stdin to stdout
 //	cat /etc/resolv.conf, cat /etc/hostname   the files a kubelet writes for pods
+//	cat PATH          a file of a configMap, secret, downwardAPI or projected volume mount
 //	env, printenv     print the container's (resolved) environment
 //	printenv NAME...  print those variables' values; exit 1 if one is unset
 //	env CMD...        run CMD
@@ -80,9 +84,11 @@ func (p *Provider) session(ctx context.Context, namespace, podName, containerNam
 	ps, c, err := p.lookup(namespace, podName, containerName)
 	var env []corev1.EnvVar
 	var pod *podInfo
+	var mounted func(string) (volume.File, bool)
 	running := false
 	if err == nil {
 		env, pod, running = c.spec.env, ps.pod, c.status.State.Running != nil
+		mounted = p.mountedFiles(ps, c.spec)
 	}
 	p.mu.Unlock()
 	if err != nil {
@@ -91,7 +97,7 @@ func (p *Provider) session(ctx context.Context, namespace, podName, containerNam
 	if !running {
 		return nil, errNotRunning(c)
 	}
-	s := &session{ctx: ctx, pod: pod, env: env, stdin: attach.Stdin(), stdout: io.Discard, stderr: io.Discard, tty: attach.TTY(), domain: p.domain}
+	s := &session{ctx: ctx, pod: pod, env: env, stdin: attach.Stdin(), stdout: io.Discard, stderr: io.Discard, tty: attach.TTY(), domain: p.domain, mounted: mounted}
 	if w := attach.Stdout(); w != nil {
 		s.stdout = w
 	}
@@ -228,6 +234,9 @@ func (s *session) file(name string) (string, bool) {
 		// What the kubelet writes for dnsPolicy ClusterFirst.
 		ns, d := s.pod.namespace, s.domain
 		return fmt.Sprintf("search %s.svc.%s svc.%s %s\noptions ndots:5\n", ns, d, d, d), true
+	}
+	if f, ok := s.mounted(name); ok {
+		return string(f.Data), true
 	}
 	return "", false
 }

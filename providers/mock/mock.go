@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vkubelet/virtual-kubelet/internal/provider"
+	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 	"github.com/vkubelet/virtual-kubelet/node/log"
 )
@@ -41,6 +42,8 @@ type Provider struct {
 	pods   map[string]*podState
 	notify func(*corev1.Pod)
 	nextIP uint32
+	// volumes are the files of the pods' volumes, from SetPodVolumes.
+	volumes map[string]*podVolumes
 }
 
 var (
@@ -50,6 +53,7 @@ var (
 	_ provider.AttachProvider      = (*Provider)(nil)
 	_ provider.PortForwardProvider = (*Provider)(nil)
 	_ provider.StatsProvider       = (*Provider)(nil)
+	_ node.PodVolumeHandler        = (*Provider)(nil)
 )
 
 // New builds a mock provider from the init config. The config file, if any,
@@ -68,6 +72,7 @@ func New(_ context.Context, cfg provider.InitConfig) (provider.Provider, error) 
 		capacity:   capacity,
 		startedAt:  time.Now(),
 		pods:       map[string]*podState{},
+		volumes:    map[string]*podVolumes{},
 	}, nil
 }
 
@@ -138,6 +143,7 @@ func (p *Provider) DeletePod(_ context.Context, pod *corev1.Pod) error {
 	}
 	ps.kill()
 	delete(p.pods, key)
+	delete(p.volumes, key)
 	p.changed(ps)
 	return nil
 }
@@ -251,6 +257,7 @@ type containerSpec struct {
 	command, args []string
 	env           []corev1.EnvVar
 	ports         []corev1.ContainerPort
+	mounts        []corev1.VolumeMount
 }
 
 func infoOf(pod *corev1.Pod) *podInfo {
@@ -266,11 +273,11 @@ func infoOf(pod *corev1.Pod) *podInfo {
 }
 
 func specOf(c corev1.Container) containerSpec {
-	return containerSpec{name: c.Name, image: c.Image, command: c.Command, args: c.Args, env: c.Env, ports: c.Ports}
+	return containerSpec{name: c.Name, image: c.Image, command: c.Command, args: c.Args, env: c.Env, ports: c.Ports, mounts: c.VolumeMounts}
 }
 
 func (c containerSpec) container() corev1.Container {
-	return corev1.Container{Name: c.name, Image: c.image, Command: c.command, Args: c.args, Env: c.env, Ports: c.ports}
+	return corev1.Container{Name: c.name, Image: c.image, Command: c.command, Args: c.args, Env: c.env, Ports: c.ports, VolumeMounts: c.mounts}
 }
 
 // String names the provider in logs.

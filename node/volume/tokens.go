@@ -1,0 +1,111 @@
+package volume
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+)
+
+// DefaultTokenMaxAge is the age at which the kubelet renews a projected
+// service-account token however long it is valid.
+const DefaultTokenMaxAge = 24 * time.Hour
+
+// Token is a service-account token issued for a pod.
+type Token struct {
+	Token     string
+	ExpiresAt time.Time
+	// RefreshAt is when it is due for renewal: at 80% of its lifetime, or
+	// once it is the Tokens' maximum age, whichever comes first.
+	RefreshAt time.Time
+}
+
+// Tokens issues service-account tokens bound to pods through the
+// TokenRequest API (serviceaccounts/token create), and hands out the same
+// token until it is due for renewal, as the kubelet's token manager does.
+// It is safe for concurrent use.
+type Tokens struct {
+	client corev1client.ServiceAccountsGetter
+	maxAge time.Duration
+	now    func() time.Time
+
+	mu    sync.Mutex
+	byPod map[types.UID]map[tokenKey]Token
+}
+
+// tokenKey is what makes two projections of one pod need different tokens.
+type tokenKey struct {
+	serviceAccount, audience string
+	expirationSeconds        int64
+}
+
+// NewTokens returns a token source using client. maxAge is the age at which
+// a token is renewed even if it is valid much longer; 0 means
+// DefaultTokenMaxAge.
+func NewTokens(client corev1client.ServiceAccountsGetter, maxAge time.Duration) *Tokens {
+	if maxAge <= 0 {
+		maxAge = DefaultTokenMaxAge
+	}
+	return &Tokens{client: client, maxAge: maxAge, now: time.Now, byPod: map[types.UID]map[tokenKey]Token{}}
+}
+
+// Get returns a token of pod's service account bound to pod (it stops
+// being valid when the pod is deleted), for audience (empty: the API
+// server's own) and valid for about expirationSeconds. A cached token is
+// returned until its RefreshAt.
+func (t *Tokens) Get(ctx context.Context, pod *corev1.Pod, audience string, expirationSeconds int64) (Token, error) {
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	key := tokenKey{serviceAccount: sa, audience: audience, expirationSeconds: expirationSeconds}
+	t.mu.Lock()
+	tok, ok := t.byPod[pod.UID][key]
+	t.mu.Unlock()
+	if ok && t.now().Before(tok.RefreshAt) {
+		return tok, nil
+	}
+
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: &expirationSeconds,
+		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+	}}
+	if audience != "" {
+		req.Spec.Audiences = []string{audience}
+	}
+	requested := t.now()
+	issued, err := t.client.ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+	if err != nil {
+		return Token{}, fmt.Errorf("requesting a token for service account %s/%s: %w", pod.Namespace, sa, err)
+	}
+	tok = t.token(issued, requested)
+	t.mu.Lock()
+	if t.byPod[pod.UID] == nil {
+		t.byPod[pod.UID] = map[tokenKey]Token{}
+	}
+	t.byPod[pod.UID][key] = tok
+	t.mu.Unlock()
+	return tok, nil
+}
+
+// token computes when a token issued at requested is due: its lifetime
+// runs from then to its expiry.
+func (t *Tokens) token(tr *authenticationv1.TokenRequest, requested time.Time) Token {
+	exp := tr.Status.ExpirationTimestamp.Time
+	lifetime := exp.Sub(requested)
+	refresh := requested.Add(min(lifetime*8/10, t.maxAge))
+	return Token{Token: tr.Status.Token, ExpiresAt: exp, RefreshAt: refresh}
+}
+
+// Forget drops the tokens of the pod with uid, once it is gone.
+func (t *Tokens) Forget(uid types.UID) {
+	t.mu.Lock()
+	delete(t.byPod, uid)
+	t.mu.Unlock()
+}

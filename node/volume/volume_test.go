@@ -1,0 +1,240 @@
+package volume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+)
+
+func listers(t *testing.T, objs ...any) (corev1listers.ConfigMapLister, corev1listers.SecretLister) {
+	t.Helper()
+	cms := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	secrets := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, o := range objs {
+		var err error
+		switch o.(type) {
+		case *corev1.ConfigMap:
+			err = cms.Add(o)
+		case *corev1.Secret:
+			err = secrets.Add(o)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return corev1listers.NewConfigMapLister(cms), corev1listers.NewSecretLister(secrets)
+}
+
+// tokenClient answers TokenRequests with a numbered token valid for the
+// requested time, and records the requests.
+func tokenClient(now func() time.Time, requests *[]*authenticationv1.TokenRequest) *fake.Clientset {
+	client := fake.NewClientset()
+	client.PrependReactor("create", "serviceaccounts", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		create := action.(k8stesting.CreateAction)
+		if create.GetSubresource() != "token" {
+			return false, nil, nil
+		}
+		tr := create.GetObject().(*authenticationv1.TokenRequest).DeepCopy()
+		*requests = append(*requests, tr)
+		tr.Status.Token = fmt.Sprintf("token-%d-for-%s", len(*requests), create.(k8stesting.CreateActionImpl).Name)
+		tr.Status.ExpirationTimestamp = metav1.NewTime(now().Add(time.Duration(*tr.Spec.ExpirationSeconds) * time.Second))
+		return true, tr, nil
+	})
+	return client
+}
+
+func testPod() *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "uid-1",
+			Labels: map[string]string{"b": "two", "a": `o"ne`}},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: "runner",
+			Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{
+				Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}}},
+		},
+	}
+}
+
+func files(v *Volume) map[string]string {
+	out := map[string]string{}
+	for _, f := range v.Files {
+		out[f.Path] = fmt.Sprintf("%s %#o", f.Data, f.Mode)
+	}
+	return out
+}
+
+func TestResolveKinds(t *testing.T) {
+	cms, secrets := listers(t,
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "settings"},
+			Data: map[string]string{"mode": "fast", "level": "3"}, BinaryData: map[string][]byte{"blob": {1, 2}}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "frozen"}, Immutable: ptr.To(true),
+			Data: map[string]string{"x": "y"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "creds"}, Data: map[string][]byte{"password": []byte("s3cret")}},
+	)
+	var requests []*authenticationv1.TokenRequest
+	now := time.Now()
+	clock := func() time.Time { return now }
+	tokens := NewTokens(tokenClient(clock, &requests).CoreV1(), 0)
+	tokens.now = clock
+	r := &Resolver{ConfigMaps: cms, Secrets: secrets, Tokens: tokens}
+
+	pod := testPod()
+	pod.Spec.Volumes = []corev1.Volume{
+		{Name: "all", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}, DefaultMode: ptr.To[int32](0o400)}}},
+		{Name: "items", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "settings"},
+			Items:                []corev1.KeyToPath{{Key: "mode", Path: "conf/mode.txt", Mode: ptr.To[int32](0o600)}, {Key: "level", Path: "level"}}}}},
+		{Name: "secret", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "creds"}}},
+		{Name: "gone", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "nope", Optional: ptr.To(true)}}},
+		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "info", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{
+			{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}},
+			{Path: "name", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}},
+			{Path: "mem", ResourceFieldRef: &corev1.ResourceFieldSelector{ContainerName: "app", Resource: "limits.memory", Divisor: resource.MustParse("1Mi")}},
+		}}}},
+		{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			DefaultMode: ptr.To[int32](0o644),
+			Sources: []corev1.VolumeProjection{
+				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](3607)}},
+				{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "frozen"},
+					Items: []corev1.KeyToPath{{Key: "x", Path: "ca.crt"}}}},
+				{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{
+					{Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}}},
+			}}}},
+	}
+	got, err := r.Resolve(context.Background(), pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]string{
+		"all":    {"mode": "fast 0400", "level": "3 0400", "blob": "\x01\x02 0400"},
+		"items":  {"conf/mode.txt": "fast 0600", "level": "3 0644"},
+		"secret": {"password": "s3cret 0644"},
+		"gone":   {},
+		"info":   {"labels": "a=\"o\\\"ne\"\nb=\"two\" 0644", "name": "web 0644", "mem": "64 0644"},
+		"kube-api-access": {"token": "token-1-for-runner 0644", "ca.crt": "y 0644", "namespace": "ns 0644"},
+	}
+	if len(got.Volumes) != len(want) {
+		t.Errorf("resolved %d volumes, want %d (emptyDir is not resolved)", len(got.Volumes), len(want))
+	}
+	for name, w := range want {
+		v := got.Volume(name)
+		if v == nil {
+			t.Errorf("volume %s not resolved", name)
+			continue
+		}
+		if g := files(v); fmt.Sprint(g) != fmt.Sprint(w) {
+			t.Errorf("volume %s: got %q, want %q", name, g, w)
+		}
+	}
+	if f, ok := got.Volume("items").File("conf/mode.txt"); !ok || string(f.Data) != "fast" {
+		t.Errorf("File(conf/mode.txt) = %v %v", f, ok)
+	}
+	if fmt.Sprint(got.Sources) != "[ConfigMap/settings Secret/creds Secret/nope]" {
+		t.Errorf("sources %v: want the mutable objects read, the missing optional one too, not the immutable one", got.Sources)
+	}
+	if len(requests) != 1 {
+		t.Fatalf("%d token requests", len(requests))
+	}
+	ref := requests[0].Spec.BoundObjectRef
+	if ref == nil || ref.Kind != "Pod" || ref.Name != "web" || ref.UID != "uid-1" || len(requests[0].Spec.Audiences) != 0 ||
+		*requests[0].Spec.ExpirationSeconds != 3607 {
+		t.Errorf("token request %+v", requests[0].Spec)
+	}
+	// 80% of 3607s.
+	if want := now.Add(3607 * time.Second * 8 / 10); !got.RefreshAt.Equal(want) {
+		t.Errorf("RefreshAt %s, want %s", got.RefreshAt, want)
+	}
+	sum := got.Sum()
+	again, err := r.Resolve(context.Background(), pod)
+	if err != nil || again.Sum() != sum || len(requests) != 1 {
+		t.Errorf("a second resolve before the refresh time must reuse the token: %v, %d requests", err, len(requests))
+	}
+}
+
+func TestTokenRenewal(t *testing.T) {
+	var requests []*authenticationv1.TokenRequest
+	now := time.Now()
+	clock := func() time.Time { return now }
+	tokens := NewTokens(tokenClient(clock, &requests).CoreV1(), time.Hour)
+	tokens.now = clock
+	pod := testPod()
+	get := func(exp int64) Token {
+		tok, err := tokens.Get(context.Background(), pod, "vault", exp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	first := get(600)
+	if !first.RefreshAt.Equal(now.Add(480*time.Second)) || requests[0].Spec.Audiences[0] != "vault" {
+		t.Fatalf("a 600s token is due at 80%%: %s", first.RefreshAt.Sub(now))
+	}
+	now = now.Add(479 * time.Second)
+	if get(600) != first {
+		t.Error("renewed before 80% of its lifetime")
+	}
+	now = now.Add(time.Second)
+	if second := get(600); second == first || len(requests) != 2 {
+		t.Error("not renewed at 80% of its lifetime")
+	}
+	long := get(48 * 3600)
+	if !long.RefreshAt.Equal(now.Add(time.Hour)) {
+		t.Errorf("a 48h token is due at the maximum age: %s", long.RefreshAt.Sub(now))
+	}
+	tokens.Forget(pod.UID)
+	get(600)
+	if len(requests) != 4 {
+		t.Errorf("a forgotten pod's token was reused: %d requests", len(requests))
+	}
+}
+
+func TestResolveErrors(t *testing.T) {
+	cms, secrets := listers(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "settings"}, Data: map[string]string{"a": "1"}})
+	r := &Resolver{ConfigMaps: cms, Secrets: secrets}
+	for _, tc := range []struct {
+		name    string
+		source  corev1.VolumeSource
+		missing bool
+		want    string
+	}{
+		{"missing configmap", corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "nope"}}},
+			true, `volume "v": configmap "nope" not found`},
+		{"missing key", corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"},
+			Items: []corev1.KeyToPath{{Key: "b", Path: "b"}}}}, true, "couldn't find key b in ConfigMap ns/settings"},
+		{"missing secret", corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+			{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}}}}}}, true, `secret "creds" not found`},
+		{"token without a client", corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}}, false, "no token client configured"},
+		{"cluster trust bundle", corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+			{ClusterTrustBundle: &corev1.ClusterTrustBundleProjection{Path: "ca.pem"}}}}}, false, "only configMap, secret, downwardAPI and serviceAccountToken"},
+		{"bad field", corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{
+			{Path: "x", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nope"}}}}}, false, "unsupported fieldPath: spec.nope"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := testPod()
+			pod.Spec.Volumes = []corev1.Volume{{Name: "v", VolumeSource: tc.source}}
+			_, err := r.Resolve(context.Background(), pod)
+			var missing *MissingError
+			var invalid *InvalidError
+			if err == nil || !strings.Contains(err.Error(), tc.want) || errors.As(err, &missing) != tc.missing || (!tc.missing && !errors.As(err, &invalid)) {
+				t.Errorf("got %v, want an error with %q (missing: %v)", err, tc.want, tc.missing)
+			}
+		})
+	}
+}
