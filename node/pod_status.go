@@ -34,7 +34,7 @@ func (pc *PodController) syncPodStatusFromProvider(ctx context.Context, key stri
 
 	current := pc.freshestStatus(pod, rec)
 	if pp := rec.providerPod(); pp != nil && (pp.UID == "" || pp.UID == pod.UID) {
-		status := mergeStatus(*current, pp.Status)
+		status := mergeStatus(*current, withKubeletConditions(pod, *current, pp.Status, metav1.Now()))
 		if err := pc.writeStatus(ctx, pod, rec, status); err != nil {
 			return err
 		}

@@ -134,6 +134,9 @@ func TestRBACIsSufficientAndMinimal(t *testing.T) {
 	if out := kubectl(t, c, "-n", ns, "exec", "p", "--", "printenv", "MODE"); out != "rbac\n" {
 		t.Errorf("env from the ConfigMap: %q", out)
 	}
+	if out := kubectl(t, c, "-n", ns, "exec", "p", "--", "cat", "/var/run/secrets/kubernetes.io/serviceaccount/namespace"); out != ns {
+		t.Errorf("the service-account volume's namespace file: %q", out)
+	}
 	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, "p", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -164,6 +167,8 @@ func TestRBACIsSufficientAndMinimal(t *testing.T) {
 		{"update", "", "pods", "", ns},
 		{"patch", "", "pods", "", ns},
 		{"get", "", "secrets", "", ns},
+		{"get", "", "serviceaccounts", "", ns},
+		{"create", "", "serviceaccounts", "", ns},
 		{"delete", "", "nodes", "", ""},
 		{"patch", "", "nodes", "", ""},
 		{"create", "coordination.k8s.io", "leases", "", "default"},

@@ -1,0 +1,104 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/vkubelet/virtual-kubelet/internal/testcluster"
+)
+
+// TestVolumeFilesThroughKubectl reads a pod's service-account token, its
+// ca.crt and namespace, and a ConfigMap file with kubectl exec, as a user
+// would, and sees a ConfigMap update arrive.
+func TestVolumeFilesThroughKubectl(t *testing.T) {
+	c := testcluster.Shared(t)
+	ctx := context.Background()
+	ns := c.Namespace(t)
+	d := startDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")))
+	waitNodeReady(t, c.Client, d.name)
+
+	if _, err := c.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "site"},
+		Data: map[string]string{"index.html": "version 1\n"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "hello"},
+		Spec: corev1.PodSpec{
+			NodeName: d.name, Tolerations: tolerate,
+			Volumes: []corev1.Volume{{Name: "site", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "site"}}}}},
+			Containers: []corev1.Container{{Name: "app", Image: "nginx", VolumeMounts: []corev1.VolumeMount{
+				{Name: "site", MountPath: "/usr/share/nginx/html"},
+				{Name: "site", MountPath: "/etc/index.html", SubPath: "index.html"},
+			}}},
+		},
+	}
+	created, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, c.Client, ns, "hello", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+
+	const sa = "/var/run/secrets/kubernetes.io/serviceaccount/"
+	token := kubectl(t, c, "-n", ns, "exec", "hello", "--", "cat", sa+"token")
+	tr, err := c.Client.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
+		Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := tr.Status.User
+	if !tr.Status.Authenticated || u.Username != "system:serviceaccount:"+ns+":default" ||
+		fmt.Sprint(u.Extra["authentication.kubernetes.io/pod-name"]) != "[hello]" ||
+		fmt.Sprint(u.Extra["authentication.kubernetes.io/pod-uid"]) != fmt.Sprintf("[%s]", created.UID) {
+		t.Errorf("the token read through kubectl exec is not the default service account's bound to the pod: %+v", tr.Status)
+	}
+	if out := kubectl(t, c, "-n", ns, "exec", "hello", "--", "cat", sa+"namespace"); out != ns {
+		t.Errorf("namespace file: %q", out)
+	}
+	rootCA, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := kubectl(t, c, "-n", ns, "exec", "hello", "--", "cat", sa+"ca.crt"); out != rootCA.Data["ca.crt"] {
+		t.Errorf("ca.crt is not the cluster's CA:\n%s", out)
+	}
+	if out := kubectl(t, c, "-n", ns, "exec", "hello", "--", "cat", "/usr/share/nginx/html/index.html"); out != "version 1\n" {
+		t.Errorf("ConfigMap file: %q", out)
+	}
+
+	// The ConfigMap changes: the mounted file follows, the subPath mount
+	// keeps what it started with (as on a kubelet).
+	changed := time.Now()
+	if _, err := c.Client.CoreV1().ConfigMaps(ns).Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "site"},
+		Data: map[string]string{"index.html": "version 2\n"}}, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "updated file visible through exec", func() (bool, string) {
+		out, err := c.Kubectl(ctx, "-n", ns, "exec", "hello", "--", "cat", "/usr/share/nginx/html/index.html")
+		return err == nil && out == "version 2\n", fmt.Sprint(out, err)
+	})
+	t.Logf("ConfigMap change to file content visible through kubectl exec: %s", time.Since(changed).Round(time.Millisecond))
+	if out := kubectl(t, c, "-n", ns, "exec", "hello", "--", "cat", "/etc/index.html"); out != "version 1\n" {
+		t.Errorf("a subPath mount must keep its first contents: %q", out)
+	}
+
+	// No automounting, no token.
+	plain := pod.DeepCopy()
+	plain.Name, plain.Spec.Volumes, plain.Spec.Containers[0].VolumeMounts = "plain", nil, nil
+	plain.Spec.AutomountServiceAccountToken = ptr.To(false)
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, plain, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, c.Client, ns, "plain", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	if out, err := c.Kubectl(ctx, "-n", ns, "exec", "plain", "--", "cat", sa+"token"); err == nil || !strings.Contains(out, "No such file") {
+		t.Errorf("automountServiceAccountToken: false, yet a token: %v %q", err, out)
+	}
+}
