@@ -122,11 +122,11 @@ func TestResolveKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]map[string]string{
-		"all":    {"mode": "fast 0400", "level": "3 0400", "blob": "\x01\x02 0400"},
-		"items":  {"conf/mode.txt": "fast 0600", "level": "3 0644"},
-		"secret": {"password": "s3cret 0644"},
-		"gone":   {},
-		"info":   {"labels": "a=\"o\\\"ne\"\nb=\"two\" 0644", "name": "web 0644", "mem": "64 0644"},
+		"all":             {"mode": "fast 0400", "level": "3 0400", "blob": "\x01\x02 0400"},
+		"items":           {"conf/mode.txt": "fast 0600", "level": "3 0644"},
+		"secret":          {"password": "s3cret 0644"},
+		"gone":            {},
+		"info":            {"labels": "a=\"o\\\"ne\"\nb=\"two\" 0644", "name": "web 0644", "mem": "64 0644"},
 		"kube-api-access": {"token": "token-1-for-runner 0644", "ca.crt": "y 0644", "namespace": "ns 0644"},
 	}
 	if len(got.Volumes) != len(want) {
