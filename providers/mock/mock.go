@@ -94,13 +94,13 @@ func (p *Provider) changed(ps *podState) {
 
 // CreatePod starts running the pod as its annotations script it.
 func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
-	scripts := make([]script, len(pod.Spec.Containers))
-	for i, c := range pod.Spec.Containers {
-		s, err := parseScript(pod, c.Name)
-		if err != nil {
-			return err
-		}
-		scripts[i] = s
+	initScripts, err := parseScripts(pod, pod.Spec.InitContainers)
+	if err != nil {
+		return err
+	}
+	scripts, err := parseScripts(pod, pod.Spec.Containers)
+	if err != nil {
+		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -108,7 +108,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	if old, ok := p.pods[key]; ok {
 		old.stopTimers()
 	}
-	ps := newPodState(p, pod, scripts, p.allocateIP())
+	ps := newPodState(p, pod, initScripts, scripts, p.allocateIP())
 	p.pods[key] = ps
 	log.G(ctx).Debug("mock: pod created")
 	ps.begin()
@@ -248,7 +248,6 @@ type podInfo struct {
 	created         metav1.Time
 	nodeName        string
 	restartPolicy   corev1.RestartPolicy
-	init            []containerSpec
 }
 
 // containerSpec is what the mock keeps of a container.
@@ -258,6 +257,8 @@ type containerSpec struct {
 	env           []corev1.EnvVar
 	ports         []corev1.ContainerPort
 	mounts        []corev1.VolumeMount
+	// restartPolicy is set on sidecars: init containers that keep running.
+	restartPolicy *corev1.ContainerRestartPolicy
 }
 
 func infoOf(pod *corev1.Pod) *podInfo {
@@ -266,18 +267,15 @@ func infoOf(pod *corev1.Pod) *podInfo {
 		labels: pod.Labels, annotations: pod.Annotations, created: pod.CreationTimestamp,
 		nodeName: pod.Spec.NodeName, restartPolicy: pod.Spec.RestartPolicy,
 	}
-	for _, c := range pod.Spec.InitContainers {
-		info.init = append(info.init, specOf(c))
-	}
 	return info
 }
 
 func specOf(c corev1.Container) containerSpec {
-	return containerSpec{name: c.Name, image: c.Image, command: c.Command, args: c.Args, env: c.Env, ports: c.Ports, mounts: c.VolumeMounts}
+	return containerSpec{name: c.Name, image: c.Image, command: c.Command, args: c.Args, env: c.Env, ports: c.Ports, mounts: c.VolumeMounts, restartPolicy: c.RestartPolicy}
 }
 
 func (c containerSpec) container() corev1.Container {
-	return corev1.Container{Name: c.name, Image: c.image, Command: c.command, Args: c.args, Env: c.env, Ports: c.ports, VolumeMounts: c.mounts}
+	return corev1.Container{Name: c.name, Image: c.image, Command: c.command, Args: c.args, Env: c.env, Ports: c.ports, VolumeMounts: c.mounts, RestartPolicy: c.restartPolicy}
 }
 
 // String names the provider in logs.

@@ -20,7 +20,10 @@ type podState struct {
 	// scripted start delay).
 	started    bool
 	startTimer *time.Timer
-	init       []corev1.ContainerStatus
+	// init are the init containers, run in order; initPos is the one
+	// running (len(init) once all have completed or, sidecars, started).
+	init       []*containerState
+	initPos    int
 	containers []*containerState
 	deleted    bool
 }
@@ -42,31 +45,56 @@ type containerState struct {
 
 type instance struct{ start, end time.Time }
 
-func newPodState(p *Provider, pod *corev1.Pod, scripts []script, ip string) *podState {
+func newPodState(p *Provider, pod *corev1.Pod, initScripts, scripts []script, ip string) *podState {
 	ps := &podState{p: p, pod: infoOf(pod), ip: ip, created: time.Now()}
+	// Containers wait to be created; with init containers, the later ones
+	// wait for the pod's initialisation.
+	waiting := "ContainerCreating"
+	for i, c := range pod.Spec.InitContainers {
+		ps.init = append(ps.init, newContainerState(c, initScripts[i], waiting))
+		waiting = "PodInitializing"
+	}
 	for i, c := range pod.Spec.Containers {
-		ps.containers = append(ps.containers, &containerState{
-			spec:   specOf(c),
-			script: scripts[i],
-			status: corev1.ContainerStatus{
-				Name:    c.Name,
-				Image:   c.Image,
-				ImageID: "mock://" + c.Image,
-				Started: ptr.To(false),
-				State:   corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}},
-			},
-		})
+		ps.containers = append(ps.containers, newContainerState(c, scripts[i], waiting))
 	}
 	return ps
 }
 
+func newContainerState(c corev1.Container, s script, waiting string) *containerState {
+	return &containerState{
+		spec:   specOf(c),
+		script: s,
+		status: corev1.ContainerStatus{
+			Name:    c.Name,
+			Image:   c.Image,
+			ImageID: "mock://" + c.Image,
+			Started: ptr.To(false),
+			State:   corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: waiting}},
+		},
+	}
+}
+
+// container finds an app or init container by name.
 func (ps *podState) container(name string) *containerState {
-	for _, c := range ps.containers {
-		if c.spec.name == name {
-			return c
+	for _, list := range [][]*containerState{ps.containers, ps.init} {
+		for _, c := range list {
+			if c.spec.name == name {
+				return c
+			}
 		}
 	}
 	return nil
+}
+
+// all returns the app and init containers.
+func (ps *podState) all() []*containerState {
+	return append(append(make([]*containerState, 0, len(ps.containers)+len(ps.init)), ps.containers...), ps.init...)
+}
+
+// isSidecar reports whether an init container keeps running alongside the
+// app containers (restartPolicy: Always).
+func (c *containerState) isSidecar() bool {
+	return c.spec.restartPolicy != nil && *c.spec.restartPolicy == corev1.ContainerRestartPolicyAlways
 }
 
 // begin starts the containers now or after the scripted start delay.
@@ -97,22 +125,34 @@ func (ps *podState) after(d time.Duration, f func()) *time.Timer {
 	})
 }
 
+// start runs the init containers in order, then the app containers.
 func (ps *podState) start() {
-	now := metav1.Now()
-	// Init containers complete at once.
-	for _, c := range ps.pod.init {
-		ps.init = append(ps.init, corev1.ContainerStatus{
-			Name: c.name, Image: c.image, ImageID: "mock://" + c.image,
-			ContainerID: ps.containerID(c.name), Started: ptr.To(false),
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: 0, Reason: "Completed", StartedAt: now, FinishedAt: now, ContainerID: ps.containerID(c.name),
-			}},
-		})
-	}
 	ps.started = true
+	ps.initPos = -1
+	ps.nextInit()
+}
+
+// nextInit moves on to the next init container, or the app containers
+// once every init container has completed (sidecars: started).
+func (ps *podState) nextInit() {
+	ps.initPos++
+	if ps.initPos < len(ps.init) {
+		ps.run(ps.init[ps.initPos])
+		return
+	}
 	for _, c := range ps.containers {
 		ps.run(c)
 	}
+}
+
+// isInit reports whether c is one of the pod's (non-sidecar) init containers.
+func (ps *podState) isInit(c *containerState) bool {
+	for _, ic := range ps.init {
+		if ic == c {
+			return !c.isSidecar()
+		}
+	}
+	return false
 }
 
 func (ps *podState) containerID(name string) string {
@@ -132,8 +172,20 @@ func (ps *podState) run(c *containerState) {
 	c.instances = append(c.instances, instance{start: now})
 	c.status.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now)}}
 	c.status.Ready, c.status.Started = true, ptr.To(true)
-	if c.script.runFor > 0 {
+	init := ps.isInit(c)
+	if init {
+		c.status.Ready = false // init containers are never ready
+	}
+	switch {
+	case c.script.runFor > 0:
 		c.timer = ps.after(c.script.runFor, func() { ps.exit(c, c.script.exitCode) })
+	case init:
+		// An unscripted init container completes at once.
+		ps.exit(c, c.script.exitCode)
+		return
+	}
+	if c.isSidecar() && ps.initPos < len(ps.init) && ps.init[ps.initPos] == c {
+		ps.nextInit()
 	}
 }
 
@@ -159,16 +211,26 @@ func (ps *podState) terminated(c *containerState, code int32, reason, msg string
 	c.status.State = corev1.ContainerState{Terminated: term}
 	c.status.Ready, c.status.Started = false, ptr.To(false)
 
+	init := ps.isInit(c)
 	restart := false
-	switch ps.pod.restartPolicy {
-	case corev1.RestartPolicyNever:
-	case corev1.RestartPolicyOnFailure:
+	switch {
+	case c.isSidecar():
+		restart = !ps.appsDone()
+	case ps.pod.restartPolicy == corev1.RestartPolicyNever:
+	case ps.pod.restartPolicy == corev1.RestartPolicyOnFailure || init:
+		// Init containers that succeeded are done, whatever the policy.
 		restart = code != 0
 	default: // Always, and the API's default
 		restart = true
 	}
 	if !restart || ps.deleted {
 		c.done = true
+		switch {
+		case init && code == 0 && !ps.deleted:
+			ps.nextInit()
+		case !init && !c.isSidecar() && ps.appsDone():
+			ps.stopSidecars()
+		}
 		return
 	}
 	c.status.LastTerminationState = corev1.ContainerState{Terminated: term}
@@ -180,6 +242,31 @@ func (ps *podState) terminated(c *containerState, code int32, reason, msg string
 		c.status.RestartCount++
 		ps.run(c)
 	})
+}
+
+// appsDone reports whether every app container has stopped for good.
+func (ps *podState) appsDone() bool {
+	for _, c := range ps.containers {
+		if !c.done {
+			return false
+		}
+	}
+	return true
+}
+
+// stopSidecars ends the sidecars once the app containers are done, as the
+// kubelet does.
+func (ps *podState) stopSidecars() {
+	for _, c := range ps.init {
+		if c.isSidecar() && !c.done {
+			c.stopTimer()
+			if c.status.State.Running != nil {
+				ps.exit(c, 0)
+			} else {
+				c.done = true
+			}
+		}
+	}
 }
 
 // update takes a new spec: containers whose image changed restart with it.
@@ -214,13 +301,11 @@ func (ps *podState) kill() {
 	ps.stopTimers()
 	ps.deleted = true
 	now := time.Now()
-	if !ps.started {
-		ps.started = true
-		for _, c := range ps.containers {
+	ps.started, ps.initPos = true, len(ps.init)
+	for _, c := range ps.all() {
+		if !c.ran {
 			c.instances = append(c.instances, instance{start: now, end: now})
 		}
-	}
-	for _, c := range ps.containers {
 		switch {
 		case c.status.State.Running != nil:
 			ps.exit(c, 0)
@@ -239,7 +324,7 @@ func (ps *podState) stopTimers() {
 	if ps.startTimer != nil {
 		ps.startTimer.Stop()
 	}
-	for _, c := range ps.containers {
+	for _, c := range ps.all() {
 		c.stopTimer()
 	}
 }
@@ -256,6 +341,14 @@ func (c *containerState) stopTimer() {
 // in between.
 func (ps *podState) phase() corev1.PodPhase {
 	if !ps.started {
+		return corev1.PodPending
+	}
+	for _, c := range ps.init {
+		if t := c.status.State.Terminated; c.done && !c.isSidecar() && t != nil && t.ExitCode != 0 {
+			return corev1.PodFailed // an init container failed for good
+		}
+	}
+	if ps.initPos < len(ps.init) {
 		return corev1.PodPending
 	}
 	allDone, allZero := true, true
@@ -289,8 +382,8 @@ func (ps *podState) snapshot() *corev1.Pod {
 		Spec:   corev1.PodSpec{NodeName: ps.pod.nodeName, RestartPolicy: ps.pod.restartPolicy},
 		Status: ps.status(),
 	}
-	for _, c := range ps.pod.init {
-		pod.Spec.InitContainers = append(pod.Spec.InitContainers, c.container())
+	for _, c := range ps.init {
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, c.spec.container())
 	}
 	for _, c := range ps.containers {
 		pod.Spec.Containers = append(pod.Spec.Containers, c.spec.container())
@@ -309,34 +402,15 @@ func (ps *podState) notification() *corev1.Pod {
 
 // status is the pod's current status.
 func (ps *podState) status() corev1.PodStatus {
-	phase := ps.phase()
-	ready := corev1.ConditionTrue
-	statuses := make([]corev1.ContainerStatus, len(ps.containers))
-	for i, c := range ps.containers {
-		statuses[i] = *c.status.DeepCopy()
-		if !c.status.Ready {
-			ready = corev1.ConditionFalse
-		}
-	}
-	boolCond := func(b bool) corev1.ConditionStatus {
-		if b {
-			return corev1.ConditionTrue
-		}
-		return corev1.ConditionFalse
-	}
 	created := metav1.NewTime(ps.created)
+	// The conditions (Initialized, Ready, ...) are left to the pod
+	// controller, which derives them from these statuses as a kubelet does.
 	status := corev1.PodStatus{
-		Phase:                 phase,
+		Phase:                 ps.phase(),
 		HostIP:                ps.p.internalIP,
-		InitContainerStatuses: append([]corev1.ContainerStatus(nil), ps.init...),
-		ContainerStatuses:     statuses,
+		InitContainerStatuses: statuses(ps.init),
+		ContainerStatuses:     statuses(ps.containers),
 		StartTime:             &created,
-		Conditions: []corev1.PodCondition{
-			{Type: corev1.PodReadyToStartContainers, Status: boolCond(ps.started), LastTransitionTime: created},
-			{Type: corev1.PodInitialized, Status: boolCond(ps.started), LastTransitionTime: created},
-			{Type: corev1.ContainersReady, Status: ready, LastTransitionTime: created},
-			{Type: corev1.PodReady, Status: ready, LastTransitionTime: created},
-		},
 	}
 	if ps.p.internalIP != "" {
 		status.HostIPs = []corev1.HostIP{{IP: ps.p.internalIP}}
@@ -345,4 +419,15 @@ func (ps *podState) status() corev1.PodStatus {
 		status.PodIP, status.PodIPs = ps.ip, []corev1.PodIP{{IP: ps.ip}}
 	}
 	return status
+}
+
+func statuses(cs []*containerState) []corev1.ContainerStatus {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]corev1.ContainerStatus, len(cs))
+	for i, c := range cs {
+		out[i] = *c.status.DeepCopy()
+	}
+	return out
 }

@@ -55,6 +55,19 @@ type script struct {
 	logInterval  time.Duration
 }
 
+// parseScripts reads the scripts of containers.
+func parseScripts(pod *corev1.Pod, containers []corev1.Container) ([]script, error) {
+	scripts := make([]script, len(containers))
+	for i, c := range containers {
+		s, err := parseScript(pod, c.Name)
+		if err != nil {
+			return nil, err
+		}
+		scripts[i] = s
+	}
+	return scripts, nil
+}
+
 // parseScript reads a container's script from the pod's annotations. A bad
 // value is an InvalidInput error naming the annotation: the pod is rejected.
 func parseScript(pod *corev1.Pod, container string) (script, error) {
