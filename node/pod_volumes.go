@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"hash/fnv"
 	"slices"
 	"strings"
 	"sync"
@@ -59,6 +60,10 @@ type podVolumes struct {
 	handler  PodVolumeHandler
 	resolver volume.Resolver
 	queue    *queue.Queue
+	// locks serialise resolving and delivering per pod (striped by key),
+	// so the sync and volume queues cannot hand over older contents after
+	// newer ones.
+	locks [64]sync.Mutex
 
 	mu sync.Mutex
 	// delivered is what the provider was last given, per pod key.
@@ -100,11 +105,14 @@ func (pc *PodController) setVolumes(ctx context.Context, pod, forProvider *corev
 	if v == nil {
 		return nil
 	}
+	key := podKey(pod)
+	lock := &v.locks[fnv32(key)%uint32(len(v.locks))]
+	lock.Lock()
+	defer lock.Unlock()
 	contents, err := v.resolver.Resolve(ctx, pod)
 	if err != nil {
 		return err
 	}
-	key := podKey(pod)
 	sum := contents.Sum()
 	v.mu.Lock()
 	prev, had := v.delivered[key]
@@ -140,12 +148,15 @@ func (pc *PodController) syncPodVolumes(ctx context.Context, key string) error {
 		pc.forgetVolumes(key)
 		return nil
 	}
-	rec := pc.pods.lookup(key)
-	if rec == nil || pod.DeletionTimestamp != nil || isTerminalPhase(pod.Status.Phase) {
+	if pod.DeletionTimestamp != nil || isTerminalPhase(pod.Status.Phase) {
 		return nil
 	}
-	if applied, _ := rec.appliedPod(); applied == nil || applied.uid != pod.UID {
-		return nil // not created yet: createOrUpdate delivers the volumes
+	v := pc.volumes
+	v.mu.Lock()
+	prev, had := v.delivered[key]
+	v.mu.Unlock()
+	if !had || prev.uid != pod.UID {
+		return nil // never delivered: createOrUpdate delivers the volumes first
 	}
 	ctx = withPodFields(ctx, pod)
 	err = pc.setVolumes(ctx, pod, pod)
@@ -221,4 +232,10 @@ func isConfigError(err error) bool {
 	var missing *volume.MissingError
 	var invalid *volume.InvalidError
 	return errors.As(err, &missing) || errors.As(err, &invalid)
+}
+
+func fnv32(s string) uint32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(s))
+	return h.Sum32()
 }
