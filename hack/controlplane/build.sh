@@ -21,6 +21,22 @@ if [[ $complete == 1 ]]; then
 	exit 0
 fi
 
+# One build at a time per cache entry: a second caller (another worktree's
+# `make test`, a parallel CI step) waits for the first and then finds the
+# binaries, instead of compiling Kubernetes twice on the same cores.
+mkdir -p "$(dirname "$bin")"
+exec 9>"$bin.lock"
+if ! flock -n 9; then
+	echo "waiting for another build of $bin" >&2
+	flock 9
+	complete=1
+	for b in "${want[@]}"; do [[ -x "$bin/$b" ]] || complete=0; done
+	if [[ $complete == 1 ]]; then
+		echo "$bin"
+		exit 0
+	fi
+fi
+
 echo "building control plane $VK_K8S_VERSION + etcd $VK_ETCD_VERSION into $bin (cold build: ~10 min on 2 cores)" >&2
 start=$(date +%s)
 tmp="$bin.tmp.$$"
