@@ -31,6 +31,9 @@ type session struct {
 	domain string
 	// mounted finds files in the container's volume mounts.
 	mounted func(string) (volume.File, bool)
+	// shell is set when attaching reaches an interactive shell (see
+	// isShell) rather than the container's output.
+	shell bool
 }
 
 // termSize tracks the latest terminal size of a TTY session.
@@ -85,8 +88,9 @@ func (p *Provider) session(ctx context.Context, namespace, podName, containerNam
 	var env []corev1.EnvVar
 	var pod *podInfo
 	var mounted func(string) (volume.File, bool)
-	running := false
+	running, shell := false, false
 	if err == nil {
+		shell = isShell(c)
 		env, pod, running = c.spec.env, ps.pod, c.status.State.Running != nil
 		mounted = p.mountedFiles(ps, c.spec)
 	}
@@ -97,7 +101,7 @@ func (p *Provider) session(ctx context.Context, namespace, podName, containerNam
 	if !running {
 		return nil, errNotRunning(c)
 	}
-	s := &session{ctx: ctx, pod: pod, env: env, stdin: attach.Stdin(), stdout: io.Discard, stderr: io.Discard, tty: attach.TTY(), domain: p.domain, mounted: mounted}
+	s := &session{ctx: ctx, pod: pod, env: env, stdin: attach.Stdin(), stdout: io.Discard, stderr: io.Discard, tty: attach.TTY(), domain: p.domain, mounted: mounted, shell: shell}
 	if w := attach.Stdout(); w != nil {
 		s.stdout = w
 	}
@@ -278,6 +282,10 @@ func (p *Provider) AttachToContainer(ctx context.Context, namespace, podName, co
 		return err
 	}
 	defer closeStreams(attach)
+	if s.shell && s.stdin != nil {
+		p.runShell(namespace, podName, containerName, s)
+		return nil
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	logs, err := p.GetContainerLogs(ctx, namespace, podName, containerName, api.ContainerLogOpts{Tail: 0, Follow: true})

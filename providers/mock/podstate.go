@@ -25,7 +25,9 @@ type podState struct {
 	init       []*containerState
 	initPos    int
 	containers []*containerState
-	deleted    bool
+	// ephemeral are the containers kubectl debug added; they run once.
+	ephemeral []*containerState
+	deleted   bool
 }
 
 // containerState is one container's runtime state.
@@ -36,8 +38,10 @@ type containerState struct {
 	// ran is set once the container has run (or tried to) at least once.
 	ran bool
 	// done is set when it has stopped and will not restart.
-	done  bool
-	timer *time.Timer
+	done bool
+	// ephemeral is set on containers kubectl debug added.
+	ephemeral bool
+	timer     *time.Timer
 	// instances are the start and end of each run, for logs and stats; the
 	// last one has a zero end while the container runs.
 	instances []instance
@@ -76,7 +80,7 @@ func newContainerState(c corev1.Container, s script, waiting string) *containerS
 
 // container finds an app or init container by name.
 func (ps *podState) container(name string) *containerState {
-	for _, list := range [][]*containerState{ps.containers, ps.init} {
+	for _, list := range [][]*containerState{ps.containers, ps.init, ps.ephemeral} {
 		for _, c := range list {
 			if c.spec.name == name {
 				return c
@@ -88,7 +92,8 @@ func (ps *podState) container(name string) *containerState {
 
 // all returns the app and init containers.
 func (ps *podState) all() []*containerState {
-	return append(append(make([]*containerState, 0, len(ps.containers)+len(ps.init)), ps.containers...), ps.init...)
+	all := make([]*containerState, 0, len(ps.containers)+len(ps.init)+len(ps.ephemeral))
+	return append(append(append(all, ps.containers...), ps.init...), ps.ephemeral...)
 }
 
 // isSidecar reports whether an init container keeps running alongside the
@@ -143,6 +148,9 @@ func (ps *podState) nextInit() {
 	for _, c := range ps.containers {
 		ps.run(c)
 	}
+	for _, c := range ps.ephemeral {
+		ps.run(c) // added while the pod was being created
+	}
 }
 
 // isInit reports whether c is one of the pod's (non-sidecar) init containers.
@@ -173,8 +181,8 @@ func (ps *podState) run(c *containerState) {
 	c.status.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now)}}
 	c.status.Ready, c.status.Started = true, ptr.To(true)
 	init := ps.isInit(c)
-	if init {
-		c.status.Ready = false // init containers are never ready
+	if init || c.ephemeral {
+		c.status.Ready = false // init and ephemeral containers are never ready
 	}
 	switch {
 	case c.script.runFor > 0:
@@ -216,6 +224,8 @@ func (ps *podState) terminated(c *containerState, code int32, reason, msg string
 	switch {
 	case c.isSidecar():
 		restart = !ps.appsDone()
+	case c.ephemeral:
+		// Ephemeral containers are never restarted.
 	case ps.pod.restartPolicy == corev1.RestartPolicyNever:
 	case ps.pod.restartPolicy == corev1.RestartPolicyOnFailure || init:
 		// Init containers that succeeded are done, whatever the policy.
@@ -242,6 +252,25 @@ func (ps *podState) terminated(c *containerState, code int32, reason, msg string
 		c.status.RestartCount++
 		ps.run(c)
 	})
+}
+
+// addEphemeral starts the ephemeral containers the pod's spec gained (the
+// API server only ever adds them). It reports whether there were any.
+func (ps *podState) addEphemeral(pod *corev1.Pod) bool {
+	added := false
+	for _, ec := range pod.Spec.EphemeralContainers {
+		if ps.container(ec.Name) != nil {
+			continue
+		}
+		c := newContainerState(corev1.Container(ec.EphemeralContainerCommon), script{restartDelay: time.Second, logInterval: time.Second}, "ContainerCreating")
+		c.ephemeral = true
+		ps.ephemeral = append(ps.ephemeral, c)
+		if ps.started {
+			ps.run(c)
+		}
+		added = true
+	}
+	return added
 }
 
 // appsDone reports whether every app container has stopped for good.
@@ -273,7 +302,7 @@ func (ps *podState) stopSidecars() {
 // It reports whether the status changed.
 func (ps *podState) update(pod *corev1.Pod) bool {
 	ps.pod.labels, ps.pod.annotations = pod.Labels, pod.Annotations
-	changed := false
+	changed := ps.addEphemeral(pod)
 	for _, spec := range pod.Spec.Containers {
 		c := ps.container(spec.Name)
 		if c == nil || c.spec.image == spec.Image {
@@ -388,6 +417,10 @@ func (ps *podState) snapshot() *corev1.Pod {
 	for _, c := range ps.containers {
 		pod.Spec.Containers = append(pod.Spec.Containers, c.spec.container())
 	}
+	for _, c := range ps.ephemeral {
+		pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, corev1.EphemeralContainer{
+			EphemeralContainerCommon: corev1.EphemeralContainerCommon(c.spec.container())})
+	}
 	return pod
 }
 
@@ -410,7 +443,9 @@ func (ps *podState) status() corev1.PodStatus {
 		HostIP:                ps.p.internalIP,
 		InitContainerStatuses: statuses(ps.init),
 		ContainerStatuses:     statuses(ps.containers),
-		StartTime:             &created,
+		// Like the kubelet, no readiness for ephemeral containers.
+		EphemeralContainerStatuses: statuses(ps.ephemeral),
+		StartTime:                  &created,
 	}
 	if ps.p.internalIP != "" {
 		status.HostIPs = []corev1.HostIP{{IP: ps.p.internalIP}}
