@@ -3,6 +3,8 @@ package main_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -100,5 +102,54 @@ func TestVolumeFilesThroughKubectl(t *testing.T) {
 	waitPod(t, c.Client, ns, "plain", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	if out, err := c.Kubectl(ctx, "-n", ns, "exec", "plain", "--", "cat", sa+"token"); err == nil || !strings.Contains(out, "No such file") {
 		t.Errorf("automountServiceAccountToken: false, yet a token: %v %q", err, out)
+	}
+}
+
+// TestKubectlCp copies a file into a pod and files (a copied one and a
+// mounted ConfigMap's) out of it, with kubectl cp and the mock's tar.
+func TestKubectlCp(t *testing.T) {
+	c := testcluster.Shared(t)
+	ctx := context.Background()
+	ns := c.Namespace(t)
+	d := startDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")))
+	waitNodeReady(t, c.Client, d.name)
+
+	if _, err := c.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "site"},
+		Data: map[string]string{"index.html": "<h1>hi</h1>\n", "robots.txt": "no\n"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.PodSpec{
+			NodeName: d.name, Tolerations: tolerate,
+			Volumes: []corev1.Volume{{Name: "site", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "site"}}}}},
+			Containers: []corev1.Container{{Name: "app", Image: "nginx", VolumeMounts: []corev1.VolumeMount{
+				{Name: "site", MountPath: "/usr/share/nginx/html"}}}},
+		},
+	}
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, c.Client, ns, "web", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+
+	local := t.TempDir()
+	in := filepath.Join(local, "notes.txt")
+	if err := os.WriteFile(in, []byte("copied in\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, c, "-n", ns, "cp", in, "web:/tmp/notes.txt")
+	if out := kubectl(t, c, "-n", ns, "exec", "web", "--", "cat", "/tmp/notes.txt"); out != "copied in\n" {
+		t.Errorf("file copied in: %q", out)
+	}
+	kubectl(t, c, "-n", ns, "cp", "web:/tmp/notes.txt", filepath.Join(local, "back.txt"))
+	if data, err := os.ReadFile(filepath.Join(local, "back.txt")); err != nil || string(data) != "copied in\n" {
+		t.Errorf("file copied out: %q %v", data, err)
+	}
+	kubectl(t, c, "-n", ns, "cp", "web:/usr/share/nginx/html", filepath.Join(local, "html"))
+	for name, want := range map[string]string{"index.html": "<h1>hi</h1>\n", "robots.txt": "no\n"} {
+		if data, err := os.ReadFile(filepath.Join(local, "html", name)); err != nil || string(data) != want {
+			t.Errorf("mounted %s copied out: %q %v", name, data, err)
+		}
 	}
 }

@@ -31,6 +31,10 @@ type session struct {
 	domain string
 	// mounted finds files in the container's volume mounts.
 	mounted func(string) (volume.File, bool)
+	// mounts lists the files of the volume mounts.
+	mounts func() []string
+	// fs holds the files written into the container.
+	fs *containerFS
 	// shell is set when attaching reaches an interactive shell (see
 	// isShell) rather than the container's output.
 	shell bool
@@ -54,7 +58,9 @@ func (t *termSize) get() api.TermSize {
 //	echo ARGS...      print ARGS
 //	cat               copy stdin to stdout
 //	cat /etc/resolv.conf, cat /etc/hostname   the files a kubelet writes for pods
-//	cat PATH          a file of a configMap, secret, downwardAPI or projected volume mount
+//	cat PATH          a file of a configMap, secret, downwardAPI or projected volume mount, or copied in
+//	tar cf - PATH, tar -xmf - [-C DIR]   archive out, extract in (kubectl cp both ways)
+//	test -e|-f|-d PATH
 //	env, printenv     print the container's (resolved) environment
 //	printenv NAME...  print those variables' values; exit 1 if one is unset
 //	env CMD...        run CMD
@@ -88,11 +94,14 @@ func (p *Provider) session(ctx context.Context, namespace, podName, containerNam
 	var env []corev1.EnvVar
 	var pod *podInfo
 	var mounted func(string) (volume.File, bool)
+	var mounts func() []string
+	var fs *containerFS
 	running, shell := false, false
 	if err == nil {
 		shell = isShell(c)
 		env, pod, running = c.spec.env, ps.pod, c.status.State.Running != nil
-		mounted = p.mountedFiles(ps, c.spec)
+		mounted, mounts = p.mountedFiles(ps, c.spec)
+		fs = &c.fs
 	}
 	p.mu.Unlock()
 	if err != nil {
@@ -101,7 +110,7 @@ func (p *Provider) session(ctx context.Context, namespace, podName, containerNam
 	if !running {
 		return nil, errNotRunning(c)
 	}
-	s := &session{ctx: ctx, pod: pod, env: env, stdin: attach.Stdin(), stdout: io.Discard, stderr: io.Discard, tty: attach.TTY(), domain: p.domain, mounted: mounted, shell: shell}
+	s := &session{ctx: ctx, pod: pod, env: env, stdin: attach.Stdin(), stdout: io.Discard, stderr: io.Discard, tty: attach.TTY(), domain: p.domain, mounted: mounted, mounts: mounts, fs: fs, shell: shell}
 	if w := attach.Stdout(); w != nil {
 		s.stdout = w
 	}
@@ -186,6 +195,10 @@ func (s *session) run(cmd []string) int {
 			return s.run(args)
 		}
 		s.printEnv()
+	case "test":
+		return s.test(args)
+	case "tar":
+		return s.tar(args)
 	case "hostname":
 		fmt.Fprintln(s.stdout, s.pod.name)
 	case "true":
@@ -238,6 +251,9 @@ func (s *session) file(name string) (string, bool) {
 		// What the kubelet writes for dnsPolicy ClusterFirst.
 		ns, d := s.pod.namespace, s.domain
 		return fmt.Sprintf("search %s.svc.%s svc.%s %s\noptions ndots:5\n", ns, d, d, d), true
+	}
+	if f, ok := s.fs.read(name); ok {
+		return string(f.data), true
 	}
 	if f, ok := s.mounted(name); ok {
 		return string(f.Data), true

@@ -41,7 +41,9 @@ type containerState struct {
 	done bool
 	// ephemeral is set on containers kubectl debug added.
 	ephemeral bool
-	timer     *time.Timer
+	// fs holds the files copied into the container.
+	fs    containerFS
+	timer *time.Timer
 	// instances are the start and end of each run, for logs and stats; the
 	// last one has a zero end while the container runs.
 	instances []instance

@@ -35,13 +35,37 @@ func (p *Provider) SetPodVolumes(_ context.Context, pod *corev1.Pod, contents *v
 }
 
 // mountedFiles returns how a container finds the files of its volume
-// mounts; p.mu must be held.
-func (p *Provider) mountedFiles(ps *podState, c containerSpec) func(string) (volume.File, bool) {
+// mounts, and lists them; p.mu must be held.
+func (p *Provider) mountedFiles(ps *podState, c containerSpec) (func(string) (volume.File, bool), func() []string) {
 	v := p.volumes[podKey(ps.pod.namespace, ps.pod.name)]
 	if v == nil || v.uid != ps.pod.uid {
-		return func(string) (volume.File, bool) { return volume.File{}, false }
+		return func(string) (volume.File, bool) { return volume.File{}, false }, func() []string { return nil }
 	}
-	return func(name string) (volume.File, bool) {
+	list := func() []string {
+		var names []string
+		for _, m := range c.mounts {
+			contents := v.current
+			if m.SubPath != "" {
+				contents = v.started
+			}
+			vol := contents.Volume(m.Name)
+			if vol == nil {
+				continue
+			}
+			for _, f := range vol.Files {
+				rel, ok := f.Path, true
+				if m.SubPath != "" {
+					rel, ok = strings.CutPrefix(f.Path, m.SubPath)
+					ok = ok && (rel == "" || strings.HasPrefix(rel, "/"))
+				}
+				if ok {
+					names = append(names, path.Join(m.MountPath, rel))
+				}
+			}
+		}
+		return names
+	}
+	lookup := func(name string) (volume.File, bool) {
 		mount, rel, ok := mountOf(c.mounts, path.Clean(name))
 		if !ok {
 			return volume.File{}, false
@@ -56,6 +80,7 @@ func (p *Provider) mountedFiles(ps *podState, c containerSpec) func(string) (vol
 		}
 		return vol.File(rel)
 	}
+	return lookup, list
 }
 
 // mountOf finds the mount holding the absolute path name (the deepest, if

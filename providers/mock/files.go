@@ -1,0 +1,210 @@
+package mock
+
+import (
+	"archive/tar"
+	"bytes"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// containerFS holds the files written into a container (kubectl cp into
+// it); everything else the container sees is built in or mounted.
+type containerFS struct {
+	mu    sync.Mutex
+	files map[string]fsFile
+}
+
+type fsFile struct {
+	data []byte
+	mode int64
+}
+
+func (f *containerFS) write(name string, data []byte, mode int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.files == nil {
+		f.files = map[string]fsFile{}
+	}
+	f.files[name] = fsFile{data: data, mode: mode}
+}
+
+func (f *containerFS) read(name string) (fsFile, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	file, ok := f.files[name]
+	return file, ok
+}
+
+func (f *containerFS) names() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, 0, len(f.files))
+	for name := range f.files {
+		out = append(out, name)
+	}
+	return out
+}
+
+// tree lists every file the session's container has: written, mounted
+// and built in, by absolute path.
+func (s *session) tree() []string {
+	names := append(s.fs.names(), "/etc/hostname", "/etc/resolv.conf")
+	names = append(names, s.mountedNames()...)
+	sort.Strings(names)
+	return names
+}
+
+// isDir reports whether name is a directory: one holding some file.
+func (s *session) isDir(name string) bool {
+	name = path.Clean(name)
+	if name == "/" {
+		return true
+	}
+	for _, f := range s.tree() {
+		if strings.HasPrefix(f, name+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// fileMode is a file's permission bits (0644 for the built-in ones).
+func (s *session) fileMode(name string) int64 {
+	if f, ok := s.fs.read(name); ok {
+		return f.mode
+	}
+	if f, ok := s.mounted(name); ok {
+		return int64(f.Mode)
+	}
+	return 0o644
+}
+
+// test implements test -e, -f and -d PATH.
+func (s *session) test(args []string) int {
+	if len(args) != 2 {
+		fmt.Fprintln(s.stderr, "test: the mock supports test -e|-f|-d PATH")
+		return 2
+	}
+	_, isFile := s.file(path.Clean(args[1]))
+	isDir := s.isDir(args[1])
+	ok := false
+	switch args[0] {
+	case "-e":
+		ok = isFile || isDir
+	case "-f":
+		ok = isFile
+	case "-d":
+		ok = isDir
+	default:
+		fmt.Fprintf(s.stderr, "test: unsupported operator %s\n", args[0])
+		return 2
+	}
+	if ok {
+		return 0
+	}
+	return 1
+}
+
+// tar implements what kubectl cp runs: "tar cf - PATH" writes PATH (a file
+// or a directory) as an archive to stdout, with names relative to /;
+// "tar -xmf - [-C DIR]" extracts stdin's archive into the container.
+func (s *session) tar(args []string) int {
+	var mode, dir string
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		switch a := strings.TrimPrefix(args[i], "-"); {
+		case a == "cf" || a == "xf" || a == "xmf":
+			mode = a[:1]
+		case a == "C" && i+1 < len(args):
+			dir = args[i+1]
+			i++
+		case strings.HasPrefix(args[i], "--no-same-"):
+		default:
+			rest = append(rest, args[i])
+		}
+	}
+	switch {
+	case mode == "c" && len(rest) == 2 && rest[0] == "-":
+		return s.tarCreate(rest[1])
+	case mode == "x" && len(rest) == 1 && rest[0] == "-":
+		return s.tarExtract(dir)
+	}
+	fmt.Fprintln(s.stderr, "tar: the mock supports tar cf - PATH and tar -xmf - [-C DIR]")
+	return 2
+}
+
+func (s *session) tarCreate(name string) int {
+	name = path.Join("/", name)
+	var files []string
+	if _, ok := s.file(name); ok {
+		files = []string{name}
+	} else {
+		for _, f := range s.tree() {
+			if strings.HasPrefix(f, strings.TrimSuffix(name, "/")+"/") {
+				files = append(files, f)
+			}
+		}
+	}
+	if len(files) == 0 {
+		fmt.Fprintf(s.stderr, "tar: %s: Cannot stat: No such file or directory\n", name)
+		return 2
+	}
+	tw := tar.NewWriter(s.stdout)
+	for _, f := range files {
+		data, _ := s.file(f)
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(f, "/"), Mode: s.fileMode(f), Size: int64(len(data)), ModTime: time.Now()}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return 2
+		}
+		if _, err := io.WriteString(tw, data); err != nil {
+			return 2
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return 2
+	}
+	return 0
+}
+
+func (s *session) tarExtract(dir string) int {
+	if s.stdin == nil {
+		fmt.Fprintln(s.stderr, "tar: no input")
+		return 2
+	}
+	dir = path.Join("/", dir)
+	tr := tar.NewReader(s.stdin)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			fmt.Fprintf(s.stderr, "tar: %v\n", err)
+			return 2
+		}
+		if hdr.Typeflag != tar.TypeReg {
+			continue // directories are implied by their files
+		}
+		var data bytes.Buffer
+		if _, err := io.Copy(&data, tr); err != nil {
+			fmt.Fprintf(s.stderr, "tar: %v\n", err)
+			return 2
+		}
+		s.fs.write(path.Join(dir, hdr.Name), data.Bytes(), hdr.Mode&0o7777)
+	}
+	_, _ = io.Copy(io.Discard, s.stdin)
+	return 0
+}
+
+// mountedNames lists the files of the session's volume mounts.
+func (s *session) mountedNames() []string {
+	if s.mounts == nil {
+		return nil
+	}
+	return s.mounts()
+}
