@@ -25,6 +25,33 @@
 // by the controller; after a restart, pods the provider still has (GetPod)
 // are adopted and pods it lost are marked Failed, never created again.
 //
+// What a provider runs, as a kubelet would:
+//
+//   - Environment: env and envFrom arrive resolved (ConfigMaps, Secrets,
+//     the downward API, service links).
+//   - Volumes: a provider that also implements PodVolumeHandler gets the
+//     files of the pod's configMap, secret, downwardAPI and projected
+//     volumes, service-account tokens included (TokenRequest, bound to the
+//     pod), before CreatePod and whenever they change; package node/volume
+//     resolves them. Other volume kinds (emptyDir, persistentVolumeClaim,
+//     hostPath, image, csi, ...) are left in the spec for the provider.
+//   - Init containers run one at a time, in spec order, each to successful
+//     completion before the next starts, and all before the app containers;
+//     a failed one is restarted unless restartPolicy is Never, in which case
+//     the pod fails. Sidecars (init containers with restartPolicy Always)
+//     are started in their turn and keep running alongside the app
+//     containers. While they run the phase is Pending and
+//     initContainerStatuses tell how far the pod got.
+//   - Ephemeral containers (kubectl debug) arrive through UpdatePod, added
+//     to spec.ephemeralContainers; the provider starts them, never restarts
+//     them, reports ephemeralContainerStatuses, and accepts exec and attach
+//     to them.
+//
+// The pod conditions PodReadyToStartContainers, Initialized,
+// ContainersReady and Ready (readiness gates honoured) are computed from the
+// container statuses, as the kubelet does, when the provider's status leaves
+// them out; their transition times move only when they change.
+//
 // Both controllers are started with Run, which blocks until its context ends;
 // Ready is closed once a controller is up, and Done and Err tell how it ended.
 // The kubelet HTTP API (logs, exec, port-forward, stats) lives in package
