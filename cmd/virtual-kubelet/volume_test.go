@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,10 +18,11 @@ import (
 	"github.com/vkubelet/virtual-kubelet/internal/testcluster"
 )
 
-// TestVolumeFilesThroughKubectl reads a pod's service-account token, its
-// ca.crt and namespace, and a ConfigMap file with kubectl exec, as a user
-// would, and sees a ConfigMap update arrive.
-func TestVolumeFilesThroughKubectl(t *testing.T) {
+// TestPodFilesThroughKubectl is what a newcomer tries on the mock: read the
+// pod's service-account token, ca.crt and namespace, and a ConfigMap file
+// with kubectl exec, see a ConfigMap update arrive, kubectl cp both ways,
+// and kubectl debug -it into an ephemeral container.
+func TestPodFilesThroughKubectl(t *testing.T) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
 	ns := c.Namespace(t)
@@ -92,6 +94,43 @@ func TestVolumeFilesThroughKubectl(t *testing.T) {
 		t.Errorf("a subPath mount must keep its first contents: %q", out)
 	}
 
+	// kubectl cp in, and out: a copied file and the mounted directory.
+	local := t.TempDir()
+	in := filepath.Join(local, "notes.txt")
+	if err := os.WriteFile(in, []byte("copied in\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, c, "-n", ns, "cp", in, "hello:/tmp/notes.txt")
+	if out := kubectl(t, c, "-n", ns, "exec", "hello", "--", "cat", "/tmp/notes.txt"); out != "copied in\n" {
+		t.Errorf("file copied in: %q", out)
+	}
+	kubectl(t, c, "-n", ns, "cp", "hello:/tmp/notes.txt", filepath.Join(local, "back.txt"))
+	if data, err := os.ReadFile(filepath.Join(local, "back.txt")); err != nil || string(data) != "copied in\n" {
+		t.Errorf("file copied out: %q %v", data, err)
+	}
+	kubectl(t, c, "-n", ns, "cp", "hello:/usr/share/nginx/html", filepath.Join(local, "html"))
+	if data, err := os.ReadFile(filepath.Join(local, "html", "index.html")); err != nil || string(data) != "version 2\n" {
+		t.Errorf("mounted directory copied out: %q %v", data, err)
+	}
+
+	// kubectl debug -it adds an ephemeral container (the API server bumps
+	// the pod's generation, so it reaches UpdatePod); the session gets the
+	// mock's shell, whose exit code ends the container.
+	debug := exec.CommandContext(ctx, filepath.Join(c.Info.BinDir, "kubectl"), "--kubeconfig", c.Info.Kubeconfig, "-n", ns,
+		"debug", "-it", "hello", "--image=busybox", "--container=dbg")
+	debug.Stdin = strings.NewReader("hostname\necho hello from debug\nexit 3\n")
+	out, err := debug.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "hello\n") || !strings.Contains(string(out), "hello from debug\n") {
+		t.Fatalf("kubectl debug -it: %v\n%s", err, out)
+	}
+	p := waitPod(t, c.Client, ns, "hello", "debug container exited", func(p *corev1.Pod) bool {
+		s := p.Status.EphemeralContainerStatuses
+		return len(s) == 1 && s[0].Name == "dbg" && s[0].State.Terminated != nil
+	})
+	if code := p.Status.EphemeralContainerStatuses[0].State.Terminated.ExitCode; code != 3 || p.Status.Phase != corev1.PodRunning {
+		t.Errorf("debug container exit code %d (want 3), pod %s", code, p.Status.Phase)
+	}
+
 	// No automounting, no token.
 	plain := pod.DeepCopy()
 	plain.Name, plain.Spec.Volumes, plain.Spec.Containers[0].VolumeMounts = "plain", nil, nil
@@ -102,54 +141,5 @@ func TestVolumeFilesThroughKubectl(t *testing.T) {
 	waitPod(t, c.Client, ns, "plain", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	if out, err := c.Kubectl(ctx, "-n", ns, "exec", "plain", "--", "cat", sa+"token"); err == nil || !strings.Contains(out, "No such file") {
 		t.Errorf("automountServiceAccountToken: false, yet a token: %v %q", err, out)
-	}
-}
-
-// TestKubectlCp copies a file into a pod and files (a copied one and a
-// mounted ConfigMap's) out of it, with kubectl cp and the mock's tar.
-func TestKubectlCp(t *testing.T) {
-	c := testcluster.Shared(t)
-	ctx := context.Background()
-	ns := c.Namespace(t)
-	d := startDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")))
-	waitNodeReady(t, c.Client, d.name)
-
-	if _, err := c.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "site"},
-		Data: map[string]string{"index.html": "<h1>hi</h1>\n", "robots.txt": "no\n"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: corev1.PodSpec{
-			NodeName: d.name, Tolerations: tolerate,
-			Volumes: []corev1.Volume{{Name: "site", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-				LocalObjectReference: corev1.LocalObjectReference{Name: "site"}}}}},
-			Containers: []corev1.Container{{Name: "app", Image: "nginx", VolumeMounts: []corev1.VolumeMount{
-				{Name: "site", MountPath: "/usr/share/nginx/html"}}}},
-		},
-	}
-	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitPod(t, c.Client, ns, "web", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
-
-	local := t.TempDir()
-	in := filepath.Join(local, "notes.txt")
-	if err := os.WriteFile(in, []byte("copied in\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	kubectl(t, c, "-n", ns, "cp", in, "web:/tmp/notes.txt")
-	if out := kubectl(t, c, "-n", ns, "exec", "web", "--", "cat", "/tmp/notes.txt"); out != "copied in\n" {
-		t.Errorf("file copied in: %q", out)
-	}
-	kubectl(t, c, "-n", ns, "cp", "web:/tmp/notes.txt", filepath.Join(local, "back.txt"))
-	if data, err := os.ReadFile(filepath.Join(local, "back.txt")); err != nil || string(data) != "copied in\n" {
-		t.Errorf("file copied out: %q %v", data, err)
-	}
-	kubectl(t, c, "-n", ns, "cp", "web:/usr/share/nginx/html", filepath.Join(local, "html"))
-	for name, want := range map[string]string{"index.html": "<h1>hi</h1>\n", "robots.txt": "no\n"} {
-		if data, err := os.ReadFile(filepath.Join(local, "html", name)); err != nil || string(data) != want {
-			t.Errorf("mounted %s copied out: %q %v", name, data, err)
-		}
 	}
 }

@@ -13,30 +13,22 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 )
 
-func listers(t *testing.T, objs ...any) (corev1listers.ConfigMapLister, corev1listers.SecretLister) {
+// listers serves objs through an informer factory over a fake clientset.
+func listers(t *testing.T, objs ...runtime.Object) (corev1listers.ConfigMapLister, corev1listers.SecretLister) {
 	t.Helper()
-	cms := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	secrets := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	for _, o := range objs {
-		var err error
-		switch o.(type) {
-		case *corev1.ConfigMap:
-			err = cms.Add(o)
-		case *corev1.Secret:
-			err = secrets.Add(o)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	return corev1listers.NewConfigMapLister(cms), corev1listers.NewSecretLister(secrets)
+	factory := informers.NewSharedInformerFactory(fake.NewClientset(objs...), 0)
+	cms, secrets := factory.Core().V1().ConfigMaps().Lister(), factory.Core().V1().Secrets().Lister()
+	factory.Start(t.Context().Done())
+	factory.WaitForCacheSync(t.Context().Done())
+	t.Cleanup(factory.Shutdown)
+	return cms, secrets
 }
 
 // tokenClient answers TokenRequests with a numbered token valid for the
