@@ -120,20 +120,21 @@ func (pc *PodController) resyncWithProvider(ctx context.Context) {
 	}
 }
 
-// providerLost handles a pod the provider no longer has. A deleting pod is
-// done with; a running one is marked Failed, its containers terminated with
-// the kubelet's ContainerStatusUnknown.
+// providerLost handles a pod the provider no longer has: it is marked
+// Failed, its containers terminated with the kubelet's ContainerStatusUnknown,
+// unless its terminal status is already known. A deleting pod is then
+// removed, as the status handler removes any deleting pod that is done.
 func (pc *PodController) providerLost(ctx context.Context, key string, pod *corev1.Pod, rec *podRecord) {
-	if pod.DeletionTimestamp != nil {
-		pc.deleteQueue.Enqueue(key)
-		return
-	}
 	current := pc.freshestStatus(pod, rec)
 	if isTerminalStatus(current) {
+		if pod.DeletionTimestamp != nil {
+			pc.deleteQueue.Enqueue(key)
+		}
 		return
 	}
 	if pp := rec.providerPod(); pp != nil && isTerminalStatus(&pp.Status) {
-		return // the terminal status is on its way
+		pc.statusQueue.Enqueue(key) // the terminal status is on its way
+		return
 	}
 	log.G(ctx).Warn("the provider lost the pod; marking it Failed")
 	pc.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonProviderLost, "The pod is no longer in the provider")
