@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -484,9 +485,16 @@ func (n *NodeController) applyObject(ctx context.Context) (*corev1.Node, error) 
 	if err != nil {
 		return nil, err
 	}
+	annotations := n.desired.Annotations
+	if _, ok := annotations[TaintsAnnotation]; ok {
+		// writeTaints keeps it; a provider that copied it from the Node
+		// would fight that write with a stale value.
+		annotations = maps.Clone(annotations)
+		delete(annotations, TaintsAnnotation)
+	}
 	obj := corev1ac.Node(n.desired.Name).
 		WithLabels(n.desired.Labels).
-		WithAnnotations(n.desired.Annotations).
+		WithAnnotations(annotations).
 		WithSpec(specApply)
 	written, err := n.nodes.Apply(ctx, obj, applyOptions)
 	if err != nil {
