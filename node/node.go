@@ -676,15 +676,49 @@ func (n *NodeController) handleWriteError(ctx context.Context, span *trace.Span,
 // the status subresource: one request, no read. The UID makes it fail,
 // rather than write, if the Node is another one by now; a Node that is gone
 // is not created again by it (NotFound).
+//
+// Addresses with two of one type (a dual-stack node's two InternalIPs)
+// cannot be applied: server-side apply keys them by type and rejects
+// duplicates. Those are written after the apply, whole, by a JSON merge
+// patch, which replaces the list: a second request, only for such nodes.
 func (n *NodeController) applyStatus(ctx context.Context) error {
 	n.touchConditions()
-	status, err := asApplyConfiguration[corev1ac.NodeStatusApplyConfiguration](&n.desired.Status)
+	applied := &n.desired.Status
+	addresses := n.desired.Status.Addresses
+	patchAddresses := hasDuplicateTypes(addresses)
+	if patchAddresses {
+		applied = applied.DeepCopy()
+		applied.Addresses = nil
+	}
+	status, err := asApplyConfiguration[corev1ac.NodeStatusApplyConfiguration](applied)
 	if err != nil {
 		return err
 	}
 	obj := corev1ac.Node(n.desired.Name).WithUID(n.uid).WithStatus(status)
-	_, err = n.nodes.ApplyStatus(ctx, obj, applyOptions)
+	if _, err = n.nodes.ApplyStatus(ctx, obj, applyOptions); err != nil || !patchAddresses {
+		return err
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": n.uid},
+		"status":   map[string]any{"addresses": addresses},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = n.nodes.Patch(ctx, n.desired.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}, "status")
 	return err
+}
+
+// hasDuplicateTypes tells whether two addresses have the same type.
+func hasDuplicateTypes(addresses []corev1.NodeAddress) bool {
+	seen := make(map[corev1.NodeAddressType]bool, len(addresses))
+	for _, a := range addresses {
+		if seen[a.Type] {
+			return true
+		}
+		seen[a.Type] = true
+	}
+	return false
 }
 
 // asApplyConfiguration converts an API struct into its apply configuration

@@ -247,3 +247,31 @@ func TestControlPlaneTaintsSurvive(t *testing.T) {
 		t.Fatalf("taints after a status write: %v", n.Spec.Taints)
 	}
 }
+
+// TestDualStackAddresses registers a node with two InternalIPs, which
+// server-side apply cannot key, and then drops one.
+func TestDualStackAddresses(t *testing.T) {
+	c := testcluster.Shared(t)
+	ctx := context.Background()
+	v4 := corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "192.0.2.10"}
+	v6 := corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "2001:db8::10"}
+	host := corev1.NodeAddress{Type: corev1.NodeHostName, Address: "vk-dual"}
+	dual := func(name string) *corev1.Node {
+		n := nodeSpec(name)
+		n.Status.Addresses = []corev1.NodeAddress{v4, v6, host}
+		return n
+	}
+	np, name := startNodeWith(t, c, dual)
+	if got := getNode(t, c, name).Status.Addresses; !slices.Equal(got, []corev1.NodeAddress{v4, v6, host}) {
+		t.Fatalf("addresses %v, want both InternalIPs and the hostname", got)
+	}
+	update := nodeSpec(name)
+	update.Status.Addresses = []corev1.NodeAddress{v4, host}
+	if err := np.UpdateStatus(ctx, update); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "IPv6 address removed", func() (bool, string) {
+		got := getNode(t, c, name).Status.Addresses
+		return slices.Equal(got, []corev1.NodeAddress{v4, host}), fmt.Sprint(got)
+	})
+}
