@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -504,6 +505,25 @@ func TestConfig(t *testing.T) {
 		_, err := loadCapacity(path, c.node)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path) {
 			t.Errorf("%s: %v, want it to name %s and say %q", name, err, path, c.want)
+		}
+	}
+}
+
+func TestCPUTime(t *testing.T) {
+	for _, c := range []struct {
+		nanoCores uint64
+		d         time.Duration
+		want      uint64
+	}{
+		{250_000_000, 10 * time.Second, 2_500_000_000},
+		{250_000_000, 10*time.Second + time.Millisecond, 2_500_250_000},
+		{1_000_000_000_000, 24 * time.Hour, 86_400 * 1_000_000_000_000}, // 1000 cores for a day
+		{3, time.Second / 2, 1},
+		{250_000_000, -time.Second, 0},
+		{math.MaxUint64, math.MaxInt64, math.MaxUint64},
+	} {
+		if got := cpuTime(c.nanoCores, c.d); got != c.want {
+			t.Errorf("cpuTime(%d, %s) = %d, want %d", c.nanoCores, c.d, got, c.want)
 		}
 	}
 }

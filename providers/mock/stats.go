@@ -2,6 +2,8 @@ package mock
 
 import (
 	"context"
+	"math"
+	"math/bits"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -23,7 +25,11 @@ import (
 // node's over every pod it ran (deleted ones included) and the process, so
 // that none ever goes down.
 func (p *Provider) GetStatsSummary(context.Context) (*statsv1alpha1.Summary, error) {
-	now := time.Now()
+	// metrics-server divides the CPU time between two samples by the time
+	// between their timestamps, which the text format carries in
+	// milliseconds: sampling on whole milliseconds makes the rate it
+	// derives the scripted one exactly (kubectl top rounds 250.01m up).
+	now := time.Now().Truncate(time.Millisecond)
 	ts := metav1.NewTime(now)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -50,7 +56,7 @@ func (p *Provider) GetStatsSummary(context.Context) (*statsv1alpha1.Summary, err
 			pod.Containers = append(pod.Containers, statsv1alpha1.ContainerStats{
 				Name:      c.spec.name,
 				StartTime: metav1.NewTime(start),
-				CPU:       &statsv1alpha1.CPUStats{Time: ts, UsageNanoCores: ptr.To(cpu), UsageCoreNanoSeconds: ptr.To(cpuTime(cpu, start, now))},
+				CPU:       &statsv1alpha1.CPUStats{Time: ts, UsageNanoCores: ptr.To(cpu), UsageCoreNanoSeconds: ptr.To(cpuTime(cpu, now.Sub(start)))},
 				Memory:    &statsv1alpha1.MemoryStats{Time: ts, WorkingSetBytes: ptr.To(mem), UsageBytes: ptr.To(mem), RSSBytes: ptr.To(mem)},
 			})
 			podCPU, podMem = podCPU+cpu, podMem+mem
@@ -88,13 +94,19 @@ func (p *Provider) GetMetricsResource(ctx context.Context) ([]*dto.MetricFamily,
 // nanoCores is the container's scripted CPU usage.
 func nanoCores(c *containerState) uint64 { return uint64(c.script.cpu.MilliValue()) * 1_000_000 }
 
-// cpuTime is the CPU time, in core-nanoseconds, of running at nanoCores from
-// start to end.
-func cpuTime(nanoCores uint64, start, end time.Time) uint64 {
-	if !end.After(start) {
+// cpuTime is the CPU time, in core-nanoseconds, of running at nanoCores for
+// d, rounded down to the nanosecond (floating point would be off by more
+// after a day of many cores), or the largest figure if it does not fit.
+func cpuTime(nanoCores uint64, d time.Duration) uint64 {
+	if d <= 0 {
 		return 0
 	}
-	return uint64(float64(nanoCores) * end.Sub(start).Seconds())
+	hi, lo := bits.Mul64(nanoCores, uint64(d))
+	if hi >= uint64(time.Second) {
+		return math.MaxUint64
+	}
+	q, _ := bits.Div64(hi, lo, uint64(time.Second))
+	return q
 }
 
 // cpuTime is the CPU time, in core-nanoseconds, the pod's containers have
@@ -108,7 +120,7 @@ func (ps *podState) cpuTime(now time.Time) uint64 {
 			if end.IsZero() {
 				end = now
 			}
-			total += cpuTime(cpu, in.start, end)
+			total += cpuTime(cpu, end.Sub(in.start))
 		}
 	}
 	return total
