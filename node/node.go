@@ -301,9 +301,10 @@ func (n *NodeController) Run(ctx context.Context) (retErr error) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Add(1)
+	name := n.desired.Name // the control loop replaces n.desired
 	go func() {
 		defer wg.Done()
-		n.watchDeletion(ctx)
+		n.watchDeletion(ctx, name)
 	}()
 
 	close(n.ready)
@@ -802,8 +803,8 @@ func (n *NodeController) renewLease(ctx context.Context) {
 
 // watchDeletion signals the control loop when our Node is deleted, so it is
 // registered again at once rather than at the next status update.
-func (n *NodeController) watchDeletion(ctx context.Context) {
-	selector := fields.OneTermEqualSelector("metadata.name", n.desired.Name).String()
+func (n *NodeController) watchDeletion(ctx context.Context, name string) {
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector
