@@ -45,7 +45,7 @@ test: ## go vet, unit and e2e tests, all with -race, against a real control plan
 	@BIN=$(BIN) hack/test.sh
 
 # N pod counts for `make bench`; BENCH_ARGS adds flags (go run ./hack/bench -h).
-BENCH_N    ?= 1000,5000,10000
+BENCH_N    ?= 300,1000,5000,10000
 BENCH_OUT  ?= docs/bench
 BENCH_ARGS ?=
 
