@@ -133,6 +133,7 @@ func kubeletAPIHandler(ctx context.Context, o *Options, p provider.Provider, cli
 	}
 	if sp, ok := p.(provider.StatsProvider); ok {
 		cfg.GetStatsSummary = sp.GetStatsSummary
+		cfg.GetMetricsResource = sp.GetMetricsResource
 	}
 
 	clientCA, err := defaultClientCA(ctx, o, restCfg)

@@ -11,6 +11,7 @@ import (
 	"context"
 	"io"
 
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
@@ -63,9 +64,12 @@ type (
 	PortForwardProvider interface {
 		PortForward(ctx context.Context, namespace, podName string, port int32, stream io.ReadWriteCloser) error
 	}
-	// StatsProvider serves /stats/summary and /metrics/resource (kubectl top).
+	// StatsProvider serves /stats/summary and /metrics/resource (kubectl
+	// top, through metrics-server). api.MetricsResourceFromSummary builds
+	// the latter from the former.
 	StatsProvider interface {
 		GetStatsSummary(context.Context) (*statsv1alpha1.Summary, error)
+		GetMetricsResource(context.Context) ([]*dto.MetricFamily, error)
 	}
 )
 
