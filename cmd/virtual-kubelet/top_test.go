@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -44,9 +43,6 @@ func TestKubectlTopAndHPA(t *testing.T) {
 
 	// A pod of two containers, and a Deployment of two pods that request
 	// 500m and use 200m: 40% of their request.
-	usage := func(cpu, memory string) map[string]string {
-		return map[string]string{mock.AnnotationCPUUsage: cpu, mock.AnnotationMemoryUsage: memory}
-	}
 	pair := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "pair", Annotations: map[string]string{
 			mock.AnnotationCPUUsage + ".main": "250m", mock.AnnotationMemoryUsage + ".main": "64Mi",
@@ -59,24 +55,9 @@ func TestKubectlTopAndHPA(t *testing.T) {
 	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pair, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	podLabels := map[string]string{"app": "busy"}
-	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "busy"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](2),
-			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: usage("200m", "32Mi")},
-				Spec: corev1.PodSpec{
-					NodeSelector: map[string]string{corev1.LabelHostname: d.name},
-					Tolerations:  tolerate,
-					Containers: []corev1.Container{{Name: "app", Image: "nginx", Resources: corev1.ResourceRequirements{
-						Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")},
-					}}},
-				},
-			},
-		},
-	}
+	dep := deploymentOn(d.name, "busy", 2, map[string]string{mock.AnnotationCPUUsage: "200m", mock.AnnotationMemoryUsage: "32Mi"}, corev1.Container{Name: "app", Image: "nginx", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")},
+	}})
 	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
