@@ -26,10 +26,15 @@ import (
 type Provider interface {
 	node.PodLifecycleHandler
 
+	// Capacity, NodeConditions, NodeAddresses and NodeDaemonEndpoints are
+	// read once, to build the Node the daemon registers. A provider whose
+	// node changes later reports the whole node (node.NodeProvider's
+	// NotifyNodeStatus): what it no longer reports is removed.
+
 	// Capacity is the node's capacity; allocatable is the same.
 	Capacity(context.Context) corev1.ResourceList
 	// NodeConditions are the node's conditions (Ready and the pressure
-	// conditions), refreshed at every status update.
+	// conditions).
 	NodeConditions(context.Context) []corev1.NodeCondition
 	// NodeAddresses are the node's addresses; the InternalIP is where the
 	// API server reaches the kubelet API.
