@@ -9,7 +9,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/utils/ptr"
 
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 	"github.com/vkubelet/virtual-kubelet/node/log"
@@ -38,12 +37,7 @@ func (pc *PodController) pollStatuses(ctx context.Context) {
 		if applied, _ := rec.appliedPod(); applied == nil && pod.DeletionTimestamp == nil {
 			continue // the provider was never given it
 		}
-		var status *corev1.PodStatus
-		err := pc.traceProvider(ctx, "GetPodStatus", func(ctx context.Context) error {
-			var err error
-			status, err = pc.provider.GetPodStatus(ctx, pod.Namespace, pod.Name)
-			return err
-		})
+		status, err := pc.getPodStatus(ctx, pod)
 		switch {
 		case errdefs.IsNotFound(err) || (err == nil && status == nil):
 			pc.providerLost(ctx, key, pod, rec)
@@ -73,12 +67,17 @@ func (pc *PodController) resyncWithProvider(ctx context.Context) {
 	}
 	has := make(map[string]bool, len(provided))
 	for _, p := range provided {
+		if p == nil {
+			continue
+		}
 		key := podKey(p)
 		has[key] = true
 		if _, err := pc.lister.Pods(p.Namespace).Get(p.Name); !apierrors.IsNotFound(err) {
 			continue
 		}
-		if rec := pc.pods.lookup(key); rec != nil && rec.isProviderDeleted() {
+		// Run starts this loop only once the informers have synced, so a pod
+		// missing from the lister is not merely unseen yet.
+		if rec := pc.pods.lookup(key); rec != nil && (rec.isProviderDeleted() || rec.isCreating()) {
 			continue
 		}
 		log.G(withPodFields(ctx, p)).Info("deleting pod that no longer exists in Kubernetes from the provider")
@@ -106,66 +105,42 @@ func (pc *PodController) resyncWithProvider(ctx context.Context) {
 				continue
 			}
 		}
-		_, err := pc.provider.GetPodStatus(ctx, pod.Namespace, pod.Name)
-		if errdefs.IsNotFound(err) {
+		if _, err := pc.getPodStatus(ctx, pod); errdefs.IsNotFound(err) {
 			pc.providerLost(withPodFields(ctx, pod), key, pod, rec)
 		}
 	}
 }
 
-// providerLost handles a pod the provider no longer has. A deleting pod is
-// done with; a running one is marked Failed, its containers terminated with
-// the kubelet's ContainerStatusUnknown.
+// providerLost handles a pod the provider no longer has: it is marked
+// Failed, its containers terminated with the kubelet's ContainerStatusUnknown,
+// unless its terminal status is already known. A deleting pod is then
+// removed, as the status handler removes any deleting pod that is done.
 func (pc *PodController) providerLost(ctx context.Context, key string, pod *corev1.Pod, rec *podRecord) {
-	if pod.DeletionTimestamp != nil {
-		pc.deleteQueue.Enqueue(key)
-		return
-	}
 	current := pc.freshestStatus(pod, rec)
 	if isTerminalStatus(current) {
+		if pod.DeletionTimestamp != nil {
+			pc.deleteQueue.Enqueue(key)
+		}
 		return
 	}
 	if pp := rec.providerPod(); pp != nil && isTerminalStatus(&pp.Status) {
-		return // the terminal status is on its way
+		pc.statusQueue.Enqueue(key) // the terminal status is on its way
+		return
 	}
 	log.G(ctx).Warn("the provider lost the pod; marking it Failed")
 	pc.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonProviderLost, "The pod is no longer in the provider")
-	lost := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}, Status: lostStatus(*current)}
-	pc.StorePod(key, lost)
-	pc.statusQueue.Enqueue(key)
+	pc.queueStatus(pod, terminatedStatus(pod, *current,
+		ReasonProviderLost, "The pod was not found in the provider; it may have been deleted there",
+		"ContainerStatusUnknown", "The container could not be located when the pod was terminated"))
 }
 
-func lostStatus(s corev1.PodStatus) corev1.PodStatus {
-	s = *s.DeepCopy()
-	now := metav1.Now()
-	s.Phase = corev1.PodFailed
-	s.Reason = ReasonProviderLost
-	s.Message = "The pod was not found in the provider; it may have been deleted there"
-	for i := range s.ContainerStatuses {
-		c := &s.ContainerStatuses[i]
-		if c.State.Terminated != nil {
-			continue
-		}
-		started := metav1.Time{}
-		if c.State.Running != nil {
-			started = c.State.Running.StartedAt
-		}
-		c.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			ExitCode:    137,
-			Reason:      "ContainerStatusUnknown",
-			Message:     "The container could not be located when the pod was terminated",
-			StartedAt:   started,
-			FinishedAt:  now,
-			ContainerID: c.ContainerID,
-		}}
-		c.Ready = false
-		c.Started = ptr.To(false)
-	}
-	for i := range s.Conditions {
-		if t := s.Conditions[i].Type; t == corev1.PodReady || t == corev1.ContainersReady {
-			s.Conditions[i].Status = corev1.ConditionFalse
-			s.Conditions[i].LastTransitionTime = now
-		}
-	}
-	return s
+// getPodStatus asks the provider for a pod's status, in a span.
+func (pc *PodController) getPodStatus(ctx context.Context, pod *corev1.Pod) (*corev1.PodStatus, error) {
+	var status *corev1.PodStatus
+	err := pc.traceProvider(ctx, "GetPodStatus", func(ctx context.Context) error {
+		var err error
+		status, err = pc.provider.GetPodStatus(ctx, pod.Namespace, pod.Name)
+		return err
+	})
+	return status, err
 }

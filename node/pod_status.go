@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,8 +20,10 @@ import (
 
 // syncPodStatusFromProvider writes the provider's latest status of a pod to
 // Kubernetes, and once a deleting pod's terminal status is there, queues the
-// object's removal. A failed write is retried until it succeeds, so a
-// terminal status is never lost, even across an API server outage.
+// object's removal. A deleting pod the provider has not confirmed stopped by
+// its stop deadline gets a terminal status from the controller. A failed
+// write is retried until it succeeds, so a terminal status is never lost,
+// even across an API server outage.
 func (pc *PodController) syncPodStatusFromProvider(ctx context.Context, key string) error {
 	pod, err := pc.cachedPod(key)
 	if pod == nil {
@@ -33,7 +36,15 @@ func (pc *PodController) syncPodStatusFromProvider(ctx context.Context, key stri
 	ctx = withPodFields(ctx, pod)
 
 	current := pc.freshestStatus(pod, rec)
-	if pp := rec.providerPod(); pp != nil && (pp.UID == "" || pp.UID == pod.UID) {
+	pp := rec.providerPod()
+	if pp != nil && pp.UID != "" && pp.UID != pod.UID {
+		pp = nil // news of an earlier pod of the same name
+	}
+	if pod.DeletionTimestamp != nil && !isTerminalStatus(current) && (pp == nil || !isTerminalStatus(&pp.Status)) &&
+		!time.Now().Before(pc.stopDeadline(pod, rec)) {
+		pp = pc.stopUnconfirmed(ctx, pod, current)
+	}
+	if pp != nil {
 		status := mergeStatus(*current, pp.Status)
 		if err := pc.writeStatus(ctx, pod, rec, status); err != nil {
 			return err

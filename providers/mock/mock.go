@@ -46,6 +46,11 @@ type Provider struct {
 	pods   map[string]*podState
 	notify func(*corev1.Pod)
 	nextIP uint32
+	// retiredCPU is the CPU time, in core-nanoseconds, of deleted pods,
+	// which the node's cumulative figure keeps.
+	retiredCPU uint64
+	// self samples the process's own usage for the node's figures.
+	self *processUsage
 }
 
 var (
@@ -65,6 +70,7 @@ func New(_ context.Context, cfg provider.InitConfig) (provider.Provider, error) 
 	if err != nil {
 		return nil, err
 	}
+	now := time.Now()
 	p := &Provider{
 		nodeName:   cfg.NodeName,
 		os:         cfg.OperatingSystem,
@@ -72,10 +78,11 @@ func New(_ context.Context, cfg provider.InitConfig) (provider.Provider, error) 
 		daemonPort: cfg.DaemonPort,
 		domain:     cfg.ClusterDomain,
 		capacity:   conf.capacity,
-		startedAt:  time.Now(),
+		startedAt:  now,
 		faults:     newFaults(conf.faults),
 		clock:      realClock{},
 		pods:       map[string]*podState{},
+		self:       newProcessUsage(now),
 	}
 	if conf.stateDir != "" {
 		if p.state, err = openStateDir(p, conf.stateDir); err != nil {
@@ -179,6 +186,7 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 		return errdefs.NotFoundf("pod %s/%s is not in the mock provider", pod.Namespace, pod.Name)
 	}
 	ps.kill()
+	p.retiredCPU += ps.cpuTime(time.Now())
 	delete(p.pods, key)
 	p.changed(ps)
 	p.persist(ctx, p.state.deleted(ps))
