@@ -54,7 +54,9 @@ func NewPodsByNode(pods corev1informers.PodInformer) (*PodsByNode, error) {
 	}
 	p := &PodsByNode{informer: inf, handlers: map[string][]*nodeHandler{}}
 	p.reg, err = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc:    func(obj any, initial bool) { p.each(nodeOf(obj), func(h cache.ResourceEventHandler) { h.OnAdd(obj, initial) }) },
+		AddFunc: func(obj any, initial bool) {
+			p.each(nodeOf(obj), func(h cache.ResourceEventHandler) { h.OnAdd(obj, initial) })
+		},
 		UpdateFunc: p.update,
 		DeleteFunc: func(obj any) { p.each(nodeOf(obj), func(h cache.ResourceEventHandler) { h.OnDelete(obj) }) },
 	})
