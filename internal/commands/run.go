@@ -38,7 +38,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err := logging.Configure(o.LogLevel, nil); err != nil {
 		return err
 	}
-	ctx = log.WithLogger(ctx, logrus.WithFields(logrus.Fields{"node": o.NodeName, "provider": o.Provider}))
+	ctx = log.WithLogger(ctx, log.FromLogrus(logrus.WithFields(logrus.Fields{"node": o.NodeName, "provider": o.Provider})))
 	stopTracing, err := tracing.Setup(tracing.Options{
 		Exporters:               o.TraceExporters,
 		ServiceName:             o.TraceServiceName,
