@@ -51,7 +51,9 @@ func DefaultRateLimiter() workqueue.TypedRateLimiter[any] {
 }
 
 // stringKeys adapts a limiter of any items to the queue's string keys.
-type stringKeys struct{ l workqueue.TypedRateLimiter[any] }
+type stringKeys struct {
+	l workqueue.TypedRateLimiter[any]
+}
 
 func (s stringKeys) When(key string) time.Duration { return s.l.When(key) }
 func (s stringKeys) Forget(key string)             { s.l.Forget(key) }
