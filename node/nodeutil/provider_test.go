@@ -72,7 +72,9 @@ func TestNewNodeRunsWithTheProviderItBuilds(t *testing.T) {
 }
 
 func TestNewNodeRefusesBadInput(t *testing.T) {
-	newProvider := func(nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) { return fullProvider{}, nil, nil }
+	newProvider := func(nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
+		return fullProvider{}, nil, nil
+	}
 	client := nodeutil.WithClient(fake.NewClientset())
 	for _, tc := range []struct {
 		name string
