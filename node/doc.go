@@ -19,6 +19,12 @@
 // returns should use the kinds in package errdefs: GetPod and GetPodStatus
 // returning errdefs.NotFound tell the controller a pod is gone.
 //
+// Provider calls are retried until they succeed or fail with
+// errdefs.InvalidInput; a deleted pod whose stop the provider has not
+// reported by the end of its grace period plus GracePeriodMargin is finished
+// by the controller; after a restart, pods the provider still has (GetPod)
+// are adopted and pods it lost are marked Failed, never created again.
+//
 // Both controllers are started with Run, which blocks until its context ends;
 // Ready is closed once a controller is up, and Done and Err tell how it ended.
 // The kubelet HTTP API (logs, exec, port-forward, stats) lives in package

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,6 +51,9 @@ func nodeSpec(name string) *corev1.Node {
 	}
 }
 
+// nodeCancels holds the cancel func of each node startNode started.
+var nodeCancels sync.Map
+
 // startNode runs a virtual node for the test and stops it when the test ends.
 func startNode(t *testing.T, c *testcluster.Cluster, provider node.PodLifecycleHandler, tweak func(*nodeutil.Config)) (*nodeutil.Node, string) {
 	t.Helper()
@@ -76,6 +80,7 @@ func startNode(t *testing.T, c *testcluster.Cluster, provider node.PodLifecycleH
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	nodeCancels.Store(n, cancel)
 	go func() { _ = n.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()

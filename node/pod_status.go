@@ -4,28 +4,26 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 
-	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 	"github.com/vkubelet/virtual-kubelet/node/log"
 )
 
 // syncPodStatusFromProvider writes the provider's latest status of a pod to
 // Kubernetes, and once a deleting pod's terminal status is there, queues the
-// object's removal. A failed write is retried until it succeeds, so a
-// terminal status is never lost, even across an API server outage.
+// object's removal. A deleting pod the provider has not confirmed stopped by
+// its stop deadline gets a terminal status from the controller. A failed
+// write is retried until it succeeds, so a terminal status is never lost,
+// even across an API server outage.
 func (pc *PodController) syncPodStatusFromProvider(ctx context.Context, key string) error {
 	pod, err := pc.cachedPod(key)
 	if pod == nil {
@@ -38,7 +36,15 @@ func (pc *PodController) syncPodStatusFromProvider(ctx context.Context, key stri
 	ctx = withPodFields(ctx, pod)
 
 	current := pc.freshestStatus(pod, rec)
-	if pp := rec.providerPod(); pp != nil && (pp.UID == "" || pp.UID == pod.UID) {
+	pp := rec.providerPod()
+	if pp != nil && pp.UID != "" && pp.UID != pod.UID {
+		pp = nil // news of an earlier pod of the same name
+	}
+	if pod.DeletionTimestamp != nil && !isTerminalStatus(current) && (pp == nil || !isTerminalStatus(&pp.Status)) &&
+		!time.Now().Before(pc.stopDeadline(pod, rec)) {
+		pp = pc.stopUnconfirmed(ctx, pod, current)
+	}
+	if pp != nil {
 		status := mergeStatus(*current, pp.Status)
 		if err := pc.writeStatus(ctx, pod, rec, status); err != nil {
 			return err
@@ -187,210 +193,4 @@ func statusEqual(a, b *corev1.PodStatus) bool {
 	aj, err1 := json.Marshal(a)
 	bj, err2 := json.Marshal(b)
 	return err1 == nil && err2 == nil && bytes.Equal(aj, bj)
-}
-
-// deletePodFromKubernetes removes a deleting pod whose terminal status is
-// written (or that the provider never had): grace period 0, and only this
-// pod (UID precondition), as the kubelet finishes a deletion.
-func (pc *PodController) deletePodFromKubernetes(ctx context.Context, key string) error {
-	pod, err := pc.cachedPod(key)
-	if pod == nil {
-		return err
-	}
-	if pod.DeletionTimestamp == nil {
-		return nil
-	}
-	rec := pc.pods.get(key)
-	if rec.isObjectDeleted(pod.UID) {
-		return nil // the informer has not seen our delete yet
-	}
-	// The provider's terminal status must reach the API server first.
-	if pp := rec.providerPod(); pp != nil && pp.UID == pod.UID && isTerminalStatus(&pp.Status) && !isTerminalStatus(pc.freshestStatus(pod, rec)) {
-		pc.statusQueue.Enqueue(key)
-		return errTerminalStatusPending
-	}
-	ctx = withPodFields(ctx, pod)
-	err = pc.client.Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
-		GracePeriodSeconds: ptr.To[int64](0),
-		Preconditions:      &metav1.Preconditions{UID: &pod.UID},
-	})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil // gone, or a new pod of the same name that is not ours to delete
-	}
-	if err != nil {
-		return fmt.Errorf("deleting pod: %w", err)
-	}
-	rec.setObjectDeleted(pod.UID)
-	log.G(ctx).Debug("pod deleted")
-	return nil
-}
-
-// errTerminalStatusPending makes the delete queue retry a pod whose
-// terminal status is still being written.
-var errTerminalStatusPending = errors.New("the pod's terminal status is not written yet")
-
-// retryUntilPermanent retries a key as long as the error may pass (an API
-// server outage, a timeout, throttling) and gives up only on errors that
-// retrying cannot fix.
-func retryUntilPermanent(_ context.Context, key string, timesTried int, _ time.Time, err error) (*time.Duration, error) {
-	if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) ||
-		apierrors.IsMethodNotSupported(err) || errdefs.IsInvalidInput(err) {
-		return nil, fmt.Errorf("giving up on %s after %d tries: %w", key, timesTried, err)
-	}
-	return nil, nil
-}
-
-// pollStatuses asks a provider without PodNotifier for the status of every
-// pod it was given, and feeds changes into the status queue.
-func (pc *PodController) pollStatuses(ctx context.Context) {
-	pods, err := pc.lister.List(labels.Everything())
-	if err != nil {
-		log.G(ctx).WithError(err).Error("listing pods to poll")
-		return
-	}
-	for _, pod := range pods {
-		if ctx.Err() != nil {
-			return
-		}
-		if !pc.accept(ctx, pod) {
-			continue
-		}
-		key := podKey(pod)
-		rec := pc.pods.lookup(key)
-		if rec == nil {
-			continue
-		}
-		if applied, _ := rec.appliedPod(); applied == nil && pod.DeletionTimestamp == nil {
-			continue // the provider was never given it
-		}
-		var status *corev1.PodStatus
-		err := pc.traceProvider(ctx, "GetPodStatus", func(ctx context.Context) error {
-			var err error
-			status, err = pc.provider.GetPodStatus(ctx, pod.Namespace, pod.Name)
-			return err
-		})
-		switch {
-		case errdefs.IsNotFound(err) || (err == nil && status == nil):
-			pc.providerLost(ctx, key, pod, rec)
-		case err != nil:
-			continue
-		default:
-			seen := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}, Status: *status}
-			old, _ := pc.LoadPod(key)
-			pc.CheckAndUpdatePod(ctx, key, old, seen)
-		}
-	}
-}
-
-// resyncWithProvider compares the provider's pods with Kubernetes': pods only
-// the provider has are deleted from it; pods it was given but no longer has
-// are lost.
-func (pc *PodController) resyncWithProvider(ctx context.Context) {
-	started := time.Now()
-	var provided []*corev1.Pod
-	err := pc.traceProvider(ctx, "GetPods", func(ctx context.Context) error {
-		var err error
-		provided, err = pc.provider.GetPods(ctx)
-		return err
-	})
-	if err != nil {
-		return
-	}
-	has := make(map[string]bool, len(provided))
-	for _, p := range provided {
-		key := podKey(p)
-		has[key] = true
-		if _, err := pc.lister.Pods(p.Namespace).Get(p.Name); !apierrors.IsNotFound(err) {
-			continue
-		}
-		if rec := pc.pods.lookup(key); rec != nil && rec.isProviderDeleted() {
-			continue
-		}
-		log.G(withPodFields(ctx, p)).Info("deleting pod that no longer exists in Kubernetes from the provider")
-		if err := pc.callProvider(withPodFields(ctx, p), "DeletePod", p, pc.provider.DeletePod); err != nil && !errdefs.IsNotFound(err) {
-			continue
-		}
-	}
-
-	pods, err := pc.lister.List(labels.Everything())
-	if err != nil {
-		return
-	}
-	for _, pod := range pods {
-		key := podKey(pod)
-		if has[key] || !pc.accept(ctx, pod) {
-			continue
-		}
-		rec := pc.pods.lookup(key)
-		if rec == nil {
-			continue
-		}
-		// Only a pod the provider had before the list was taken can be lost.
-		if applied, at := rec.appliedPod(); applied == nil || at.After(started) {
-			if pod.DeletionTimestamp == nil || !rec.isProviderDeleted() {
-				continue
-			}
-		}
-		_, err := pc.provider.GetPodStatus(ctx, pod.Namespace, pod.Name)
-		if errdefs.IsNotFound(err) {
-			pc.providerLost(withPodFields(ctx, pod), key, pod, rec)
-		}
-	}
-}
-
-// providerLost handles a pod the provider no longer has. A deleting pod is
-// done with; a running one is marked Failed, its containers terminated with
-// the kubelet's ContainerStatusUnknown.
-func (pc *PodController) providerLost(ctx context.Context, key string, pod *corev1.Pod, rec *podRecord) {
-	if pod.DeletionTimestamp != nil {
-		pc.deleteQueue.Enqueue(key)
-		return
-	}
-	current := pc.freshestStatus(pod, rec)
-	if isTerminalStatus(current) {
-		return
-	}
-	if pp := rec.providerPod(); pp != nil && isTerminalStatus(&pp.Status) {
-		return // the terminal status is on its way
-	}
-	log.G(ctx).Warn("the provider lost the pod; marking it Failed")
-	pc.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonProviderLost, "The pod is no longer in the provider")
-	lost := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}, Status: lostStatus(*current)}
-	pc.StorePod(key, lost)
-	pc.statusQueue.Enqueue(key)
-}
-
-func lostStatus(s corev1.PodStatus) corev1.PodStatus {
-	s = *s.DeepCopy()
-	now := metav1.Now()
-	s.Phase = corev1.PodFailed
-	s.Reason = ReasonProviderLost
-	s.Message = "The pod was not found in the provider; it may have been deleted there"
-	for i := range s.ContainerStatuses {
-		c := &s.ContainerStatuses[i]
-		if c.State.Terminated != nil {
-			continue
-		}
-		started := metav1.Time{}
-		if c.State.Running != nil {
-			started = c.State.Running.StartedAt
-		}
-		c.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			ExitCode:    137,
-			Reason:      "ContainerStatusUnknown",
-			Message:     "The container could not be located when the pod was terminated",
-			StartedAt:   started,
-			FinishedAt:  now,
-			ContainerID: c.ContainerID,
-		}}
-		c.Ready = false
-		c.Started = ptr.To(false)
-	}
-	for i := range s.Conditions {
-		if t := s.Conditions[i].Type; t == corev1.PodReady || t == corev1.ContainersReady {
-			s.Conditions[i].Status = corev1.ConditionFalse
-			s.Conditions[i].LastTransitionTime = now
-		}
-	}
-	return s
 }

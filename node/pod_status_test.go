@@ -2,7 +2,10 @@ package node
 
 import (
 	"context"
+	"errors"
 	"testing"
+
+	"github.com/vkubelet/virtual-kubelet/node/queue"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,5 +61,42 @@ func TestWrittenStatusDroppedWhenInformerIsAhead(t *testing.T) {
 	got, err := client.CoreV1().Pods("ns").Get(context.Background(), "p", metav1.GetOptions{})
 	if err != nil || got.Status.Phase != corev1.PodRunning {
 		t.Fatalf("status not written: %v %v", got.Status.Phase, err)
+	}
+}
+
+// failingDelete fails every DeletePod with a transient error.
+type failingDelete struct{ nopProvider }
+
+func (failingDelete) DeletePod(context.Context, *corev1.Pod) error {
+	return errors.New("backend down")
+}
+
+// TestGiveUpLeavesNoRecord: when a caller's retry policy gives up on a pod
+// whose object is gone (here DeletePod keeps failing), nothing of the pod,
+// least of all its last object, stays in the controller.
+func TestGiveUpLeavesNoRecord(t *testing.T) {
+	client := fake.NewClientset()
+	podInformer := informers.NewSharedInformerFactory(client, 0).Core().V1().Pods()
+	pc, err := NewPodController(PodControllerConfig{
+		PodClient: client.CoreV1(), PodInformer: podInformer,
+		EventRecorder: record.NewFakeRecorder(10), Provider: failingDelete{},
+		SyncPodsFromKubernetesShouldRetryFunc: queue.DefaultRetryFunc,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u1"}}
+	pc.pods.get("ns/p").lastSeen(last)
+	ctx := context.Background()
+	err = pc.syncPodFromKubernetes(ctx, "ns/p")
+	if err == nil {
+		t.Fatal("DeletePod failed, yet the sync succeeded")
+	}
+	if pc.pods.lookup("ns/p") == nil {
+		t.Fatal("record dropped before giving up")
+	}
+	pc.gaveUp(ctx, "ns/p")
+	if pc.pods.lookup("ns/p") != nil {
+		t.Error("the record of a gone pod survived the give-up")
 	}
 }

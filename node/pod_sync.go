@@ -11,7 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 	"github.com/vkubelet/virtual-kubelet/node/internal/podenv"
@@ -39,6 +41,11 @@ const (
 	// ReasonCreateContainerConfigError is the waiting reason of containers
 	// whose environment cannot be resolved, as the kubelet reports it.
 	ReasonCreateContainerConfigError = "CreateContainerConfigError"
+	// ReasonProviderDidNotStop is recorded, and set as the pod's and its
+	// containers' reason, when the provider has not confirmed a deleted pod
+	// stopped by its deletion timestamp plus GracePeriodMargin: the
+	// controller writes the terminal status itself and removes the object.
+	ReasonProviderDidNotStop = "ProviderDidNotStop"
 )
 
 // syncPodFromKubernetes reconciles one pod from Kubernetes into the provider:
@@ -89,34 +96,62 @@ func (pc *PodController) podGone(ctx context.Context, key string) error {
 		namespace, name, _ := cache.SplitMetaNamespaceKey(key)
 		last = applied.stub(namespace, name)
 	}
-	if last != nil && !rec.isProviderDeleted() {
+	// A pod removed before the provider confirmed its stop (force deleted,
+	// or past its grace period) is stopped now: grace 0, as the kubelet
+	// kills what is left of a pod whose object is gone.
+	if sent, told := rec.providerDeletedWith(); last != nil &&
+		(!told || sent > 0 && (!isTerminalStatus(&last.Status) || rec.wasStopForced())) {
+		last = last.DeepCopy()
+		if told {
+			last.DeletionGracePeriodSeconds = ptr.To[int64](0)
+		}
 		ctx = withPodFields(ctx, last)
 		if err := pc.callProvider(ctx, "DeletePod", last, pc.provider.DeletePod); err != nil && !errdefs.IsNotFound(err) {
 			return err
 		}
 	}
-	pc.pods.remove(key)
-	pc.statusQueue.Forget(key)
-	pc.deleteQueue.Forget(key)
+	pc.forget(key)
 	return nil
 }
 
-// deleteFromProvider handles a pod being deleted gracefully. The object is
-// removed from Kubernetes once the provider's terminal status is written (see
-// syncPodStatusFromProvider), or at once if the provider does not have it.
+// forget drops everything the controller keeps for key.
+func (pc *PodController) forget(key string) {
+	pc.pods.remove(key)
+	pc.statusQueue.Forget(key)
+	pc.deleteQueue.Forget(key)
+}
+
+// gaveUp is called when a queue's retry policy gives up on key: a pod that
+// no longer exists keeps no record behind.
+func (pc *PodController) gaveUp(_ context.Context, key string) {
+	if pod, err := pc.cachedPod(key); pod == nil && err == nil {
+		pc.forget(key)
+	}
+}
+
+// deleteFromProvider handles a pod being deleted gracefully. The provider is
+// told again when the grace period shrinks (a second `kubectl delete` with a
+// shorter one). The object is removed from Kubernetes once the provider's
+// terminal status is written (see syncPodStatusFromProvider), at once if the
+// provider does not have the pod, and in any case soon after the grace
+// period ends: the status queue is asked to look again at that deadline.
 func (pc *PodController) deleteFromProvider(ctx context.Context, key string, pod *corev1.Pod, rec *podRecord) error {
-	if !rec.isProviderDeleted() {
-		err := pc.callProvider(ctx, "DeletePod", pod, pc.provider.DeletePod)
+	// Whatever the provider does, look again at the deadline (computed once
+	// the provider was told, which can move it).
+	defer func() { pc.statusQueue.EnqueueAfter(key, time.Until(pc.stopDeadline(pod, rec))) }()
+	grace := ptr.Deref(pod.DeletionGracePeriodSeconds, 0)
+	if sent, told := rec.providerDeletedWith(); !told || grace < sent {
+		err := pc.callProvider(ctx, "DeletePod", pod.DeepCopy(), pc.provider.DeletePod)
 		switch {
 		case errdefs.IsNotFound(err):
-			rec.setProviderDeleted()
+			rec.setProviderDeleted(grace)
 			pc.deleteQueue.Enqueue(key)
 			return nil
 		case err != nil:
 			pc.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonProviderDeleteFailed, "Provider failed to delete the pod: %v", err)
 			return err
 		}
-		rec.setProviderDeleted()
+		rec.setProviderDeleted(grace)
 	}
 	// A pod that had already finished gets no new status from the provider:
 	// the status handler sees it is terminal and deletes the object.
@@ -148,15 +183,22 @@ func (pc *PodController) createOrUpdate(ctx context.Context, pod *corev1.Pod, re
 	call := pc.provider.UpdatePod
 	if applied == nil {
 		op, reason, call, err = pc.firstSight(ctx, resolved)
+		if errors.Is(err, errProviderLost) {
+			pc.providerLost(ctx, podKey(pod), pod, rec)
+			return nil
+		}
 		if err != nil {
 			return err
 		}
 	}
 	if call != nil {
+		rec.setCreating(op == "CreatePod")
 		err := pc.callProvider(ctx, op, resolved, call)
+		rec.setCreating(false)
 		if errdefs.IsInvalidInput(err) {
 			pc.recorder.Eventf(pod, corev1.EventTypeWarning, reason, "Provider rejected the pod: %v", err)
-			return pc.reject(ctx, pod, rec, err)
+			pc.reject(pod, rec, err)
+			return nil
 		}
 		if err != nil {
 			pc.recorder.Eventf(pod, corev1.EventTypeWarning, reason, "Provider failed: %v", err)
@@ -167,9 +209,14 @@ func (pc *PodController) createOrUpdate(ctx context.Context, pod *corev1.Pod, re
 	return nil
 }
 
+// errProviderLost is firstSight's answer for a pod that ran before (its
+// status says so) but that the provider no longer has: after a restart, a
+// lost pod is reported lost, never silently started again.
+var errProviderLost = errors.New("the provider lost a pod that had started")
+
 // firstSight decides what to do with a pod this process has not handed to
 // the provider yet: the provider may already run it (we restarted), run an
-// older pod of the same name, or not have it.
+// older pod of the same name, not have it, or have lost it.
 func (pc *PodController) firstSight(ctx context.Context, resolved *corev1.Pod) (string, string, func(context.Context, *corev1.Pod) error, error) {
 	var existing *corev1.Pod
 	err := pc.traceProvider(ctx, "GetPod", func(ctx context.Context) error {
@@ -179,6 +226,9 @@ func (pc *PodController) firstSight(ctx context.Context, resolved *corev1.Pod) (
 	})
 	switch {
 	case errdefs.IsNotFound(err) || (err == nil && existing == nil):
+		if everStarted(&resolved.Status) {
+			return "", "", nil, errProviderLost
+		}
 		return "CreatePod", ReasonProviderCreateFailed, pc.provider.CreatePod, nil
 	case err != nil:
 		return "", "", nil, err
@@ -192,6 +242,22 @@ func (pc *PodController) firstSight(ctx context.Context, resolved *corev1.Pod) (
 		return "", "", nil, nil
 	}
 	return "UpdatePod", ReasonProviderUpdateFailed, pc.provider.UpdatePod, nil
+}
+
+// everStarted reports whether a pod's status shows it ran: a status only a
+// provider that had the pod can have written.
+func everStarted(s *corev1.PodStatus) bool {
+	if s.Phase == corev1.PodRunning {
+		return true
+	}
+	for _, list := range [][]corev1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
+		for _, c := range list {
+			if c.State.Running != nil || c.State.Terminated != nil || c.LastTerminationState.Terminated != nil || c.RestartCount > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // configError reports a pod whose environment cannot be resolved: Pending,
@@ -215,13 +281,20 @@ func (pc *PodController) configError(ctx context.Context, pod *corev1.Pod, rec *
 	status := pod.Status.DeepCopy()
 	status.Phase = corev1.PodPending
 	status.ContainerStatuses = waitingStatuses(pod.Spec.Containers, ReasonCreateContainerConfigError, err.Error())
-	if werr := pc.writeStatus(ctx, pod, rec, *status); werr != nil {
-		return werr
-	}
+	pc.queueStatus(pod, *status)
 	if isMissing {
 		return err
 	}
 	return nil
+}
+
+// queueStatus hands a status the controller decided itself (a config error,
+// a rejection, a lost pod) to the status queue, which writes it as it writes
+// the provider's: one writer per pod.
+func (pc *PodController) queueStatus(pod *corev1.Pod, status corev1.PodStatus) {
+	key := podKey(pod)
+	pc.StorePod(key, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}, Status: status})
+	pc.statusQueue.Enqueue(key)
 }
 
 func waitingStatuses(containers []corev1.Container, reason, msg string) []corev1.ContainerStatus {
@@ -238,12 +311,12 @@ func waitingStatuses(containers []corev1.Container, reason, msg string) []corev1
 
 // reject marks a pod the provider refused as invalid Failed; retrying an
 // invalid pod cannot succeed.
-func (pc *PodController) reject(ctx context.Context, pod *corev1.Pod, rec *podRecord, cause error) error {
-	status := pod.Status.DeepCopy()
+func (pc *PodController) reject(pod *corev1.Pod, rec *podRecord, cause error) {
+	status := pc.freshestStatus(pod, rec).DeepCopy()
 	status.Phase = corev1.PodFailed
 	status.Reason = ReasonProviderRejected
 	status.Message = fmt.Sprintf("The provider rejected the pod: %v", cause)
-	return pc.writeStatus(ctx, pod, rec, *status)
+	pc.queueStatus(pod, *status)
 }
 
 // callProvider runs one provider call on a pod in a span of its own.

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	corev1informers "k8s.io/client-go/informers/core/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -30,6 +31,10 @@ const (
 	// DefaultProviderResyncInterval is how often the provider's pods are
 	// compared with Kubernetes' to remove orphans and detect lost pods.
 	DefaultProviderResyncInterval = time.Minute
+	// DefaultGracePeriodMargin is how long past a deleted pod's grace
+	// period the controller waits for the provider to confirm the pod
+	// stopped before it writes the terminal status itself.
+	DefaultGracePeriodMargin = 5 * time.Second
 )
 
 // Names of the pod controller's work queues, as they appear in metrics and
@@ -79,17 +84,21 @@ type PodControllerConfig struct {
 
 	// SyncPodsFromKubernetesRateLimiter defines the rate limit for the SyncPodsFromKubernetes queue
 	SyncPodsFromKubernetesRateLimiter workqueue.TypedRateLimiter[any]
-	// SyncPodsFromKubernetesShouldRetryFunc allows for a custom retry policy for the SyncPodsFromKubernetes queue
+	// SyncPodsFromKubernetesShouldRetryFunc allows for a custom retry
+	// policy for the SyncPodsFromKubernetes queue. The default retries
+	// until the pod is handed to the provider, gone, or rejected as invalid
+	// input, however long the provider is failing; the rate limiter paces
+	// the tries (the default backs off to 30s between them).
 	SyncPodsFromKubernetesShouldRetryFunc ShouldRetryFunc
 
-	// DeletePodsFromKubernetesRateLimiter defines the rate limit for the DeletePodsFromKubernetesRateLimiter queue
+	// DeletePodsFromKubernetesRateLimiter defines the rate limit for the DeletePodsFromKubernetes queue
 	DeletePodsFromKubernetesRateLimiter workqueue.TypedRateLimiter[any]
 	// DeletePodsFromKubernetesShouldRetryFunc allows for a custom retry
 	// policy for the DeletePodsFromKubernetes queue. The default retries
 	// until the API server has the deletion, however long it is away.
 	DeletePodsFromKubernetesShouldRetryFunc ShouldRetryFunc
 
-	// SyncPodStatusFromProviderRateLimiter defines the rate limit for the SyncPodStatusFromProviderRateLimiter queue
+	// SyncPodStatusFromProviderRateLimiter defines the rate limit for the SyncPodStatusFromProvider queue
 	SyncPodStatusFromProviderRateLimiter workqueue.TypedRateLimiter[any]
 	// SyncPodStatusFromProviderShouldRetryFunc allows for a custom retry
 	// policy for the SyncPodStatusFromProvider queue. The default retries
@@ -120,6 +129,14 @@ type PodControllerConfig struct {
 	// them themselves.
 	SkipDownwardAPIResolution bool
 
+	// GracePeriodMargin is how long after a deleted pod's deletion
+	// timestamp (the end of its grace period) the controller waits for the
+	// provider to report it stopped (default DefaultGracePeriodMargin).
+	// Then it writes a terminal status itself (containers terminated with
+	// reason ProviderDidNotStop), records an Event and removes the object,
+	// so no pod stays Terminating because its provider never answered.
+	GracePeriodMargin time.Duration
+
 	// ProviderCallObserver, if set, is told the method, duration and error
 	// of every provider call, for metrics. It must not block.
 	ProviderCallObserver func(method string, took time.Duration, err error)
@@ -139,6 +156,7 @@ type PodController struct {
 
 	pollInterval   time.Duration
 	resyncInterval time.Duration
+	graceMargin    time.Duration
 	observe        func(method string, took time.Duration, err error)
 
 	syncQueue   *queue.Queue
@@ -169,6 +187,8 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 		return nil, fmt.Errorf("pod controller: StatusPollInterval must not be negative, got %s", cfg.StatusPollInterval)
 	case cfg.ProviderResyncInterval < 0:
 		return nil, fmt.Errorf("pod controller: ProviderResyncInterval must not be negative, got %s", cfg.ProviderResyncInterval)
+	case cfg.GracePeriodMargin < 0:
+		return nil, fmt.Errorf("pod controller: GracePeriodMargin must not be negative, got %s", cfg.GracePeriodMargin)
 	}
 	pc := &PodController{
 		provider:       cfg.Provider,
@@ -179,6 +199,7 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 		filter:         cfg.PodEventFilterFunc,
 		pollInterval:   cfg.StatusPollInterval,
 		resyncInterval: cfg.ProviderResyncInterval,
+		graceMargin:    cfg.GracePeriodMargin,
 		observe:        cfg.ProviderCallObserver,
 		pods:           newPodRecords(),
 		ready:          make(chan struct{}),
@@ -192,6 +213,9 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 	}
 	if pc.resyncInterval == 0 {
 		pc.resyncInterval = DefaultProviderResyncInterval
+	}
+	if pc.graceMargin == 0 {
+		pc.graceMargin = DefaultGracePeriodMargin
 	}
 	pc.syncedFuncs = append(pc.syncedFuncs, cfg.PodInformer.Informer().HasSynced)
 	pc.env.Node = cfg.Node
@@ -212,11 +236,14 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 	}
 
 	pc.syncQueue = queue.New(SyncPodsFromKubernetesQueue, cfg.SyncPodsFromKubernetesRateLimiter,
-		cfg.SyncPodsFromKubernetesShouldRetryFunc, pc.syncPodFromKubernetes)
+		orDefault(cfg.SyncPodsFromKubernetesShouldRetryFunc, retryUntilPermanent), pc.syncPodFromKubernetes)
 	pc.deleteQueue = queue.New(DeletePodsFromKubernetesQueue, cfg.DeletePodsFromKubernetesRateLimiter,
 		orDefault(cfg.DeletePodsFromKubernetesShouldRetryFunc, retryUntilPermanent), pc.deletePodFromKubernetes)
 	pc.statusQueue = queue.New(SyncPodStatusFromProviderQueue, cfg.SyncPodStatusFromProviderRateLimiter,
 		orDefault(cfg.SyncPodStatusFromProviderShouldRetryFunc, retryUntilPermanent), pc.syncPodStatusFromProvider)
+	for _, q := range []*queue.Queue{pc.syncQueue, pc.deleteQueue, pc.statusQueue} {
+		q.OnGiveUp(pc.gaveUp)
+	}
 	return pc, nil
 }
 
@@ -417,9 +444,14 @@ func (pc *PodController) SyncPodStatusFromProviderEnqueue(_ context.Context, key
 	pc.statusQueue.Enqueue(key)
 }
 
-// StorePod records pod as the provider's latest view of key.
+// StorePod records pod as the provider's latest view of key. Only the pod's
+// identity and status are kept, copied: the provider may go on changing its
+// object.
 func (pc *PodController) StorePod(key string, pod *corev1.Pod) {
-	pc.pods.get(key).setProviderPod(pod)
+	pc.pods.get(key).setProviderPod(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		Status:     *pod.Status.DeepCopy(),
+	})
 }
 
 // LoadPod returns the provider's latest view of key (a *corev1.Pod), as

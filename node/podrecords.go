@@ -32,8 +32,17 @@ type podRecord struct {
 	// tell the provider to delete a pod whose object vanished.
 	last *corev1.Pod
 	// providerDeleted is set once DeletePod succeeded or the provider did
-	// not have the pod.
+	// not have the pod; deleteGrace is the grace period it was given, so a
+	// shorter one is passed on.
 	providerDeleted bool
+	deleteGrace     int64
+	deletedAt       time.Time
+	// stopForced is set when the controller wrote a deleting pod's terminal
+	// status because the provider did not confirm the stop in time.
+	stopForced bool
+	// creating is set while CreatePod runs, so the provider resync does not
+	// take the pod being created for an orphan.
+	creating bool
 	// objectDeleted is the UID of the pod whose object we deleted (grace
 	// 0), so a stale informer does not make us delete it again.
 	objectDeleted types.UID
@@ -156,14 +165,47 @@ func (r *podRecord) isObjectDeleted(uid types.UID) bool {
 	return r.objectDeleted == uid
 }
 
-func (r *podRecord) setProviderDeleted() {
+func (r *podRecord) setProviderDeleted(grace int64) {
 	defer r.lock()()
-	r.providerDeleted = true
+	r.providerDeleted, r.deleteGrace, r.deletedAt = true, grace, time.Now()
 }
 
 func (r *podRecord) isProviderDeleted() bool {
 	defer r.lock()()
 	return r.providerDeleted
+}
+
+// providerDeletedWith returns the grace period DeletePod was given, and
+// whether it was called (and succeeded) at all.
+func (r *podRecord) providerDeletedWith() (int64, bool) {
+	defer r.lock()()
+	return r.deleteGrace, r.providerDeleted
+}
+
+// providerDeletedAt is when DeletePod last succeeded; zero if it has not.
+func (r *podRecord) providerDeletedAt() time.Time {
+	defer r.lock()()
+	return r.deletedAt
+}
+
+func (r *podRecord) setStopForced() {
+	defer r.lock()()
+	r.stopForced = true
+}
+
+func (r *podRecord) wasStopForced() bool {
+	defer r.lock()()
+	return r.stopForced
+}
+
+func (r *podRecord) setCreating(v bool) {
+	defer r.lock()()
+	r.creating = v
+}
+
+func (r *podRecord) isCreating() bool {
+	defer r.lock()()
+	return r.creating
 }
 
 func (r *podRecord) setWaitingForConfig(v bool) {
@@ -174,7 +216,8 @@ func (r *podRecord) setWaitingForConfig(v bool) {
 // reset forgets a previous incarnation of the key (same name, other UID).
 func (r *podRecord) reset() {
 	defer r.lock()()
-	r.applied, r.provider, r.patched, r.providerDeleted, r.waitingForConfig = nil, nil, nil, false, false
+	r.applied, r.provider, r.patched, r.waitingForConfig = nil, nil, nil, false
+	r.providerDeleted, r.deleteGrace, r.deletedAt, r.stopForced = false, 0, time.Time{}, false
 }
 
 // podRecords maps "namespace/name" to its record.

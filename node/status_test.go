@@ -148,28 +148,60 @@ func TestRetryUntilPermanent(t *testing.T) {
 	}
 }
 
-func TestLostStatus(t *testing.T) {
+func TestTerminatedStatus(t *testing.T) {
 	started := metav1.NewTime(time.Unix(50, 0))
-	s := lostStatus(corev1.PodStatus{
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a"}, {Name: "b"}, {Name: "never-reported", Image: "img"}}}}
+	s := terminatedStatus(pod, corev1.PodStatus{
 		Phase: corev1.PodRunning,
 		ContainerStatuses: []corev1.ContainerStatus{
 			{Name: "a", Ready: true, ContainerID: "x://1", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}},
 			{Name: "b", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}},
 		},
 		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-	})
-	if s.Phase != corev1.PodFailed || s.Reason != ReasonProviderLost {
-		t.Errorf("phase %s reason %s", s.Phase, s.Reason)
+	}, ReasonProviderLost, "gone", "ContainerStatusUnknown", "not located")
+	if s.Phase != corev1.PodFailed || s.Reason != ReasonProviderLost || s.Message != "gone" {
+		t.Errorf("phase %s reason %s message %q", s.Phase, s.Reason, s.Message)
 	}
 	a := s.ContainerStatuses[0]
 	if a.Ready || a.State.Terminated == nil || a.State.Terminated.ExitCode != 137 ||
-		a.State.Terminated.Reason != "ContainerStatusUnknown" || !a.State.Terminated.StartedAt.Equal(&started) || a.State.Terminated.ContainerID != "x://1" {
+		a.State.Terminated.Reason != "ContainerStatusUnknown" || a.State.Terminated.Message != "not located" ||
+		!a.State.Terminated.StartedAt.Equal(&started) || a.State.Terminated.ContainerID != "x://1" {
 		t.Errorf("running container not terminated as the kubelet does: %+v", a)
 	}
 	if b := s.ContainerStatuses[1]; b.State.Terminated.ExitCode != 0 {
 		t.Errorf("already terminated container changed: %+v", b)
 	}
+	if len(s.ContainerStatuses) != 3 {
+		t.Fatalf("want a status for each of the 3 containers, got %d", len(s.ContainerStatuses))
+	}
+	if c := s.ContainerStatuses[2]; c.Name != "never-reported" || c.Image != "img" || c.State.Terminated == nil || c.State.Terminated.ExitCode != 137 {
+		t.Errorf("container with no status not terminated: %+v", c)
+	}
 	if s.Conditions[0].Status != corev1.ConditionFalse {
 		t.Error("Ready must be false")
+	}
+	if !isTerminalStatus(&s) {
+		t.Error("not terminal")
+	}
+}
+
+func TestEverStarted(t *testing.T) {
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	waiting := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}
+	for _, tc := range []struct {
+		name string
+		s    corev1.PodStatus
+		want bool
+	}{
+		{"new pod", corev1.PodStatus{Phase: corev1.PodPending}, false},
+		{"creating", corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{State: waiting}}}, false},
+		{"config error", corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: ReasonCreateContainerConfigError}}}}}, false},
+		{"running", corev1.PodStatus{Phase: corev1.PodRunning}, true},
+		{"init running", corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{State: running}}}, true},
+		{"crash loop", corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{State: waiting, RestartCount: 2}}}, true},
+	} {
+		if got := everStarted(&tc.s); got != tc.want {
+			t.Errorf("%s: everStarted = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

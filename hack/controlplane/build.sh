@@ -14,11 +14,23 @@ source "$here/env.sh"
 bin=$(vk_controlplane_bin)
 want=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl)
 
-complete=1
-for b in "${want[@]}"; do [[ -x "$bin/$b" ]] || complete=0; done
-if [[ $complete == 1 ]]; then
+# Prints the bin directory and exits if every binary is there.
+exit_if_built() {
+	for b in "${want[@]}"; do [[ -x "$bin/$b" ]] || return 0; done
 	echo "$bin"
 	exit 0
+}
+exit_if_built
+
+# One build at a time per cache entry: a second caller (another worktree's
+# `make test`, a parallel CI step) waits for the first and then finds the
+# binaries, instead of compiling Kubernetes twice on the same cores.
+mkdir -p "$(dirname "$bin")"
+exec 9>"$bin.lock"
+if ! flock -n 9; then
+	echo "waiting for another build of $bin" >&2
+	flock 9
+	exit_if_built
 fi
 
 echo "building control plane $VK_K8S_VERSION + etcd $VK_ETCD_VERSION into $bin (cold build: ~10 min on 2 cores)" >&2

@@ -66,6 +66,8 @@ type Queue struct {
 	handler Handler
 	retry   ShouldRetryFunc
 
+	gaveUp func(ctx context.Context, key string)
+
 	mu         sync.Mutex
 	items      map[string]*itemState
 	processing int
@@ -93,6 +95,10 @@ func New(name string, limiter workqueue.TypedRateLimiter[any], retry ShouldRetry
 		items:   map[string]*itemState{},
 	}
 }
+
+// OnGiveUp sets f to be called with each key the retry policy gives up on,
+// so the caller can drop what it keeps for the key. Call it before Run.
+func (q *Queue) OnGiveUp(f func(ctx context.Context, key string)) { q.gaveUp = f }
 
 // Name returns the queue's name.
 func (q *Queue) Name() string { return q.name }
@@ -201,6 +207,9 @@ func (q *Queue) handleNext(ctx context.Context) bool {
 	case giveUp != nil:
 		log.G(ctx).WithError(giveUp).Error("not retrying")
 		q.Forget(key)
+		if q.gaveUp != nil {
+			q.gaveUp(ctx, key)
+		}
 	case delay != nil:
 		log.G(ctx).WithError(err).Debugf("retrying in %s", *delay)
 		q.q.AddAfter(key, *delay)

@@ -58,6 +58,12 @@ func TestRetryPolicyGetsTriesAndCanGiveUp(t *testing.T) {
 		return &d, nil
 	}
 	q := New("test", fastLimiter(), retry, func(context.Context, string) error { return errors.New("fail") })
+	var givenUp []string
+	q.OnGiveUp(func(_ context.Context, key string) {
+		mu.Lock()
+		defer mu.Unlock()
+		givenUp = append(givenUp, key)
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go q.Run(ctx, 1)
@@ -72,6 +78,9 @@ func TestRetryPolicyGetsTriesAndCanGiveUp(t *testing.T) {
 	defer mu.Unlock()
 	if len(tries) != 3 || tries[0] != 1 || tries[2] != 3 {
 		t.Errorf("tries = %v, want [1 2 3] and no more after giving up", tries)
+	}
+	if len(givenUp) != 1 || givenUp[0] != "k" {
+		t.Errorf("OnGiveUp saw %v, want [k]", givenUp)
 	}
 }
 

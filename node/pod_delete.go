@@ -1,0 +1,54 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"k8s.io/utils/ptr"
+
+	"github.com/vkubelet/virtual-kubelet/node/log"
+)
+
+// deletePodFromKubernetes removes a deleting pod whose terminal status is
+// written (or that the provider never had): grace period 0, and only this
+// pod (UID precondition), as the kubelet finishes a deletion.
+func (pc *PodController) deletePodFromKubernetes(ctx context.Context, key string) error {
+	pod, err := pc.cachedPod(key)
+	if pod == nil {
+		return err
+	}
+	if pod.DeletionTimestamp == nil {
+		return nil
+	}
+	rec := pc.pods.get(key)
+	if rec.isObjectDeleted(pod.UID) {
+		return nil // the informer has not seen our delete yet
+	}
+	// The provider's terminal status must reach the API server first.
+	if pp := rec.providerPod(); pp != nil && pp.UID == pod.UID && isTerminalStatus(&pp.Status) && !isTerminalStatus(pc.freshestStatus(pod, rec)) {
+		pc.statusQueue.Enqueue(key)
+		return errTerminalStatusPending
+	}
+	ctx = withPodFields(ctx, pod)
+	err = pc.client.Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: ptr.To[int64](0),
+		Preconditions:      &metav1.Preconditions{UID: &pod.UID},
+	})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // gone, or a new pod of the same name that is not ours to delete
+	}
+	if err != nil {
+		return fmt.Errorf("deleting pod: %w", err)
+	}
+	rec.setObjectDeleted(pod.UID)
+	log.G(ctx).Debug("pod deleted")
+	return nil
+}
+
+// errTerminalStatusPending makes the delete queue retry a pod whose
+// terminal status is still being written.
+var errTerminalStatusPending = errors.New("the pod's terminal status is not written yet")

@@ -1,0 +1,143 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/vkubelet/virtual-kubelet/node/errdefs"
+	"github.com/vkubelet/virtual-kubelet/node/log"
+)
+
+// pollStatuses asks a provider without PodNotifier for the status of every
+// pod it was given, and feeds changes into the status queue.
+func (pc *PodController) pollStatuses(ctx context.Context) {
+	pods, err := pc.lister.List(labels.Everything())
+	if err != nil {
+		log.G(ctx).WithError(err).Error("listing pods to poll")
+		return
+	}
+	for _, pod := range pods {
+		if ctx.Err() != nil {
+			return
+		}
+		if !pc.accept(ctx, pod) {
+			continue
+		}
+		key := podKey(pod)
+		rec := pc.pods.lookup(key)
+		if rec == nil {
+			continue
+		}
+		if applied, _ := rec.appliedPod(); applied == nil && pod.DeletionTimestamp == nil {
+			continue // the provider was never given it
+		}
+		var status *corev1.PodStatus
+		err := pc.traceProvider(ctx, "GetPodStatus", func(ctx context.Context) error {
+			var err error
+			status, err = pc.provider.GetPodStatus(ctx, pod.Namespace, pod.Name)
+			return err
+		})
+		switch {
+		case errdefs.IsNotFound(err) || (err == nil && status == nil):
+			pc.providerLost(ctx, key, pod, rec)
+		case err != nil:
+			continue
+		default:
+			seen := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}, Status: *status}
+			old, _ := pc.LoadPod(key)
+			pc.CheckAndUpdatePod(ctx, key, old, seen)
+		}
+	}
+}
+
+// resyncWithProvider compares the provider's pods with Kubernetes': pods only
+// the provider has are deleted from it; pods it was given but no longer has
+// are lost.
+func (pc *PodController) resyncWithProvider(ctx context.Context) {
+	started := time.Now()
+	var provided []*corev1.Pod
+	err := pc.traceProvider(ctx, "GetPods", func(ctx context.Context) error {
+		var err error
+		provided, err = pc.provider.GetPods(ctx)
+		return err
+	})
+	if err != nil {
+		return
+	}
+	has := make(map[string]bool, len(provided))
+	for _, p := range provided {
+		if p == nil {
+			continue
+		}
+		key := podKey(p)
+		has[key] = true
+		if _, err := pc.lister.Pods(p.Namespace).Get(p.Name); !apierrors.IsNotFound(err) {
+			continue
+		}
+		// Run starts this loop only once the informers have synced, so a pod
+		// missing from the lister is not merely unseen yet.
+		if rec := pc.pods.lookup(key); rec != nil && (rec.isProviderDeleted() || rec.isCreating()) {
+			continue
+		}
+		log.G(withPodFields(ctx, p)).Info("deleting pod that no longer exists in Kubernetes from the provider")
+		if err := pc.callProvider(withPodFields(ctx, p), "DeletePod", p, pc.provider.DeletePod); err != nil && !errdefs.IsNotFound(err) {
+			continue
+		}
+	}
+
+	pods, err := pc.lister.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, pod := range pods {
+		key := podKey(pod)
+		if has[key] || !pc.accept(ctx, pod) {
+			continue
+		}
+		rec := pc.pods.lookup(key)
+		if rec == nil {
+			continue
+		}
+		// Only a pod the provider had before the list was taken can be lost.
+		if applied, at := rec.appliedPod(); applied == nil || at.After(started) {
+			if pod.DeletionTimestamp == nil || !rec.isProviderDeleted() {
+				continue
+			}
+		}
+		err := pc.traceProvider(ctx, "GetPodStatus", func(ctx context.Context) error {
+			_, err := pc.provider.GetPodStatus(ctx, pod.Namespace, pod.Name)
+			return err
+		})
+		if errdefs.IsNotFound(err) {
+			pc.providerLost(withPodFields(ctx, pod), key, pod, rec)
+		}
+	}
+}
+
+// providerLost handles a pod the provider no longer has. A deleting pod is
+// done with; a running one is marked Failed, its containers terminated with
+// the kubelet's ContainerStatusUnknown.
+func (pc *PodController) providerLost(ctx context.Context, key string, pod *corev1.Pod, rec *podRecord) {
+	if pod.DeletionTimestamp != nil {
+		pc.deleteQueue.Enqueue(key)
+		return
+	}
+	current := pc.freshestStatus(pod, rec)
+	if isTerminalStatus(current) {
+		return
+	}
+	if pp := rec.providerPod(); pp != nil && isTerminalStatus(&pp.Status) {
+		return // the terminal status is on its way
+	}
+	log.G(ctx).Warn("the provider lost the pod; marking it Failed")
+	pc.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonProviderLost, "The pod is no longer in the provider")
+	pc.queueStatus(pod, terminatedStatus(pod, *current,
+		ReasonProviderLost, "The pod was not found in the provider; it may have been deleted there",
+		"ContainerStatusUnknown", "The container could not be located when the pod was terminated"))
+}
