@@ -6,9 +6,10 @@ import "github.com/vkubelet/virtual-kubelet/node/queue"
 // key whose handler failed; see queue.ShouldRetryFunc.
 type ShouldRetryFunc = queue.ShouldRetryFunc
 
-// DefaultRetryFunc retries a key up to MaxRetries times. It is the
-// SyncPodsFromKubernetes queue's policy unless configured otherwise; the
-// other two queues retry until the error is permanent.
+// DefaultRetryFunc retries a key up to MaxRetries times. No queue of the
+// pod controller uses it unless configured to (their default retries until
+// the error is permanent); it is here for configurations written for the
+// prior virtual-kubelet.
 var DefaultRetryFunc = queue.DefaultRetryFunc
 
 // MaxRetries is how many times DefaultRetryFunc tries a key.
