@@ -3,11 +3,13 @@ package nodeutil_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/nodeutil"
 )
 
@@ -46,4 +48,27 @@ func ExampleNew() {
 	// Output:
 	// node ready, lease: true
 	// stopped: <nil>
+}
+
+func ExampleNewNode() {
+	client := fake.NewClientset()
+	n, err := nodeutil.NewNode("vk1", func(cfg nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
+		// The provider sees the node's spec before it is registered.
+		cfg.Node.Labels = map[string]string{"type": "virtual-kubelet"}
+		return fullProvider{}, nil, nil
+	}, nodeutil.WithClient(client))
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go n.Run(ctx) //nolint:errcheck
+	if err := n.WaitReady(ctx, time.Minute); err != nil {
+		panic(err)
+	}
+	registered, _ := client.CoreV1().Nodes().Get(ctx, "vk1", metav1.GetOptions{})
+	fmt.Println("registered with label type:", registered.Labels["type"])
+	cancel()
+	<-n.Done()
+	// Output:
+	// registered with label type: virtual-kubelet
 }

@@ -6,6 +6,15 @@
 //	...
 //	go n.Run(ctx)
 //	<-n.Ready()
+//
+// NewNode does the same the way the prior virtual-kubelet project did: it
+// builds the provider from the informers' listers, and with
+// AttachProviderRoutes and WithTLSConfig serves the kubelet API too.
+//
+//	mux := http.NewServeMux()
+//	n, err := nodeutil.NewNode("vk0", newProvider, nodeutil.WithClient(client),
+//		nodeutil.AttachProviderRoutes(mux),
+//		nodeutil.WithTLSConfig(nodeutil.WithKeyPairFromPath(certFile, keyFile)))
 package nodeutil
 
 import (
