@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -114,11 +113,11 @@ func TestPortedProviderRunsAgainstTheControlPlane(t *testing.T) {
 	}
 
 	name := testcluster.UniqueName("ported")
+	// One writer for both pipes: exec.Cmd then writes from one goroutine.
 	var output bytes.Buffer
 	cmd := host.Command(context.Background(), bin, "--nodename", name, "--kubeconfig", c.Info.NodeKubeconfig,
 		"--listen", host.Addr.String()+":10250", "--cert", certFile, "--key", keyFile, "--client-ca", c.Info.CAFile)
-	out := &lockedWriter{w: &output}
-	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Stdout, cmd.Stderr = &output, &output
 	proc, err := childproc.Start(cmd)
 	if err != nil {
 		t.Fatal(err)
@@ -128,8 +127,8 @@ func TestPortedProviderRunsAgainstTheControlPlane(t *testing.T) {
 			t.Error("the ported provider did not exit within 20s of SIGTERM")
 		}
 		_ = c.Client.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
-		if t.Failed() {
-			t.Logf("ported provider output:\n%s", out.String())
+		if t.Failed() { // the process has exited: output is complete
+			t.Logf("ported provider output:\n%s", output.String())
 		}
 	})
 
@@ -274,20 +273,3 @@ func poll(t *testing.T, ctx context.Context, what string, cond func(context.Cont
 	}
 }
 
-// lockedWriter collects a process's output from its two pipes.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.String()
-}
