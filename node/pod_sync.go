@@ -144,8 +144,9 @@ func (pc *PodController) deleteFromProvider(ctx context.Context, key string, pod
 		err := pc.callProvider(ctx, "DeletePod", pod.DeepCopy(), pc.provider.DeletePod)
 		switch {
 		case errdefs.IsNotFound(err):
+			// Nothing to stop; the pod still ends with a terminal status.
 			rec.setProviderDeleted(grace)
-			pc.deleteQueue.Enqueue(key)
+			pc.providerLost(ctx, key, pod, rec)
 			return nil
 		case err != nil:
 			pc.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonProviderDeleteFailed, "Provider failed to delete the pod: %v", err)

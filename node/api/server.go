@@ -43,8 +43,11 @@ type PodHandlerConfig struct {
 	// GetPodsFromKubernetes, if set, serves /pods: the node's pods as
 	// Kubernetes has them, as the kubelet answers.
 	GetPodsFromKubernetes PodListerFunc
-	// GetStatsSummary serves /stats/summary and /metrics/resource.
+	// GetStatsSummary serves /stats/summary.
 	GetStatsSummary PodStatsSummaryHandlerFunc
+	// GetMetricsResource serves /metrics/resource; MetricsResourceFromSummary
+	// builds it from GetStatsSummary.
+	GetMetricsResource PodMetricsResourceHandlerFunc
 	// PortForward serves /portForward.
 	PortForward PortForwardHandlerFunc
 
@@ -87,7 +90,8 @@ func PodHandler(p PodHandlerConfig, debug bool) http.Handler {
 // Routes whose handler function is nil answer 501 Not Implemented.
 func AttachPodRoutes(p PodHandlerConfig, mux ServeMux, debug bool) {
 	s := newServer(p)
-	handle := func(pattern string, f http.HandlerFunc) { mux.Handle(pattern, InstrumentHandler(f)) }
+	mux = instrumentedMux{mux}
+	handle := func(pattern string, f http.HandlerFunc) { mux.Handle(pattern, f) }
 
 	handle("GET /healthz", s.healthz)
 	handle("GET /pods", s.kubernetesPods)
@@ -104,8 +108,14 @@ func AttachPodRoutes(p PodHandlerConfig, mux ServeMux, debug bool) {
 		handle(m+" /portForward/{namespace}/{pod}", s.portForward)
 		handle(m+" /portForward/{namespace}/{pod}/{uid}", s.portForward)
 	}
-	handle("GET /stats/summary", s.statsSummary)
-	handle("GET /metrics/resource", s.resourceMetrics)
+	AttachPodMetricsRoutes(PodMetricsConfig{GetStatsSummary: p.GetStatsSummary, GetMetricsResource: p.GetMetricsResource}, mux)
+}
+
+// instrumentedMux wraps every handler registered on it with InstrumentHandler.
+type instrumentedMux struct{ ServeMux }
+
+func (m instrumentedMux) Handle(pattern string, h http.Handler) {
+	m.ServeMux.Handle(pattern, InstrumentHandler(h))
 }
 
 var metaPodList = metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}

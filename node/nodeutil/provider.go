@@ -271,6 +271,7 @@ func providerRoutes(p Provider, cfg NodeConfig, pods corev1listers.PodLister) ap
 			return pods.List(labels.Everything())
 		},
 		GetStatsSummary:       p.GetStatsSummary,
+		GetMetricsResource:    p.GetMetricsResource,
 		StreamIdleTimeout:     cfg.StreamIdleTimeout,
 		StreamCreationTimeout: cfg.StreamCreationTimeout,
 	}

@@ -41,6 +41,11 @@ type Provider struct {
 	pods   map[string]*podState
 	notify func(*corev1.Pod)
 	nextIP uint32
+	// retiredCPU is the CPU time, in core-nanoseconds, of deleted pods,
+	// which the node's cumulative figure keeps.
+	retiredCPU uint64
+	// self samples the process's own usage for the node's figures.
+	self *processUsage
 }
 
 var (
@@ -59,6 +64,7 @@ func New(_ context.Context, cfg provider.InitConfig) (provider.Provider, error) 
 	if err != nil {
 		return nil, err
 	}
+	now := time.Now()
 	return &Provider{
 		nodeName:   cfg.NodeName,
 		os:         cfg.OperatingSystem,
@@ -66,8 +72,9 @@ func New(_ context.Context, cfg provider.InitConfig) (provider.Provider, error) 
 		daemonPort: cfg.DaemonPort,
 		domain:     cfg.ClusterDomain,
 		capacity:   capacity,
-		startedAt:  time.Now(),
+		startedAt:  now,
 		pods:       map[string]*podState{},
+		self:       newProcessUsage(now),
 	}, nil
 }
 
@@ -137,6 +144,7 @@ func (p *Provider) DeletePod(_ context.Context, pod *corev1.Pod) error {
 		return errdefs.NotFoundf("pod %s/%s is not in the mock provider", pod.Namespace, pod.Name)
 	}
 	ps.kill()
+	p.retiredCPU += ps.cpuTime(time.Now())
 	delete(p.pods, key)
 	p.changed(ps)
 	return nil
