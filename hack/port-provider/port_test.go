@@ -134,9 +134,9 @@ func TestPortedProviderRunsAgainstTheControlPlane(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	poll(t, ctx, "node registered and Ready", func(ctx context.Context) (bool, error) {
+	poll(t, ctx, "node registered with the provider's label, and Ready", func(ctx context.Context) (bool, error) {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
+		if err != nil || n.Labels["type"] != "virtual-kubelet" {
 			return false, nil
 		}
 		for _, cond := range n.Status.Conditions {
