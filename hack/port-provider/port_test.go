@@ -272,4 +272,3 @@ func poll(t *testing.T, ctx context.Context, what string, cond func(context.Cont
 		t.Fatal(msg)
 	}
 }
-
