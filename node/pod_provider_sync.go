@@ -37,12 +37,7 @@ func (pc *PodController) pollStatuses(ctx context.Context) {
 		if applied, _ := rec.appliedPod(); applied == nil && pod.DeletionTimestamp == nil {
 			continue // the provider was never given it
 		}
-		var status *corev1.PodStatus
-		err := pc.traceProvider(ctx, "GetPodStatus", func(ctx context.Context) error {
-			var err error
-			status, err = pc.provider.GetPodStatus(ctx, pod.Namespace, pod.Name)
-			return err
-		})
+		status, err := pc.getPodStatus(ctx, pod)
 		switch {
 		case errdefs.IsNotFound(err) || (err == nil && status == nil):
 			pc.providerLost(ctx, key, pod, rec)
@@ -110,34 +105,42 @@ func (pc *PodController) resyncWithProvider(ctx context.Context) {
 				continue
 			}
 		}
-		err := pc.traceProvider(ctx, "GetPodStatus", func(ctx context.Context) error {
-			_, err := pc.provider.GetPodStatus(ctx, pod.Namespace, pod.Name)
-			return err
-		})
-		if errdefs.IsNotFound(err) {
+		if _, err := pc.getPodStatus(ctx, pod); errdefs.IsNotFound(err) {
 			pc.providerLost(withPodFields(ctx, pod), key, pod, rec)
 		}
 	}
 }
 
-// providerLost handles a pod the provider no longer has. A deleting pod is
-// done with; a running one is marked Failed, its containers terminated with
-// the kubelet's ContainerStatusUnknown.
+// providerLost handles a pod the provider no longer has: it is marked
+// Failed, its containers terminated with the kubelet's ContainerStatusUnknown,
+// unless its terminal status is already known. A deleting pod is then
+// removed, as the status handler removes any deleting pod that is done.
 func (pc *PodController) providerLost(ctx context.Context, key string, pod *corev1.Pod, rec *podRecord) {
-	if pod.DeletionTimestamp != nil {
-		pc.deleteQueue.Enqueue(key)
-		return
-	}
 	current := pc.freshestStatus(pod, rec)
 	if isTerminalStatus(current) {
+		if pod.DeletionTimestamp != nil {
+			pc.deleteQueue.Enqueue(key)
+		}
 		return
 	}
 	if pp := rec.providerPod(); pp != nil && isTerminalStatus(&pp.Status) {
-		return // the terminal status is on its way
+		pc.statusQueue.Enqueue(key) // the terminal status is on its way
+		return
 	}
 	log.G(ctx).Warn("the provider lost the pod; marking it Failed")
 	pc.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonProviderLost, "The pod is no longer in the provider")
 	pc.queueStatus(pod, terminatedStatus(pod, *current,
 		ReasonProviderLost, "The pod was not found in the provider; it may have been deleted there",
 		"ContainerStatusUnknown", "The container could not be located when the pod was terminated"))
+}
+
+// getPodStatus asks the provider for a pod's status, in a span.
+func (pc *PodController) getPodStatus(ctx context.Context, pod *corev1.Pod) (*corev1.PodStatus, error) {
+	var status *corev1.PodStatus
+	err := pc.traceProvider(ctx, "GetPodStatus", func(ctx context.Context) error {
+		var err error
+		status, err = pc.provider.GetPodStatus(ctx, pod.Namespace, pod.Name)
+		return err
+	})
+	return status, err
 }

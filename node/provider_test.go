@@ -19,7 +19,8 @@ type testProvider struct {
 	notify func(*corev1.Pod)
 	// onDelete, if set, runs at the start of DeletePod.
 	onDelete func(*corev1.Pod)
-	// holdTerminal keeps DeletePod from reporting the terminal status; the
+	// holdTerminal makes DeletePod keep the pod running, as a backend that
+	// has not stopped it yet (or never will): no terminal status unless the
 	// test reports it with finish.
 	holdTerminal bool
 }
@@ -122,8 +123,10 @@ func (p *testProvider) DeletePod(_ context.Context, pod *corev1.Pod) error {
 		p.mu.Unlock()
 		return errdefs.NotFoundf("pod %s", k)
 	}
-	delete(p.pods, k)
 	hold, notify := p.holdTerminal, p.notify
+	if !hold {
+		delete(p.pods, k)
+	}
 	p.mu.Unlock()
 	if !hold && notify != nil {
 		terminate(existing, 0)

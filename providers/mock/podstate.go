@@ -19,7 +19,7 @@ type podState struct {
 	// started is set once the containers have been started (after the
 	// scripted start delay).
 	started    bool
-	startTimer *time.Timer
+	startTimer stoppable
 	// init are the init containers, run in order; initPos is the one
 	// running (len(init) once all have completed or, sidecars, started).
 	init       []*containerState
@@ -43,7 +43,7 @@ type containerState struct {
 	ephemeral bool
 	// fs holds the files copied into the container.
 	fs    containerFS
-	timer *time.Timer
+	timer stoppable
 	// instances are the start and end of each run, for logs and stats; the
 	// last one has a zero end while the container runs.
 	instances []instance
@@ -51,18 +51,19 @@ type containerState struct {
 
 type instance struct{ start, end time.Time }
 
-func newPodState(p *Provider, pod *corev1.Pod, initScripts, scripts []script, ip string) *podState {
-	ps := &podState{p: p, pod: infoOf(pod), ip: ip, created: time.Now()}
+func newPodState(p *Provider, pod *corev1.Pod, scripts podScripts, ip string) *podState {
+	ps := &podState{p: p, pod: infoOf(pod), ip: ip, created: p.clock.Now()}
 	// Containers wait to be created; with init containers, the later ones
 	// wait for the pod's initialisation.
 	waiting := "ContainerCreating"
 	for i, c := range pod.Spec.InitContainers {
-		ps.init = append(ps.init, newContainerState(c, initScripts[i], waiting))
+		ps.init = append(ps.init, newContainerState(c, scripts.init[i], waiting))
 		waiting = "PodInitializing"
 	}
 	for i, c := range pod.Spec.Containers {
-		ps.containers = append(ps.containers, newContainerState(c, scripts[i], waiting))
+		ps.containers = append(ps.containers, newContainerState(c, scripts.containers[i], waiting))
 	}
+	ps.addEphemeral(pod) // a pod the mock restores may have some
 	return ps
 }
 
@@ -120,8 +121,8 @@ func (ps *podState) begin() {
 
 // after runs f after d under the provider's lock and reports the change,
 // unless the pod has been deleted meanwhile.
-func (ps *podState) after(d time.Duration, f func()) *time.Timer {
-	return time.AfterFunc(d, func() {
+func (ps *podState) after(d time.Duration, f func()) stoppable {
+	return ps.p.clock.AfterFunc(d, func() {
 		ps.p.mu.Lock()
 		defer ps.p.mu.Unlock()
 		if ps.deleted {
@@ -171,7 +172,7 @@ func (ps *podState) containerID(name string) string {
 
 // run starts one instance of the container.
 func (ps *podState) run(c *containerState) {
-	now := time.Now()
+	now := ps.p.clock.Now()
 	c.ran = true
 	c.status.ContainerID = ps.containerID(c.spec.name)
 	if c.script.failStart != "" {
@@ -201,7 +202,7 @@ func (ps *podState) run(c *containerState) {
 
 // exit ends the running instance with code.
 func (ps *podState) exit(c *containerState, code int32) {
-	now := time.Now()
+	now := ps.p.clock.Now()
 	c.instances[len(c.instances)-1].end = now
 	reason := "Completed"
 	if code != 0 {
@@ -313,10 +314,10 @@ func (ps *podState) update(pod *corev1.Pod) bool {
 		c.spec, c.status.Image, c.status.ImageID = specOf(spec), spec.Image, "mock://"+spec.Image
 		if c.status.State.Running != nil {
 			c.stopTimer()
-			c.instances[len(c.instances)-1].end = time.Now()
+			c.instances[len(c.instances)-1].end = ps.p.clock.Now()
 			c.status.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 				ExitCode: 0, Reason: "Completed", StartedAt: c.status.State.Running.StartedAt,
-				FinishedAt: metav1.Now(), ContainerID: c.status.ContainerID,
+				FinishedAt: metav1.NewTime(ps.p.clock.Now()), ContainerID: c.status.ContainerID,
 			}}
 			c.status.RestartCount++
 			ps.run(c)
@@ -331,7 +332,7 @@ func (ps *podState) update(pod *corev1.Pod) bool {
 func (ps *podState) kill() {
 	ps.stopTimers()
 	ps.deleted = true
-	now := time.Now()
+	now := ps.p.clock.Now()
 	ps.started, ps.initPos = true, len(ps.init)
 	for _, c := range ps.all() {
 		if !c.ran {

@@ -55,17 +55,29 @@ type script struct {
 	logInterval  time.Duration
 }
 
-// parseScripts reads the scripts of containers.
-func parseScripts(pod *corev1.Pod, containers []corev1.Container) ([]script, error) {
-	scripts := make([]script, len(containers))
-	for i, c := range containers {
+// podScripts are the scripts of a pod's init and app containers.
+type podScripts struct {
+	init, containers []script
+}
+
+// parseScripts reads the scripts of every container of the pod.
+func parseScripts(pod *corev1.Pod) (podScripts, error) {
+	var ps podScripts
+	for _, c := range pod.Spec.InitContainers {
 		s, err := parseScript(pod, c.Name)
 		if err != nil {
-			return nil, err
+			return ps, err
 		}
-		scripts[i] = s
+		ps.init = append(ps.init, s)
 	}
-	return scripts, nil
+	for _, c := range pod.Spec.Containers {
+		s, err := parseScript(pod, c.Name)
+		if err != nil {
+			return ps, err
+		}
+		ps.containers = append(ps.containers, s)
+	}
+	return ps, nil
 }
 
 // parseScript reads a container's script from the pod's annotations. A bad
