@@ -278,3 +278,30 @@ func TestReplayClock(t *testing.T) {
 		t.Error("Stop of a fired real timer reported true")
 	}
 }
+
+// TestConfigNamePatterns: the nodes of --node-count share entries by shell
+// pattern; an exact name wins, then the longest pattern; a stateDir under a
+// pattern is one directory per node.
+func TestConfigNamePatterns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mock.json")
+	content := `{"vk-*": {"capacity": {"cpu": "4"}, "stateDir": "/var/lib/mock"}, "vk-1*": {"cpu": "16"}, "vk-7": {"cpu": "64"}}`
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for node, want := range map[string]struct{ cpu, stateDir string }{
+		"vk-0":  {"4", "/var/lib/mock/vk-0"},
+		"vk-12": {"16", ""},
+		"vk-7":  {"64", ""},
+	} {
+		cfg, err := loadConfig(path, node)
+		if err != nil {
+			t.Fatalf("%s: %v", node, err)
+		}
+		if cfg.capacity.Cpu().String() != want.cpu || cfg.stateDir != want.stateDir {
+			t.Errorf("%s: cpu %s stateDir %q, want %s %q", node, cfg.capacity.Cpu(), cfg.stateDir, want.cpu, want.stateDir)
+		}
+	}
+	if _, err := loadConfig(path, "other"); err == nil || !strings.Contains(err.Error(), `no entry for node "other"`) {
+		t.Errorf("a node no entry matches: %v", err)
+	}
+}
