@@ -340,6 +340,17 @@ func (c *ControlPlane) StopComponent(name string) error {
 	return nil
 }
 
+// KillComponent kills one component with SIGKILL, as a crash does (no
+// graceful shutdown, no final writes), and returns once it has exited.
+func (c *ControlPlane) KillComponent(name string) error {
+	p := c.components[name]
+	if p == nil {
+		return fmt.Errorf("%s was never started", name)
+	}
+	p.Kill()
+	return nil
+}
+
 // Stop stops every component, newest first. The data directory stays; the
 // caller owns it.
 func (c *ControlPlane) Stop() {

@@ -476,10 +476,11 @@ func TestConfig(t *testing.T) {
 		return path
 	}
 	good := write("good.json", `{"vk0": {"cpu": "8", "pods": "50", "nvidia.com/gpu": "2"}}`)
-	capacity, err := loadCapacity(good, "vk0")
+	cfg, err := loadConfig(good, "vk0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	capacity := cfg.capacity
 	if capacity.Cpu().String() != "8" || capacity.Pods().Value() != 50 || capacity.Memory().String() != "100Gi" {
 		t.Errorf("capacity %v", capacity)
 	}
@@ -502,7 +503,7 @@ func TestConfig(t *testing.T) {
 		if name != "missing file" {
 			path = write(strings.ReplaceAll(name, " ", "_")+".json", c.content)
 		}
-		_, err := loadCapacity(path, c.node)
+		_, err := loadConfig(path, c.node)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path) {
 			t.Errorf("%s: %v, want it to name %s and say %q", name, err, path, c.want)
 		}
