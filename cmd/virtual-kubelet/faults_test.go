@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -66,27 +67,36 @@ func waitGone(t *testing.T, client kubernetes.Interface, ns, name string, uid ty
 	})
 }
 
-// providerCalls sums the daemon's provider call counter for method, all
-// results together.
+// metric sums the samples of the daemon's metrics whose line starts with
+// prefix (a name and the start of its labels); 0 when there are none.
+func metric(metricsAddr, prefix string) (float64, error) {
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	total := 0.0
+	for s := bufio.NewScanner(resp.Body); s.Scan(); {
+		if line := s.Text(); strings.HasPrefix(line, prefix) {
+			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			if err != nil {
+				return 0, fmt.Errorf("metrics line %q: %w", line, err)
+			}
+			total += v
+		}
+	}
+	return total, nil
+}
+
+// providerCalls counts the daemon's calls of a provider method, whatever
+// their result.
 func providerCalls(t *testing.T, metricsAddr, method string) int {
 	t.Helper()
-	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	n, err := metric(metricsAddr, fmt.Sprintf(`virtual_kubelet_provider_call_duration_seconds_count{method=%q,`, method))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	prefix := fmt.Sprintf(`virtual_kubelet_provider_call_duration_seconds_count{method=%q,`, method)
-	total := 0
-	for s := bufio.NewScanner(resp.Body); s.Scan(); {
-		if line := s.Text(); strings.HasPrefix(line, prefix) {
-			n, err := strconv.Atoi(line[strings.LastIndexByte(line, ' ')+1:])
-			if err != nil {
-				t.Fatalf("metrics line %q: %v", line, err)
-			}
-			total += n
-		}
-	}
-	return total
+	return int(n)
 }
 
 // checkNoPanic fails the test if the daemon's output shows a panic or a race.
@@ -241,6 +251,19 @@ func TestDaemonKilledAndRestarted(t *testing.T) {
 			}
 			return l.Spec.RenewTime != nil && l.Spec.RenewTime.After(restarted), fmt.Sprint(l.Spec.RenewTime)
 		}},
+		{what: "the sync queue drained: every pod on the node synced once (the hung DeletePod included)", cond: func() (bool, string) {
+			var synced, depth, busy float64
+			var err error
+			for _, m := range []struct {
+				v    *float64
+				name string
+			}{{&synced, "workqueue_adds_total"}, {&depth, "workqueue_depth"}, {&busy, "workqueue_unfinished_work_seconds"}} {
+				if *m.v, err = metric(metrics, m.name+`{name="syncPodsFromKubernetes"}`); err != nil {
+					return false, err.Error()
+				}
+			}
+			return synced >= float64(len(before)) && depth == 0 && busy == 0, fmt.Sprintf("adds=%v depth=%v unfinished=%vs", synced, depth, busy)
+		}},
 		{what: "the pod the backend lost ends Failed, reason ProviderLost", cond: podIs("lost", func(p *corev1.Pod) bool {
 			return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "ProviderLost" && mainContainer(p).State.Terminated != nil
 		})},
@@ -322,12 +345,23 @@ func TestAPIServerKilledWhilePodsFinishAndDelete(t *testing.T) {
 		heldPod.Finalizers = []string{hold}
 		createPods(t, c.Client, ns, heldPod)
 	}
+	// The backend never confirms their stop, and their grace period ends
+	// while the API server is away.
+	unstoppable := []string{"unstoppable-0", "unstoppable-1"}
+	for _, p := range unstoppable {
+		createPods(t, c.Client, ns, mockPod(p, d.name, corev1.RestartPolicyAlways, map[string]string{mock.AnnotationIgnoreStop: "true"}))
+	}
 	uids := map[string]types.UID{}
-	for _, p := range append(append(append([]string(nil), finishing...), deleting...), held...) {
+	for _, p := range slices.Concat(finishing, deleting, held, unstoppable) {
 		uids[p] = waitPod(t, c.Client, ns, p, "Running", running).UID
 	}
-	for _, p := range append(append([]string(nil), deleting...), held...) {
+	for _, p := range slices.Concat(deleting, held) {
 		if err := c.Client.CoreV1().Pods(ns).Delete(ctx, p, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range unstoppable {
+		if err := c.Client.CoreV1().Pods(ns).Delete(ctx, p, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](2)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -335,6 +369,7 @@ func TestAPIServerKilledWhilePodsFinishAndDelete(t *testing.T) {
 	if err := cp.KillComponent(controlplane.APIServer); err != nil {
 		t.Fatal(err)
 	}
+	killed := time.Now()
 	// The finishing pods exit and the deletions complete meanwhile; the
 	// daemon's writes fail and back off.
 	time.Sleep(6 * time.Second)
@@ -343,6 +378,7 @@ func TestAPIServerKilledWhilePodsFinishAndDelete(t *testing.T) {
 	}
 	back := time.Now()
 
+	inOutage := 0
 	for i, p := range finishing {
 		got := waitPod(t, c.Client, ns, p, "terminal after the outage", func(p *corev1.Pod) bool {
 			return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
@@ -353,9 +389,11 @@ func TestAPIServerKilledWhilePodsFinishAndDelete(t *testing.T) {
 		}
 		if term := mainContainer(got).State.Terminated; got.Status.Phase != want || term == nil || term.ExitCode != int32(i%2) {
 			t.Errorf("%s: %s %+v, want %s with exit code %d", p, got.Status.Phase, mainContainer(got).State, want, i%2)
+		} else if end := term.FinishedAt.Time; !end.Before(killed.Truncate(time.Second)) && !end.After(back) {
+			inOutage++
 		}
 	}
-	for _, p := range deleting {
+	for _, p := range slices.Concat(deleting, unstoppable) {
 		waitGone(t, c.Client, ns, p, uids[p])
 	}
 	for _, p := range held {
@@ -366,7 +404,8 @@ func TestAPIServerKilledWhilePodsFinishAndDelete(t *testing.T) {
 			t.Errorf("%s: deleted without its terminal status: %s %+v", p, final.Status.Phase, mainContainer(final).State)
 		}
 	}
-	t.Logf("API server back to every status written and every deleted pod removed: %s", time.Since(back).Round(time.Millisecond))
+	t.Logf("API server down %s; %d of %d pods finished meanwhile; back to every status written and every deleted pod removed: %s",
+		back.Sub(killed).Round(time.Millisecond), inOutage, n, time.Since(back).Round(time.Millisecond))
 	for _, p := range held {
 		patch := []byte(`{"metadata":{"finalizers":null}}`)
 		if _, err := c.Client.CoreV1().Pods(ns).Patch(ctx, p, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
