@@ -278,3 +278,61 @@ func TestReplayClock(t *testing.T) {
 		t.Error("Stop of a fired real timer reported true")
 	}
 }
+
+// BenchmarkStateDir measures what a state directory costs: CreatePod with
+// and without one, and a restart that restores b.N pods.
+func BenchmarkStateDir(b *testing.B) {
+	create := func(b *testing.B, config string) *Provider {
+		path := filepath.Join(b.TempDir(), "mock.json")
+		if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		p, err := New(context.Background(), provider.InitConfig{NodeName: "vk0", ConfigPath: path})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return p.(*Provider)
+	}
+	pods := func(n int) []*corev1.Pod {
+		out := make([]*corev1.Pod, n)
+		for i := range out {
+			out[i] = testPod(fmt.Sprintf("pod-%d", i), map[string]string{AnnotationRunFor: "1h"}, corev1.RestartPolicyAlways)
+		}
+		return out
+	}
+	for _, withState := range []bool{false, true} {
+		b.Run(fmt.Sprintf("CreatePod/state=%v", withState), func(b *testing.B) {
+			config := `{"vk0": {}}`
+			if withState {
+				config = fmt.Sprintf(`{"vk0": {"stateDir": %q}}`, b.TempDir())
+			}
+			p := create(b, config)
+			all := pods(b.N)
+			b.ResetTimer()
+			for _, pod := range all {
+				if err := p.CreatePod(context.Background(), pod); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			crash(p)
+		})
+	}
+	b.Run("Restore", func(b *testing.B) {
+		config := fmt.Sprintf(`{"vk0": {"stateDir": %q}}`, b.TempDir())
+		p := create(b, config)
+		for _, pod := range pods(b.N) {
+			if err := p.CreatePod(context.Background(), pod); err != nil {
+				b.Fatal(err)
+			}
+		}
+		crash(p)
+		b.ResetTimer()
+		q := create(b, config)
+		b.StopTimer()
+		if len(q.pods) != b.N {
+			b.Fatalf("restored %d pods of %d", len(q.pods), b.N)
+		}
+		crash(q)
+	})
+}
