@@ -55,16 +55,7 @@ func running(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }
 // of the same name).
 func waitGone(t *testing.T, client kubernetes.Interface, ns, name string, uid types.UID) {
 	t.Helper()
-	eventually(t, "pod "+name+" gone", func() (bool, string) {
-		p, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return true, ""
-		}
-		if err != nil {
-			return false, err.Error()
-		}
-		return p.UID != uid, fmt.Sprintf("phase=%s deletionTimestamp=%v", p.Status.Phase, p.DeletionTimestamp)
-	})
+	eventually(t, "pod "+name+" gone", podGone(client, ns, name, uid))
 }
 
 // metric sums the samples of the daemon's metrics whose line starts with
@@ -224,25 +215,7 @@ func TestDaemonKilledAndRestarted(t *testing.T) {
 
 	restarted := time.Now()
 	second := startDaemon(t, c, nil, args...)
-	get := func(n string) (*corev1.Pod, string) {
-		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{})
-		if err != nil {
-			return nil, err.Error()
-		}
-		return p, fmt.Sprintf("phase=%s reason=%s deleting=%v %+v", p.Status.Phase, p.Status.Reason, p.DeletionTimestamp != nil, mainContainer(p).State)
-	}
-	podIs := func(n string, cond func(*corev1.Pod) bool) func() (bool, string) {
-		return func() (bool, string) {
-			p, msg := get(n)
-			return p != nil && cond(p), msg
-		}
-	}
-	gone := func(n string) func() (bool, string) {
-		return func() (bool, string) {
-			p, msg := get(n)
-			return p == nil && strings.Contains(msg, "not found"), msg
-		}
-	}
+	podIs := func(n string, cond func(*corev1.Pod) bool) func() (bool, string) { return podMatches(c.Client, ns, n, cond) }
 	outcomes := []outcome{
 		{what: "the restarted daemon renews the node's lease", cond: func() (bool, string) {
 			l, err := c.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
@@ -251,7 +224,7 @@ func TestDaemonKilledAndRestarted(t *testing.T) {
 			}
 			return l.Spec.RenewTime != nil && l.Spec.RenewTime.After(restarted), fmt.Sprint(l.Spec.RenewTime)
 		}},
-		{what: "the sync queue drained: every pod on the node synced once (the hung DeletePod included)", cond: func() (bool, string) {
+		{what: "the sync queue drained: every pod on the node synced once", cond: func() (bool, string) {
 			var synced, depth, busy float64
 			var err error
 			for _, m := range []struct {
@@ -267,7 +240,7 @@ func TestDaemonKilledAndRestarted(t *testing.T) {
 		{what: "the pod the backend lost ends Failed, reason ProviderLost", cond: podIs("lost", func(p *corev1.Pod) bool {
 			return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "ProviderLost" && mainContainer(p).State.Terminated != nil
 		})},
-		{what: "the pod scheduled while the daemon was down runs", cond: podIs("newcomer", running)},
+		{what: "the pod scheduled while the daemon was down runs", cond: podRunning(c.Client, ns, "newcomer")},
 		{what: "the pod that finished while the daemon was down is Succeeded, after its 2s run", cond: podIs("finishes", func(p *corev1.Pod) bool {
 			term := mainContainer(p).State.Terminated
 			if p.Status.Phase != corev1.PodSucceeded || term == nil || term.ExitCode != 0 {
@@ -281,8 +254,8 @@ func TestDaemonKilledAndRestarted(t *testing.T) {
 			run := mainContainer(p).State.Running
 			return running(p) && run != nil && p.Status.StartTime != nil && run.StartedAt.Sub(p.Status.StartTime.Time) == 14*time.Second
 		})},
-		{what: "the pod whose DeletePod hung across the crash is gone", cond: gone("deleting")},
-		{what: "the pod the backend never stops is gone after its grace period", cond: gone("unstoppable")},
+		{what: "the pod whose DeletePod hung across the crash is gone", cond: podGone(c.Client, ns, "deleting", before["deleting"].UID)},
+		{what: "the pod the backend never stops is gone after its grace period", cond: podGone(c.Client, ns, "unstoppable", before["unstoppable"].UID)},
 		{what: "the pod deleted while the daemon was down is removed from the backend", cond: func() (bool, string) {
 			_, err := os.Stat(filepath.Join(state, ns+"_orphan.json"))
 			return os.IsNotExist(err), fmt.Sprint(err)
@@ -292,9 +265,9 @@ func TestDaemonKilledAndRestarted(t *testing.T) {
 	t.Logf("daemon down %s", restarted.Sub(killed).Round(time.Millisecond))
 
 	for _, n := range adopted {
-		now, msg := get(n)
-		if now == nil {
-			t.Errorf("%s: %s", n, msg)
+		now, err := c.Client.CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("%s: %v", n, err)
 			continue
 		}
 		was, is := mainContainer(before[n]), mainContainer(now)
@@ -414,4 +387,88 @@ func TestAPIServerKilledWhilePodsFinishAndDelete(t *testing.T) {
 		waitGone(t, c.Client, ns, p, uids[p])
 	}
 	checkNoPanic(t, d)
+}
+
+// TestProviderFaults runs the daemon on a provider that is down for its first
+// seconds (the provider config's faults), with pods whose calls fail for a
+// while, hang, or whose stop the backend never confirms or always fails:
+// every pod ends where it should.
+func TestProviderFaults(t *testing.T) {
+	c := testcluster.Shared(t)
+	ctx := context.Background()
+	ns := c.Namespace(t)
+	name := testcluster.UniqueName("vk")
+	cfg := filepath.Join(t.TempDir(), "mock.json")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{%q: {"faults": {"fail-calls": "*", "fail-for": "6s"}}}`, name)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	d := startDaemon(t, c, nil, "--nodename", name, "--provider-config", cfg)
+	waitNodeReady(t, c.Client, name)
+
+	always := corev1.RestartPolicyAlways
+	createPods(t, c.Client, ns,
+		mockPod("plain", name, always, nil),
+		mockPod("flaky", name, always, map[string]string{mock.AnnotationFailCalls: "CreatePod,GetPod", mock.AnnotationFailFor: "10s"}),
+		mockPod("slow", name, always, map[string]string{mock.AnnotationHangCalls: "CreatePod", mock.AnnotationHangFor: "3s"}),
+		mockPod("unconfirmed", name, always, map[string]string{mock.AnnotationIgnoreStop: "true"}),
+		mockPod("undeletable", name, always, map[string]string{mock.AnnotationFailCalls: "DeletePod"}),
+	)
+	created := time.Now()
+	settle(t, created, []outcome{
+		{what: "a pod created while the provider is down runs once it is back", cond: podRunning(c.Client, ns, "plain")},
+		{what: "a pod whose CreatePod fails for 10s runs", cond: podRunning(c.Client, ns, "flaky")},
+		{what: "a pod whose CreatePod hangs 3s runs", cond: podRunning(c.Client, ns, "slow")},
+		{what: "the pod whose stop is never confirmed runs", cond: podRunning(c.Client, ns, "unconfirmed")},
+		{what: "the pod whose DeletePod always fails runs", cond: podRunning(c.Client, ns, "undeletable")},
+	})
+	t.Logf("pods created %s after the daemon started; the provider was down for its first 6s", created.Sub(started).Round(time.Millisecond))
+
+	uids := map[string]types.UID{}
+	for _, p := range []string{"unconfirmed", "undeletable"} {
+		pod, err := c.Client.CoreV1().Pods(ns).Get(ctx, p, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uids[p] = pod.UID
+		if err := c.Client.CoreV1().Pods(ns).Delete(ctx, p, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](3)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deleted := time.Now()
+	settle(t, deleted, []outcome{
+		{what: "the pod whose stop is never confirmed is gone after its 3s grace period", cond: podGone(c.Client, ns, "unconfirmed", uids["unconfirmed"])},
+		{what: "the pod whose DeletePod always fails is gone after its 3s grace period", cond: podGone(c.Client, ns, "undeletable", uids["undeletable"])},
+	})
+	checkNoPanic(t, d)
+}
+
+// podMatches is an outcome's condition: the pod exists and cond holds.
+func podMatches(client kubernetes.Interface, ns, name string, cond func(*corev1.Pod) bool) func() (bool, string) {
+	return func() (bool, string) {
+		p, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return cond(p), fmt.Sprintf("phase=%s reason=%s deleting=%v %+v", p.Status.Phase, p.Status.Reason, p.DeletionTimestamp != nil, mainContainer(p).State)
+	}
+}
+
+func podRunning(client kubernetes.Interface, ns, name string) func() (bool, string) {
+	return podMatches(client, ns, name, running)
+}
+
+// podGone is an outcome's condition: the pod no longer exists (or was
+// replaced by another of the same name).
+func podGone(client kubernetes.Interface, ns, name string, uid types.UID) func() (bool, string) {
+	return func() (bool, string) {
+		p, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.UID != uid, fmt.Sprintf("phase=%s deleting=%v %+v", p.Status.Phase, p.DeletionTimestamp != nil, mainContainer(p).State)
+	}
 }
