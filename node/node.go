@@ -58,6 +58,8 @@ var errNotCreatedWithConstructor = errors.New("NaiveNodeProviderV2 must be creat
 type NodeController struct { //nolint:revive
 	p     NodeProvider
 	nodes v1.NodeInterface
+	// name of the Node; the provider's updates cannot change it.
+	name string
 
 	leases        coordclientset.LeaseInterface
 	leaseDuration int32
@@ -111,6 +113,7 @@ func NewNodeController(p NodeProvider, node *corev1.Node, nodes v1.NodeInterface
 	n := &NodeController{
 		p:              p,
 		nodes:          nodes,
+		name:           node.Name,
 		desired:        node.DeepCopy(),
 		pingInterval:   DefaultPingInterval,
 		statusInterval: DefaultStatusUpdateInterval,
@@ -288,7 +291,7 @@ func (n *NodeController) Run(ctx context.Context) (retErr error) {
 		close(n.done)
 	}()
 
-	ctx = log.WithFields(ctx, map[string]any{"node": n.desired.Name})
+	ctx = log.WithFields(ctx, map[string]any{"node": n.name})
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -426,12 +429,12 @@ func (n *NodeController) register(ctx context.Context) error {
 			return nil
 		}
 		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-			return fmt.Errorf("registering node %s: %w", n.desired.Name, err)
+			return fmt.Errorf("registering node %s: %w", n.name, err)
 		}
 		log.G(ctx).WithError(err).Warnf("registering the node failed; retrying in %s", backoff)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("registering node %s: %w", n.desired.Name, err)
+			return fmt.Errorf("registering node %s: %w", n.name, err)
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 30*time.Second)
@@ -492,7 +495,7 @@ func (n *NodeController) applyObject(ctx context.Context) (*corev1.Node, error) 
 		annotations = maps.Clone(annotations)
 		delete(annotations, TaintsAnnotation)
 	}
-	obj := corev1ac.Node(n.desired.Name).
+	obj := corev1ac.Node(n.name).
 		WithLabels(n.desired.Labels).
 		WithAnnotations(annotations).
 		WithSpec(specApply)
@@ -520,7 +523,7 @@ func (n *NodeController) writeTaints(ctx context.Context, node *corev1.Node) (*c
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if node == nil {
 			var err error
-			if node, err = n.nodes.Get(ctx, n.desired.Name, metav1.GetOptions{}); err != nil {
+			if node, err = n.nodes.Get(ctx, n.name, metav1.GetOptions{}); err != nil {
 				return err
 			}
 		}
@@ -694,7 +697,7 @@ func (n *NodeController) applyStatus(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	obj := corev1ac.Node(n.desired.Name).WithUID(n.uid).WithStatus(status)
+	obj := corev1ac.Node(n.name).WithUID(n.uid).WithStatus(status)
 	if _, err = n.nodes.ApplyStatus(ctx, obj, applyOptions); err != nil || !patchAddresses {
 		return err
 	}
@@ -705,7 +708,7 @@ func (n *NodeController) applyStatus(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = n.nodes.Patch(ctx, n.desired.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}, "status")
+	_, err = n.nodes.Patch(ctx, n.name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}, "status")
 	return err
 }
 
@@ -737,17 +740,17 @@ func asApplyConfiguration[T any](v any) (*T, error) {
 }
 
 func (n *NodeController) leaseObject(renew time.Time) *coordinationv1.Lease {
-	holder := n.desired.Name
+	holder := n.name
 	duration := n.leaseDuration
 	renewTime := metav1.NewMicroTime(renew)
 	return &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: n.desired.Name,
+			Name: n.name,
 			// The lease goes with the node, as the kubelet's does.
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "v1",
 				Kind:       "Node",
-				Name:       n.desired.Name,
+				Name:       n.name,
 				UID:        n.uid,
 			}},
 		},
@@ -772,7 +775,7 @@ func (n *NodeController) ensureLease(ctx context.Context) error {
 // updateLease renews the existing lease, fixing its holder, duration and
 // owner on the way.
 func (n *NodeController) updateLease(ctx context.Context) error {
-	existing, err := n.leases.Get(ctx, n.desired.Name, metav1.GetOptions{})
+	existing, err := n.leases.Get(ctx, n.name, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
@@ -803,7 +806,7 @@ func (n *NodeController) renewLease(ctx context.Context) {
 // watchDeletion signals the control loop when our Node is deleted, so it is
 // registered again at once rather than at the next status update.
 func (n *NodeController) watchDeletion(ctx context.Context) {
-	selector := fields.OneTermEqualSelector("metadata.name", n.desired.Name).String()
+	selector := fields.OneTermEqualSelector("metadata.name", n.name).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector

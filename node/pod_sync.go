@@ -173,6 +173,7 @@ func (pc *PodController) createOrUpdate(ctx context.Context, pod *corev1.Pod, re
 		return pc.configError(ctx, pod, rec, err)
 	}
 	rec.setWaitingForConfig(false)
+	pc.recordMissingRefs(pod, true, res.SkippedOptional...)
 	if len(res.InvalidKeys) > 0 {
 		pc.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonInvalidEnvironmentVariableNames,
 			"Keys [%s] from the EnvFrom configMap or secret were skipped since they are invalid environment variable names.", strings.Join(res.InvalidKeys, ", "))
@@ -273,6 +274,9 @@ func (pc *PodController) configError(ctx context.Context, pod *corev1.Pod, rec *
 	}
 	rec.setWaitingForConfig(isMissing)
 	pc.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonFailed, "Error: %v", err)
+	if isMissing {
+		pc.recordMissingRefs(pod, false, *missing)
+	}
 	log.G(ctx).WithError(err).Warn("cannot configure the pod's containers")
 
 	status := pod.Status.DeepCopy()

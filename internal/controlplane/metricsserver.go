@@ -63,6 +63,9 @@ func (c *ControlPlane) metricsServerArgs() []string {
 		"--kubelet-use-node-status-port",
 		"--kubelet-client-certificate=" + p.leafCert(MetricsServer),
 		"--kubelet-client-key=" + p.leafKey(MetricsServer),
+		// Verbosity 1 logs a scrape that lacks a figure, as well as each
+		// scrape's start and end.
+		"--v=1",
 	}
 	if cfg.VerifyKubeletServingCerts {
 		args = append(args, "--kubelet-certificate-authority="+p.caCert())
