@@ -215,7 +215,9 @@ func TestDaemonKilledAndRestarted(t *testing.T) {
 
 	restarted := time.Now()
 	second := startDaemon(t, c, nil, args...)
-	podIs := func(n string, cond func(*corev1.Pod) bool) func() (bool, string) { return podMatches(c.Client, ns, n, cond) }
+	podIs := func(n string, cond func(*corev1.Pod) bool) func() (bool, string) {
+		return podMatches(c.Client, ns, n, cond)
+	}
 	outcomes := []outcome{
 		{what: "the restarted daemon renews the node's lease", cond: func() (bool, string) {
 			l, err := c.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
