@@ -29,6 +29,17 @@ import (
 // API server) in the middle of pods' lives and check that no terminal
 // status is lost, no pod stays Terminating and nothing panics.
 
+// mockConfig writes a provider config file with entry for node and returns
+// its path.
+func mockConfig(t *testing.T, node, entry string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "mock.json")
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(`{%q: %s}`, node, entry)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // mockPod is a one-container pod for the node, scripted by ann.
 func mockPod(name, node string, policy corev1.RestartPolicy, ann map[string]string) *corev1.Pod {
 	return &corev1.Pod{
@@ -151,10 +162,7 @@ func TestDaemonKilledAndRestarted(t *testing.T) {
 	ns := c.Namespace(t)
 	name := testcluster.UniqueName("vk")
 	state := filepath.Join(t.TempDir(), "state")
-	cfg := filepath.Join(t.TempDir(), "mock.json")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{%q: {"stateDir": %q}}`, name, state)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := mockConfig(t, name, fmt.Sprintf(`{"stateDir": %q}`, state))
 	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	args := []string{"--nodename", name, "--provider-config", cfg, "--metrics-addr", metrics}
 	first := startDaemon(t, c, nil, args...)
@@ -400,10 +408,7 @@ func TestProviderFaults(t *testing.T) {
 	ctx := context.Background()
 	ns := c.Namespace(t)
 	name := testcluster.UniqueName("vk")
-	cfg := filepath.Join(t.TempDir(), "mock.json")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{%q: {"faults": {"fail-calls": "*", "fail-for": "6s"}}}`, name)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := mockConfig(t, name, `{"faults": {"fail-calls": "*", "fail-for": "6s"}}`)
 	started := time.Now()
 	d := startDaemon(t, c, nil, "--nodename", name, "--provider-config", cfg)
 	waitNodeReady(t, c.Client, name)
