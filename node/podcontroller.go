@@ -167,6 +167,7 @@ type PodController struct {
 	pollInterval   time.Duration
 	resyncInterval time.Duration
 	graceMargin    time.Duration
+	skipEnv        bool
 	observe        func(method string, took time.Duration, err error)
 
 	syncQueue   *queue.Queue
@@ -210,6 +211,7 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 		pollInterval:   cfg.StatusPollInterval,
 		resyncInterval: cfg.ProviderResyncInterval,
 		graceMargin:    cfg.GracePeriodMargin,
+		skipEnv:        cfg.SkipDownwardAPIResolution,
 		observe:        cfg.ProviderCallObserver,
 		pods:           newPodRecords(),
 		ready:          make(chan struct{}),
