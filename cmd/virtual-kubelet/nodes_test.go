@@ -39,9 +39,10 @@ func TestManyNodesFromOneProcess(t *testing.T) {
 		if n.Status.Capacity.Cpu().String() != "3" || n.Labels["kubernetes.io/hostname"] != name {
 			t.Errorf("%s: capacity %v labels %v", name, n.Status.Capacity, n.Labels)
 		}
-		if _, err := c.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{}); err != nil {
-			t.Errorf("%s: lease: %v", name, err)
-		}
+		eventually(t, name+": lease", func() (bool, string) {
+			_, err := c.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+			return err == nil, fmt.Sprint(err)
+		})
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i), Namespace: ns},
 			Spec: corev1.PodSpec{

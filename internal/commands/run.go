@@ -87,15 +87,20 @@ func Run(ctx context.Context, o *Options) error {
 		defer podFactory.Shutdown()
 	}
 
+	nodes := make([]*nodeutil.Node, len(names))
+	providers := make([]provider.Provider, len(names))
+	for i, name := range names {
+		if nodes[i], providers[i], err = buildNode(withNode(ctx, name), o, name, o.ListenPort+int32(i), nodeIP, client, factory, pods); err != nil {
+			return err
+		}
+	}
 	servers, err := startServers(ctx, o, client, restCfg)
 	if err != nil {
 		return err
 	}
 	defer servers.shutdown(shutdownTimeout)
-
-	nodes := make([]*nodeutil.Node, len(names))
 	for i, name := range names {
-		if nodes[i], err = buildNode(withNode(ctx, name), o, name, o.ListenPort+int32(i), nodeIP, client, factory, pods, servers); err != nil {
+		if err := servers.kubeletAPI(withNode(ctx, name), o, name, o.ListenPort+int32(i), nodeIP, providers[i]); err != nil {
 			return err
 		}
 	}
@@ -154,14 +159,14 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// buildNode makes one virtual node: its provider, its Node controller and
-// pod controller, and its kubelet API server on port.
+// buildNode makes one virtual node: its provider (whose kubelet API will
+// listen on port), its Node controller and pod controller.
 func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP string, client kubernetes.Interface,
-	factory informers.SharedInformerFactory, pods *nodeutil.PodsByNode, servers *servers) (*nodeutil.Node, error) {
+	factory informers.SharedInformerFactory, pods *nodeutil.PodsByNode) (*nodeutil.Node, provider.Provider, error) {
 	core := factory.Core().V1()
 	initProvider, err := provider.Get(o.Provider)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	p, err := initProvider(ctx, provider.InitConfig{
 		ConfigPath:      o.ProviderConfig,
@@ -178,7 +183,10 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		KubeClient: client,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("provider %s for node %s: %w", o.Provider, name, err)
+		if o.NodeCount > 1 {
+			return nil, nil, fmt.Errorf("provider %s for node %s: %w", o.Provider, name, err)
+		}
+		return nil, nil, fmt.Errorf("provider %s: %w", o.Provider, err)
 	}
 	cfg := nodeutil.Config{
 		Client:               client,
@@ -196,13 +204,7 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		cfg.PodInformer = pods.For(name)
 	}
 	n, err := nodeutil.New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := servers.kubeletAPI(ctx, o, name, port, nodeIP, p); err != nil {
-		return nil, err
-	}
-	return n, nil
+	return n, p, err
 }
 
 // nodeGroup follows the nodes of one process: all ready, the first done.
