@@ -29,8 +29,13 @@ const timeout = 90 * time.Second
 
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
+	eventuallyWithin(t, timeout, what, cond)
+}
+
+func eventuallyWithin(t *testing.T, limit time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
 	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, limit, true, func(context.Context) (bool, error) {
 		ok, msg := cond()
 		last = msg
 		return ok, nil
