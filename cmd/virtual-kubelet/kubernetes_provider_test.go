@@ -357,8 +357,10 @@ spec:
 		if err := tc.a.Client.CoreV1().Pods(tc.ns).Delete(ctx, victim, deleteNow); err != nil {
 			t.Fatal(err)
 		}
+		restarted := time.Now()
 		tc.node = startDaemon(t, tc.a, tc.host, "--provider", "kubernetes", "--provider-config", tc.config, "--nodename", tc.node.name)
 		waitNodeReady(t, tc.a.Client, tc.node.name)
+		defer func() { os.WriteFile("/tmp/vk15-restart.log", []byte(tc.node.output.String()), 0o644) }()
 		eventually(t, "every pod of A once in B, the orphan gone", func() (bool, string) {
 			pods, err := tc.a.Client.CoreV1().Pods(tc.ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
@@ -380,6 +382,7 @@ spec:
 			sort.Strings(problems)
 			return len(problems) == 0, strings.Join(problems, "; ")
 		})
+		t.Logf("restarted daemon caught up in %s", time.Since(restarted).Round(10*time.Millisecond))
 		after := tc.remotePods(t)
 		for name, rs := range before {
 			if name != victim && (len(after[name]) != 1 || after[name][0].UID != rs[0].UID) {

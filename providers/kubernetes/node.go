@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	"github.com/vkubelet/virtual-kubelet/node"
 )
 
@@ -88,33 +89,8 @@ func (p *Provider) Capacity(context.Context) corev1.ResourceList { return p.capa
 // NodeConditions reports the node Ready: while B does not answer Ping the
 // heartbeat stops and A's node lifecycle controller says otherwise.
 func (p *Provider) NodeConditions(context.Context) []corev1.NodeCondition {
-	since := metav1.NewTime(p.startedAt)
-	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
-		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastTransitionTime: since}
-	}
-	return []corev1.NodeCondition{
-		cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "the remote cluster is ready"),
-		cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "the remote cluster schedules by memory"),
-		cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "the remote cluster schedules by disk"),
-		cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "the remote cluster schedules by PID"),
-	}
+	return provider.HealthyConditions(p.startedAt, "the remote cluster")
 }
-
-// NodeAddresses reports the InternalIP the daemon was given.
-func (p *Provider) NodeAddresses(context.Context) []corev1.NodeAddress {
-	if p.internalIP == "" {
-		return nil
-	}
-	return []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: p.internalIP}}
-}
-
-// NodeDaemonEndpoints reports the kubelet API port.
-func (p *Provider) NodeDaemonEndpoints(context.Context) *corev1.NodeDaemonEndpoints {
-	return &corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: p.daemonPort}}
-}
-
-// OperatingSystem implements provider.Provider.
-func (p *Provider) OperatingSystem() string { return p.os }
 
 // NodeLabels implements provider.NodeDecorator: the config's node.labels.
 func (p *Provider) NodeLabels() map[string]string { return p.cfg.Node.Labels }

@@ -39,14 +39,12 @@ const sourceIndex = "source"
 
 // Provider runs pods in the remote cluster. Create it with New.
 type Provider struct {
-	cfg        *Config
-	names      namer
-	nodeName   string
-	os         string
-	internalIP string
-	daemonPort int32
-	capacity   corev1.ResourceList
-	startedAt  time.Time
+	cfg   *Config
+	names namer
+	provider.NodeBasics
+	nodeName  string
+	capacity  corev1.ResourceList
+	startedAt time.Time
 
 	remote       kubernetes.Interface
 	remoteConfig *rest.Config
@@ -86,10 +84,8 @@ func New(ctx context.Context, ic provider.InitConfig) (provider.Provider, error)
 	p := &Provider{
 		cfg:          cfg,
 		names:        namer{namespace: cfg.Namespace, prefix: cfg.NamespacePrefix},
+		NodeBasics:   provider.NodeBasicsFrom(ic),
 		nodeName:     ic.NodeName,
-		os:           ic.OperatingSystem,
-		internalIP:   ic.InternalIP,
-		daemonPort:   ic.DaemonPort,
 		startedAt:    time.Now(),
 		remote:       remote,
 		remoteConfig: restCfg,

@@ -91,6 +91,13 @@ func (p *Provider) remotePod(pod *corev1.Pod) *corev1.Pod {
 	}
 	spec.ImagePullSecrets = nil
 
+	// Annotations cross over (they script the mock provider, for one);
+	// labels do not, or B's controllers could adopt the pod.
+	annotations := make(map[string]string, len(pod.Annotations)+1)
+	for k, v := range pod.Annotations {
+		annotations[k] = v
+	}
+	annotations[AnnotationSourceName] = pod.Name
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: ns,
@@ -100,7 +107,7 @@ func (p *Provider) remotePod(pod *corev1.Pod) *corev1.Pod {
 				LabelSourceNamespace: pod.Namespace,
 				LabelSourceUID:       string(pod.UID),
 			},
-			Annotations: map[string]string{AnnotationSourceName: pod.Name},
+			Annotations: annotations,
 		},
 		Spec: *spec,
 	}
@@ -202,9 +209,9 @@ func (p *Provider) localPod(remote *corev1.Pod) *corev1.Pod {
 		Status:     *remote.Status.DeepCopy(),
 	}
 	pod.Spec.NodeName = p.nodeName
-	if p.internalIP != "" {
-		pod.Status.HostIP = p.internalIP
-		pod.Status.HostIPs = []corev1.HostIP{{IP: p.internalIP}}
+	if p.InternalIP != "" {
+		pod.Status.HostIP = p.InternalIP
+		pod.Status.HostIPs = []corev1.HostIP{{IP: p.InternalIP}}
 	}
 	// B's scheduler conditions (PodScheduled in B) describe B, not A.
 	pod.Status.NominatedNodeName = ""

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/vkubelet/virtual-kubelet/internal/provider"
 )
 
 func TestRemoteNames(t *testing.T) {
@@ -36,10 +38,11 @@ func TestRemotePod(t *testing.T) {
 		}},
 		names:      namer{prefix: "a-"},
 		nodeName:   "vk-b",
-		internalIP: "10.0.0.9",
+		NodeBasics: provider.NodeBasics{InternalIP: "10.0.0.9"},
 	}
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web", UID: "uid-1", Labels: map[string]string{"app": "web"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web", UID: "uid-1",
+			Labels: map[string]string{"app": "web"}, Annotations: map[string]string{"note": "kept"}},
 		Spec: corev1.PodSpec{
 			NodeName:           "vk-b",
 			NodeSelector:       map[string]string{"type": "virtual-kubelet"},
@@ -61,7 +64,7 @@ func TestRemotePod(t *testing.T) {
 	}
 	r := p.remotePod(pod)
 	if r.Namespace != "a-team" || r.Name != "web" || r.Labels[LabelNode] != "vk-b" || r.Labels[LabelSourceUID] != "uid-1" ||
-		r.Labels[LabelSourceNamespace] != "team" || r.Annotations[AnnotationSourceName] != "web" || r.Labels["app"] != "" {
+		r.Labels[LabelSourceNamespace] != "team" || r.Annotations[AnnotationSourceName] != "web" || r.Annotations["note"] != "kept" || r.Labels["app"] != "" {
 		t.Errorf("remote meta: %+v", r.ObjectMeta)
 	}
 	if r.Spec.NodeName != "" || r.Spec.NodeSelector["pool"] != "burst" || len(r.Spec.Tolerations) != 1 || r.Spec.Tolerations[0].Key != "burst" {
