@@ -7,6 +7,11 @@ BIN   := $(CURDIR)/bin
 # Where `make cluster-up` keeps the local control plane's data.
 CLUSTER_DIR ?= $(or $(TMPDIR),/tmp)/virtual-kubelet/local
 
+# `make run` and `make cluster-up` run metrics-server (kubectl top, the
+# HorizontalPodAutoscaler); METRICS_SERVER=0 leaves it out.
+METRICS_SERVER ?= 1
+metrics_server_flag = $(if $(filter-out 0,$(METRICS_SERVER)),--metrics-server "$$(hack/metrics-server/build.sh)")
+
 # Stamped into the binary and the image.
 VERSION    ?= $(shell git describe --tags --match 'v*' 2>/dev/null || echo v0.1.0-dev)
 GIT_COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -29,17 +34,18 @@ image: ## the container image (needs a Docker engine)
 	@docker info >/dev/null 2>&1 || { echo "make image needs a running Docker engine; make build-static builds the same binary without one" >&2; exit 1; }
 	docker build --build-arg VERSION=$(VERSION) --build-arg GIT_COMMIT=$(GIT_COMMIT) --build-arg BUILD_TAGS="$(BUILD_TAGS)" -t $(IMAGE) .
 
-controlplane: ## build (or find cached) etcd, kube-apiserver, ... and kubectl
+controlplane: ## build (or find cached) etcd, kube-apiserver, ..., kubectl and metrics-server
 	@hack/controlplane/build.sh >/dev/null
+	@hack/metrics-server/build.sh >/dev/null
 
 cluster-up: build ## start a local control plane on loopback; prints its kubeconfig
-	@$(BIN)/cluster up --dir $(CLUSTER_DIR) --bin-dir "$$(hack/controlplane/build.sh)"
+	@$(BIN)/cluster up --dir $(CLUSTER_DIR) --bin-dir "$$(hack/controlplane/build.sh)" $(metrics_server_flag)
 
 cluster-down: build ## stop it and remove its data
 	@$(BIN)/cluster down --dir $(CLUSTER_DIR)
 
 run: build ## local control plane (unless KUBECONFIG is set) + the mock node vk0
-	@CLUSTER_DIR=$(CLUSTER_DIR) BIN=$(BIN) hack/run.sh
+	@CLUSTER_DIR=$(CLUSTER_DIR) BIN=$(BIN) METRICS_SERVER=$(METRICS_SERVER) hack/run.sh
 
 # Where `make run-two-clusters` keeps cluster B (cluster A is CLUSTER_DIR).
 CLUSTER_B_DIR ?= $(or $(TMPDIR),/tmp)/virtual-kubelet/cluster-b
@@ -51,7 +57,7 @@ test: ## go vet, unit and e2e tests, all with -race, against a real control plan
 	@BIN=$(BIN) hack/test.sh
 
 # N pod counts for `make bench`; BENCH_ARGS adds flags (go run ./hack/bench -h).
-BENCH_N    ?= 1000,5000,10000
+BENCH_N    ?= 300,1000,5000,10000
 BENCH_OUT  ?= docs/bench
 BENCH_ARGS ?=
 

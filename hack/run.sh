@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `make run`: with no KUBECONFIG, bring up the local control plane and run the
-# mock node vk0 in a node host of it (so the apiserver can reach its kubelet
-# API); with KUBECONFIG, run vk0 against that cluster from here.
+# `make run`: with no KUBECONFIG, bring up the local control plane (with
+# metrics-server unless METRICS_SERVER=0) and run the mock node vk0 in a node
+# host of it (so the apiserver and metrics-server can reach its kubelet API);
+# with KUBECONFIG, run vk0 against that cluster from here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-$PWD/bin}
@@ -14,7 +15,11 @@ if [[ -n ${KUBECONFIG:-} ]]; then
 fi
 
 bin=$(hack/controlplane/build.sh)
-"$BIN/cluster" up --dir "$CLUSTER_DIR" --bin-dir "$bin"
+metrics_server=()
+if [[ ${METRICS_SERVER:-1} != 0 ]]; then
+	metrics_server=(--metrics-server "$(hack/metrics-server/build.sh)")
+fi
+"$BIN/cluster" up --dir "$CLUSTER_DIR" --bin-dir "$bin" "${metrics_server[@]}"
 cat <<EOT
 
 In another terminal:
@@ -22,6 +27,7 @@ In another terminal:
   kubectl get nodes
   kubectl apply -f hack/examples/pod.yaml
   kubectl logs hello; kubectl exec hello -- printenv GREETING
+  kubectl top pod      # once metrics-server has scraped vk0 twice (about 20s)
 Stop with Ctrl-C; \`make cluster-down\` removes the control plane.
 
 EOT

@@ -11,7 +11,9 @@ started=$(date +%s)
 
 step "control plane binaries"
 VK_CONTROLPLANE_BIN=$(hack/controlplane/build.sh)
-export VK_CONTROLPLANE_BIN
+# The e2e cluster runs metrics-server (cluster up reads this variable).
+VK_METRICS_SERVER_BIN=$(hack/metrics-server/build.sh)
+export VK_CONTROLPLANE_BIN VK_METRICS_SERVER_BIN
 
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './hack/controlplane/build/*'))

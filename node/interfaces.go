@@ -81,6 +81,11 @@ type NodeProvider interface {
 	// the node's status. This will generally trigger a call to the
 	// Kubernetes API server to update the status.
 	//
+	// The node passed is the whole node as the provider wants it: its
+	// labels, annotations, spec (taints included) and status replace the
+	// ones given before, and what they leave out that was set before is
+	// removed from the Node (what other clients set stays).
+	//
 	// NotifyNodeStatus should not block callers.
 	NotifyNodeStatus(ctx context.Context, cb func(*corev1.Node))
 }

@@ -61,7 +61,8 @@ func (n *NaiveNodeProviderV2) NotifyNodeStatus(_ context.Context, f func(*corev1
 	}
 }
 
-// UpdateStatus sends a node status update to the node controller. It waits
+// UpdateStatus sends the node, as it should now be (labels, annotations,
+// taints and status), to the node controller. It waits
 // until a node controller has registered for updates or ctx ends, and returns
 // ctx's error in the latter case.
 func (n *NaiveNodeProviderV2) UpdateStatus(ctx context.Context, node *corev1.Node) error {

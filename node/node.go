@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,9 +21,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	coordclientset "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	v1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/vkubelet/virtual-kubelet/node/log"
 )
@@ -54,6 +58,8 @@ var errNotCreatedWithConstructor = errors.New("NaiveNodeProviderV2 must be creat
 type NodeController struct { //nolint:revive
 	p     NodeProvider
 	nodes v1.NodeInterface
+	// name of the Node; the provider's updates cannot change it.
+	name string
 
 	leases        coordclientset.LeaseInterface
 	leaseDuration int32
@@ -107,6 +113,7 @@ func NewNodeController(p NodeProvider, node *corev1.Node, nodes v1.NodeInterface
 	n := &NodeController{
 		p:              p,
 		nodes:          nodes,
+		name:           node.Name,
 		desired:        node.DeepCopy(),
 		pingInterval:   DefaultPingInterval,
 		statusInterval: DefaultStatusUpdateInterval,
@@ -262,6 +269,10 @@ func (n *NodeController) Err() error {
 // status is written at the ping interval. A heartbeat is sent only while the
 // provider answers Ping, so an unhealthy provider makes the node NotReady.
 //
+// Every write is a server-side apply under FieldManager (taints aside, see
+// TaintsAnnotation): what the provider stops reporting is removed from the
+// Node, and what others set on it is kept.
+//
 // Run blocks until ctx ends or the error handler returns an error. A node
 // deleted from the API server meanwhile is registered again.
 func (n *NodeController) Run(ctx context.Context) (retErr error) {
@@ -280,7 +291,7 @@ func (n *NodeController) Run(ctx context.Context) (retErr error) {
 		close(n.done)
 	}()
 
-	ctx = log.WithFields(ctx, map[string]any{"node": n.desired.Name})
+	ctx = log.WithFields(ctx, map[string]any{"node": n.name})
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -302,12 +313,12 @@ func (n *NodeController) Run(ctx context.Context) (retErr error) {
 	return n.controlLoop(ctx)
 }
 
-// Node returns the node as this controller keeps it: the spec it was given
-// with the status the provider last reported. It is shared: callers must not
-// modify it.
+// Node returns the node as this controller keeps it: the one it was given,
+// or the one the provider last reported through NotifyNodeStatus. It is
+// shared: callers must not modify it.
 func (n *NodeController) Node() *corev1.Node { return n.reported.Load() }
 
-// onProviderStatus keeps only the newest status the provider reported; the
+// onProviderStatus keeps only the newest node the provider reported; the
 // control loop writes it.
 func (n *NodeController) onProviderStatus(node *corev1.Node) {
 	node = node.DeepCopy()
@@ -322,6 +333,21 @@ func (n *NodeController) onProviderStatus(node *corev1.Node) {
 		default:
 		}
 	}
+}
+
+// setDesired takes the provider's node as the one to write: its labels,
+// annotations, spec and status. It reports whether more than the status
+// changed, which takes more than a status write.
+func (n *NodeController) setDesired(node *corev1.Node) (objectChanged bool) {
+	next := n.desired.DeepCopy()
+	next.Labels, next.Annotations, next.Spec, next.Status = node.Labels, node.Annotations, node.Spec, node.Status
+	keepTransitionTimes(n.desired.Status.Conditions, next.Status.Conditions)
+	objectChanged = !apiequality.Semantic.DeepEqual(n.desired.Labels, next.Labels) ||
+		!apiequality.Semantic.DeepEqual(n.desired.Annotations, next.Annotations) ||
+		!apiequality.Semantic.DeepEqual(n.desired.Spec, next.Spec)
+	n.desired = next
+	n.reported.Store(next.DeepCopy())
+	return objectChanged
 }
 
 func (n *NodeController) controlLoop(ctx context.Context) error {
@@ -361,9 +387,11 @@ func (n *NodeController) controlLoop(ctx context.Context) error {
 				return err
 			}
 		case node := <-n.statusUpdates:
-			n.desired.Status = node.Status
-			n.reported.Store(n.desired.DeepCopy())
-			if err := n.writeStatus(ctx); err != nil {
+			write := n.writeStatus
+			if n.setDesired(node) {
+				write = n.writeNode
+			}
+			if err := write(ctx); err != nil {
 				return err
 			}
 		case <-n.nodeDeleted:
@@ -388,9 +416,9 @@ func (n *NodeController) ping(ctx context.Context) bool {
 	return true
 }
 
-// register creates the node, or adopts an existing one, and its lease. It
-// retries until it succeeds or ctx ends: a daemon started before the API
-// server is reachable should come up once it is.
+// register applies the node (creating it, or adopting an existing one), its
+// status and its lease. It retries until it succeeds or ctx ends: a daemon
+// started before the API server is reachable should come up once it is.
 func (n *NodeController) register(ctx context.Context) error {
 	ctx, span := trace.StartSpan(ctx, "node.register")
 	defer span.End()
@@ -401,12 +429,12 @@ func (n *NodeController) register(ctx context.Context) error {
 			return nil
 		}
 		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-			return fmt.Errorf("registering node %s: %w", n.desired.Name, err)
+			return fmt.Errorf("registering node %s: %w", n.name, err)
 		}
 		log.G(ctx).WithError(err).Warnf("registering the node failed; retrying in %s", backoff)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("registering node %s: %w", n.desired.Name, err)
+			return fmt.Errorf("registering node %s: %w", n.name, err)
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 30*time.Second)
@@ -414,79 +442,177 @@ func (n *NodeController) register(ctx context.Context) error {
 }
 
 func (n *NodeController) registerOnce(ctx context.Context) error {
-	n.touchConditions()
-	created, err := n.nodes.Create(ctx, n.desired, metav1.CreateOptions{})
-	switch {
-	case err == nil:
-		log.G(ctx).Info("registered node")
-		n.uid = created.UID
-	case apierrors.IsAlreadyExists(err):
-		if err := n.adopt(ctx); err != nil {
-			return err
-		}
-		log.G(ctx).Info("updated existing node")
-	default:
+	existing, err := n.applyObject(ctx)
+	if err != nil {
 		return err
 	}
+	// After a restart the conditions keep the transition times the API
+	// server has, as long as their status is the same.
+	keepTransitionTimes(existing.Status.Conditions, n.desired.Status.Conditions)
+	if err := n.applyStatus(ctx); err != nil {
+		return err
+	}
+	log.G(ctx).WithField("uid", n.uid).Info("registered node")
 	if n.leases != nil {
 		return n.ensureLease(ctx)
 	}
 	return nil
 }
 
-// adopt brings an existing Node in line with ours: our labels, annotations
-// and taints are applied over what is there (others' are kept) and the status
-// is ours.
-func (n *NodeController) adopt(ctx context.Context) error {
-	existing, err := n.nodes.Get(ctx, n.desired.Name, metav1.GetOptions{})
+// FieldManager is the field manager of the NodeController's writes to its
+// Node. Server-side apply records, under this name, which labels,
+// annotations, spec fields, capacity entries, conditions and addresses the
+// provider set: one it stops setting is removed, and fields that other
+// managers own (a user's labels, cordon, the control plane's taints and
+// conditions) are left alone.
+const FieldManager = "virtual-kubelet"
+
+// TaintsAnnotation lists, as JSON, the taints the NodeController set on its
+// Node. Taints are one atomic list to server-side apply, so ownership of
+// single taints cannot be recorded there; this annotation lets a taint the
+// provider no longer wants be removed, even after a restart, while the
+// control plane's and users' taints stay.
+const TaintsAnnotation = "virtual-kubelet.io/taints"
+
+// applyOptions take over fields another manager changed: the node's
+// labels, spec and status that the provider sets are ours, as the kubelet's
+// are its own.
+var applyOptions = metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
+
+// applyObject applies the desired labels, annotations and spec, creating the
+// Node if there is none, then its taints. It returns the Node as written.
+func (n *NodeController) applyObject(ctx context.Context) (*corev1.Node, error) {
+	spec := n.desired.Spec.DeepCopy()
+	spec.Taints = nil // written by writeTaints
+	specApply, err := asApplyConfiguration[corev1ac.NodeSpecApplyConfiguration](spec)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	updated := existing.DeepCopy()
-	if updated.Labels == nil {
-		updated.Labels = map[string]string{}
+	annotations := n.desired.Annotations
+	if _, ok := annotations[TaintsAnnotation]; ok {
+		// writeTaints keeps it; a provider that copied it from the Node
+		// would fight that write with a stale value.
+		annotations = maps.Clone(annotations)
+		delete(annotations, TaintsAnnotation)
 	}
-	for k, v := range n.desired.Labels {
-		updated.Labels[k] = v
+	obj := corev1ac.Node(n.name).
+		WithLabels(n.desired.Labels).
+		WithAnnotations(annotations).
+		WithSpec(specApply)
+	written, err := n.nodes.Apply(ctx, obj, applyOptions)
+	if err != nil {
+		return nil, err
 	}
-	if updated.Annotations == nil {
-		updated.Annotations = map[string]string{}
+	if written, err = n.writeTaints(ctx, written); err != nil {
+		return nil, err
 	}
-	for k, v := range n.desired.Annotations {
-		updated.Annotations[k] = v
-	}
-	updated.Spec.Taints = mergeTaints(updated.Spec.Taints, n.desired.Spec.Taints)
-	updated.Spec.Unschedulable = n.desired.Spec.Unschedulable
-	if !apiequality.Semantic.DeepEqual(existing.ObjectMeta, updated.ObjectMeta) || !apiequality.Semantic.DeepEqual(existing.Spec, updated.Spec) {
-		if updated, err = n.nodes.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
-			return err
-		}
-	}
-	n.uid = updated.UID
-	return n.patchStatus(ctx)
+	n.uid = written.UID
+	return written, nil
 }
 
-// mergeTaints returns have with every taint of want present (by key and
-// effect, with want's value).
-func mergeTaints(have, want []corev1.Taint) []corev1.Taint {
-	out := append([]corev1.Taint(nil), have...)
-	for _, w := range want {
-		found := false
-		for i := range out {
-			if out[i].Key == w.Key && out[i].Effect == w.Effect {
-				out[i].Value = w.Value
-				found = true
+// writeTaints brings the Node's taints in line with the desired ones: ours
+// are added or updated, those we set before and no longer want are removed,
+// and every other taint is kept. A write only happens on a change, and is
+// retried on a conflict with a fresh read.
+func (n *NodeController) writeTaints(ctx context.Context, node *corev1.Node) (*corev1.Node, error) {
+	want := n.desired.Spec.Taints
+	record, err := taintsRecord(want)
+	if err != nil {
+		return nil, err
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if node == nil {
+			var err error
+			if node, err = n.nodes.Get(ctx, n.name, metav1.GetOptions{}); err != nil {
+				return err
 			}
 		}
-		if !found {
-			out = append(out, w)
+		var before []corev1.Taint
+		if v, ok := node.Annotations[TaintsAnnotation]; ok {
+			if err := json.Unmarshal([]byte(v), &before); err != nil {
+				log.G(ctx).WithError(err).Warnf("ignoring unreadable annotation %s", TaintsAnnotation)
+			}
 		}
+		taints := reconcileTaints(node.Spec.Taints, before, want)
+		if apiequality.Semantic.DeepEqual(taints, node.Spec.Taints) && node.Annotations[TaintsAnnotation] == record {
+			return nil
+		}
+		update := node.DeepCopy()
+		update.Spec.Taints = taints
+		if record == "" {
+			delete(update.Annotations, TaintsAnnotation)
+		} else {
+			if update.Annotations == nil {
+				update.Annotations = map[string]string{}
+			}
+			update.Annotations[TaintsAnnotation] = record
+		}
+		written, err := n.nodes.Update(ctx, update, metav1.UpdateOptions{FieldManager: FieldManager})
+		if err != nil {
+			node = nil
+			return err
+		}
+		node = written
+		return nil
+	})
+	return node, err
+}
+
+// taintsRecord is the TaintsAnnotation value for taints; none is "".
+func taintsRecord(taints []corev1.Taint) (string, error) {
+	if len(taints) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(taints)
+	return string(b), err
+}
+
+// reconcileTaints returns have without the taints in before that are not in
+// want, and with every taint of want present (matched by key and effect,
+// with want's value). Other taints keep their place.
+func reconcileTaints(have, before, want []corev1.Taint) []corev1.Taint {
+	var out []corev1.Taint
+	for _, t := range have {
+		if slices.ContainsFunc(before, sameTaint(t)) && !slices.ContainsFunc(want, sameTaint(t)) {
+			continue
+		}
+		out = append(out, t)
+	}
+	for _, w := range want {
+		if i := slices.IndexFunc(out, sameTaint(w)); i >= 0 {
+			out[i].Value = w.Value
+			continue
+		}
+		out = append(out, w)
 	}
 	return out
 }
 
-// touchConditions stamps every condition with a fresh heartbeat; a condition
-// with no transition time gets one now.
+// sameTaint matches taints with t's key and effect.
+func sameTaint(t corev1.Taint) func(corev1.Taint) bool {
+	return func(o corev1.Taint) bool { return t.MatchTaint(&o) }
+}
+
+// keepTransitionTimes gives each condition of to that has no transition
+// time the one its type has in from, if its status is the same there: a
+// transition time moves only when the status changes.
+func keepTransitionTimes(from, to []corev1.NodeCondition) {
+	for i := range to {
+		c := &to[i]
+		if !c.LastTransitionTime.IsZero() {
+			continue
+		}
+		for _, f := range from {
+			if f.Type == c.Type && f.Status == c.Status {
+				c.LastTransitionTime = f.LastTransitionTime
+			}
+		}
+	}
+}
+
+// touchConditions stamps every condition with a fresh heartbeat, as the
+// kubelet does on each status write; a condition with no transition time
+// gets one now.
 func (n *NodeController) touchConditions() {
 	now := metav1.Now()
 	for i := range n.desired.Status.Conditions {
@@ -498,20 +624,43 @@ func (n *NodeController) touchConditions() {
 	}
 }
 
+// writeNode writes the whole node: object, taints and status. It returns an
+// error only when Run must stop.
+func (n *NodeController) writeNode(ctx context.Context) error {
+	ctx, span := trace.StartSpan(ctx, "node.update")
+	defer span.End()
+	uid := n.uid
+	_, err := n.applyObject(ctx)
+	if err == nil && n.uid != uid && n.leases != nil {
+		// Someone deleted the node and the apply made it again: the lease
+		// belongs to the new one.
+		err = n.ensureLease(ctx)
+	}
+	if err == nil {
+		err = n.applyStatus(ctx)
+	}
+	return n.handleWriteError(ctx, span, "updating node", err)
+}
+
 // writeStatus writes the desired status and hands errors to the error
 // handler. It returns an error only when Run must stop.
 func (n *NodeController) writeStatus(ctx context.Context) error {
 	ctx, span := trace.StartSpan(ctx, "node.updateStatus")
 	defer span.End()
-	n.touchConditions()
-	err := n.patchStatus(ctx)
+	return n.handleWriteError(ctx, span, "updating node status", n.applyStatus(ctx))
+}
+
+// handleWriteError hands a failed write to the error handler or, without
+// one, registers a node that is gone again and logs other errors, to be
+// retried at the next write.
+func (n *NodeController) handleWriteError(ctx context.Context, span *trace.Span, what string, err error) error {
 	if err == nil {
 		return nil
 	}
 	span.SetStatus(trace.Status{Code: trace.StatusCodeUnknown, Message: err.Error()})
 	if n.errorHandler != nil {
 		if herr := n.errorHandler(ctx, err); herr != nil {
-			return fmt.Errorf("updating node status: %w", herr)
+			return fmt.Errorf("%s: %w", what, herr)
 		}
 		return nil
 	}
@@ -522,37 +671,86 @@ func (n *NodeController) writeStatus(ctx context.Context) error {
 		}
 		return nil
 	}
-	log.G(ctx).WithError(err).Error("updating node status")
+	log.G(ctx).WithError(err).Error(what)
 	return nil
 }
 
-// patchStatus sends the whole desired status as a strategic merge patch:
-// lists keyed by type (conditions, addresses) replace our entries and keep
-// those of other writers, with no read and no conflict.
-func (n *NodeController) patchStatus(ctx context.Context) error {
+// applyStatus applies the whole desired status, with fresh heartbeats, to
+// the status subresource: one request, no read. The UID makes it fail,
+// rather than write, if the Node is another one by now; a Node that is gone
+// is not created again by it (NotFound).
+//
+// Addresses with two of one type (a dual-stack node's two InternalIPs)
+// cannot be applied: server-side apply keys them by type and rejects
+// duplicates. Those are written after the apply, whole, by a JSON merge
+// patch, which replaces the list: a second request, only for such nodes.
+func (n *NodeController) applyStatus(ctx context.Context) error {
+	n.touchConditions()
+	applied := &n.desired.Status
+	addresses := n.desired.Status.Addresses
+	patchAddresses := hasDuplicateTypes(addresses)
+	if patchAddresses {
+		applied = applied.DeepCopy()
+		applied.Addresses = nil
+	}
+	status, err := asApplyConfiguration[corev1ac.NodeStatusApplyConfiguration](applied)
+	if err != nil {
+		return err
+	}
+	obj := corev1ac.Node(n.name).WithUID(n.uid).WithStatus(status)
+	if _, err = n.nodes.ApplyStatus(ctx, obj, applyOptions); err != nil || !patchAddresses {
+		return err
+	}
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"uid": n.uid},
-		"status":   n.desired.Status,
+		"status":   map[string]any{"addresses": addresses},
 	})
 	if err != nil {
 		return err
 	}
-	_, err = n.nodes.Patch(ctx, n.desired.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	_, err = n.nodes.Patch(ctx, n.name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}, "status")
 	return err
 }
 
+// hasDuplicateTypes tells whether two addresses have the same type.
+func hasDuplicateTypes(addresses []corev1.NodeAddress) bool {
+	seen := make(map[corev1.NodeAddressType]bool, len(addresses))
+	for _, a := range addresses {
+		if seen[a.Type] {
+			return true
+		}
+		seen[a.Type] = true
+	}
+	return false
+}
+
+// asApplyConfiguration converts an API struct into its apply configuration
+// through JSON: exactly the fields it sets (not the zero ones JSON leaves
+// out) are in the result, so fields added to the API later are applied too.
+func asApplyConfiguration[T any](v any) (*T, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	out := new(T)
+	if err := json.Unmarshal(b, out); err != nil {
+		return nil, fmt.Errorf("converting %T to an apply configuration: %w", v, err)
+	}
+	return out, nil
+}
+
 func (n *NodeController) leaseObject(renew time.Time) *coordinationv1.Lease {
-	holder := n.desired.Name
+	holder := n.name
 	duration := n.leaseDuration
 	renewTime := metav1.NewMicroTime(renew)
 	return &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: n.desired.Name,
+			Name: n.name,
 			// The lease goes with the node, as the kubelet's does.
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "v1",
 				Kind:       "Node",
-				Name:       n.desired.Name,
+				Name:       n.name,
 				UID:        n.uid,
 			}},
 		},
@@ -577,7 +775,7 @@ func (n *NodeController) ensureLease(ctx context.Context) error {
 // updateLease renews the existing lease, fixing its holder, duration and
 // owner on the way.
 func (n *NodeController) updateLease(ctx context.Context) error {
-	existing, err := n.leases.Get(ctx, n.desired.Name, metav1.GetOptions{})
+	existing, err := n.leases.Get(ctx, n.name, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
@@ -608,7 +806,7 @@ func (n *NodeController) renewLease(ctx context.Context) {
 // watchDeletion signals the control loop when our Node is deleted, so it is
 // registered again at once rather than at the next status update.
 func (n *NodeController) watchDeletion(ctx context.Context) {
-	selector := fields.OneTermEqualSelector("metadata.name", n.desired.Name).String()
+	selector := fields.OneTermEqualSelector("metadata.name", n.name).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector

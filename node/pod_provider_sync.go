@@ -37,12 +37,7 @@ func (pc *PodController) pollStatuses(ctx context.Context) {
 		if applied, _ := rec.appliedPod(); applied == nil && pod.DeletionTimestamp == nil {
 			continue // the provider was never given it
 		}
-		var status *corev1.PodStatus
-		err := pc.traceProvider(ctx, "GetPodStatus", func(ctx context.Context) error {
-			var err error
-			status, err = pc.provider.GetPodStatus(ctx, pod.Namespace, pod.Name)
-			return err
-		})
+		status, err := pc.getPodStatus(ctx, pod)
 		switch {
 		case errdefs.IsNotFound(err) || (err == nil && status == nil):
 			pc.providerLost(ctx, key, pod, rec)
@@ -110,11 +105,7 @@ func (pc *PodController) resyncWithProvider(ctx context.Context) {
 				continue
 			}
 		}
-		err := pc.traceProvider(ctx, "GetPodStatus", func(ctx context.Context) error {
-			_, err := pc.provider.GetPodStatus(ctx, pod.Namespace, pod.Name)
-			return err
-		})
-		if errdefs.IsNotFound(err) {
+		if _, err := pc.getPodStatus(ctx, pod); errdefs.IsNotFound(err) {
 			pc.providerLost(withPodFields(ctx, pod), key, pod, rec)
 		}
 	}
@@ -141,4 +132,15 @@ func (pc *PodController) providerLost(ctx context.Context, key string, pod *core
 	pc.queueStatus(pod, terminatedStatus(pod, *current,
 		ReasonProviderLost, "The pod was not found in the provider; it may have been deleted there",
 		"ContainerStatusUnknown", "The container could not be located when the pod was terminated"))
+}
+
+// getPodStatus asks the provider for a pod's status, in a span.
+func (pc *PodController) getPodStatus(ctx context.Context, pod *corev1.Pod) (*corev1.PodStatus, error) {
+	var status *corev1.PodStatus
+	err := pc.traceProvider(ctx, "GetPodStatus", func(ctx context.Context) error {
+		var err error
+		status, err = pc.provider.GetPodStatus(ctx, pod.Namespace, pod.Name)
+		return err
+	})
+	return status, err
 }

@@ -157,26 +157,11 @@ func TestDeploymentRunsOnVirtualNode(t *testing.T) {
 	d := startDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")))
 	waitNodeReady(t, c.Client, d.name)
 
-	podLabels := map[string]string{"app": "web"}
-	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](20),
-			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
-				Spec: corev1.PodSpec{
-					NodeSelector: map[string]string{"kubernetes.io/hostname": d.name},
-					Tolerations:  tolerate,
-					Containers:   []corev1.Container{{Name: "web", Image: "nginx"}},
-				},
-			},
-		},
-	}
+	dep := deploymentOn(d.name, "web", 20, nil, corev1.Container{Name: "web", Image: "nginx"})
 	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	selector := labels.SelectorFromSet(podLabels).String()
+	selector := labels.SelectorFromSet(dep.Spec.Selector.MatchLabels).String()
 	eventually(t, "20 pods Running on the virtual node", func() (bool, string) {
 		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
@@ -209,6 +194,27 @@ func TestDeploymentRunsOnVirtualNode(t *testing.T) {
 		}
 		return len(pods.Items) == 0, fmt.Sprintf("%d left", len(pods.Items))
 	})
+}
+
+// deploymentOn is a Deployment of replicas pods labelled app=name, with the
+// annotations and containers given, placed on the virtual node.
+func deploymentOn(node, name string, replicas int32, annotations map[string]string, containers ...corev1.Container) *appsv1.Deployment {
+	podLabels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: annotations},
+				Spec: corev1.PodSpec{
+					NodeSelector: map[string]string{corev1.LabelHostname: node},
+					Tolerations:  tolerate,
+					Containers:   containers,
+				},
+			},
+		},
+	}
 }
 
 func TestScriptedPods(t *testing.T) {

@@ -44,6 +44,9 @@ func TestBenchSmoke(t *testing.T) {
 	if r.Usage.CPU <= 0 || r.Usage.PeakRSS <= 0 {
 		t.Errorf("daemon usage not measured: %+v", r.Usage)
 	}
+	if r.BenchCPU.Floor <= 0 || r.BenchCPU.Daemon <= 0 {
+		t.Errorf("the bench's own CPU not measured: %+v", r.BenchCPU)
+	}
 	// Each pod's status goes Pending→Running and then to its terminal state
 	// before deletion: a few patches per pod, not a retry storm.
 	patches := r.DaemonRequests["PATCH 200"]

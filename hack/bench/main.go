@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -84,11 +85,16 @@ func main() {
 
 // result is one N's outcome.
 type result struct {
-	N              int
-	Floor, Daemon  *phaseResult
-	Usage          processUsage
-	SteadyCPU      float64 // fraction of a core
-	IdleRSS        int64   // bytes, with the node up and no pods: mostly the binary's mapped pages
+	N             int
+	Floor, Daemon *phaseResult
+	Usage         processUsage
+	SteadyCPU     float64 // fraction of a core
+	// BenchCPU is the bench process's own CPU time in each pass. The
+	// passes create, watch and delete the same pods; the floor pass also
+	// writes every status and final delete, so the difference is what the
+	// floor's kubelet work cost.
+	BenchCPU       struct{ Floor, Daemon time.Duration }
+	IdleRSS        int64 // bytes, with the node up and no pods: mostly the binary's mapped pages
 	APICalls       map[string]float64
 	DaemonRequests map[string]float64
 	Queues         []queueStats
@@ -171,7 +177,9 @@ func runSize(ctx context.Context, c config, info *controlplane.Info, client kube
 	ft := newTracker(n)
 	fctx, stopFloor := context.WithCancel(ctx)
 	newFloorKubelet(fctx, client, ns, c.workers, ft)
+	cpuBefore := selfCPU()
 	r.Floor, err = runPass(fctx, client, ns, floorNode, n, c.workers, ft, nil)
+	r.BenchCPU.Floor = selfCPU() - cpuBefore
 	stopFloor()
 	stopNode()
 	cleanup(client, ns, floorNode)
@@ -200,16 +208,20 @@ func runSize(ctx context.Context, c config, info *controlplane.Info, client kube
 	}
 	usageBefore := d.usage()
 	r.IdleRSS = usageBefore.PeakRSS
+	var steadyCPU, steadyBench time.Duration
 	steady := func() {
 		if c.steady <= 0 {
 			return
 		}
 		logf("N=%d daemon: all Running; measuring %s of steady state", n, c.steady)
 		time.Sleep(5 * time.Second) // let the last status writes settle
-		before := d.usage()
+		before, benchBefore := d.usage(), selfCPU()
 		time.Sleep(c.steady)
 		after := d.usage()
 		r.SteadyCPU = (after.CPU - before.CPU).Seconds() / c.steady.Seconds()
+		// The idle window is not pod work: keep it out of the per-pod figures.
+		steadyCPU += after.CPU - before.CPU
+		steadyBench += selfCPU() - benchBefore
 		if c.outDir != "" {
 			// What holds the memory with all N pods Running, after a GC (what is
 			// live, not what the last burst left): go tool pprof -sample_index=inuse_space.
@@ -219,13 +231,15 @@ func runSize(ctx context.Context, c config, info *controlplane.Info, client kube
 			}
 		}
 	}
+	cpuBefore = selfCPU()
 	r.Daemon, err = runPass(ctx, client, ns, vkNode, n, c.workers, newTracker(n), steady)
+	r.BenchCPU.Daemon = selfCPU() - cpuBefore - steadyBench
 	if err != nil {
 		cleanup(client, ns, vkNode)
 		return nil, fmt.Errorf("daemon: %w (log: %s)", err, d.logPath)
 	}
 	after := d.usage()
-	r.Usage = processUsage{CPU: after.CPU - usageBefore.CPU, PeakRSS: after.PeakRSS}
+	r.Usage = processUsage{CPU: after.CPU - usageBefore.CPU - steadyCPU, PeakRSS: after.PeakRSS}
 	callsAfter, _ := apiServerPodCalls(ctx, client)
 	r.APICalls = diff(callsAfter, callsBefore)
 	r.DaemonRequests, r.Queues = d.metrics(ctx)
@@ -324,3 +338,19 @@ func diff(after, before map[string]float64) map[string]float64 {
 	}
 	return out
 }
+
+// selfCPU is the CPU time this process has used, user and system.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// perThousand is d per 1,000 of n pods, in seconds.
+func perThousand(d time.Duration, n int) float64 { return d.Seconds() * 1000 / float64(n) }
+
+// floorCPU is the CPU the floor's kubelet work cost: the bench's CPU in the
+// floor pass less what the same pod traffic cost it in the daemon pass.
+func (r *result) floorCPU() time.Duration { return max(r.BenchCPU.Floor-r.BenchCPU.Daemon, 0) }

@@ -2,12 +2,15 @@
 // cluster-up`, `make cluster-down` and `make run`, and runs commands in node
 // hosts (network namespaces the apiserver can proxy to).
 //
-//	cluster up   [--dir D] [--bin-dir B] [--node-network=true]
+//	cluster up   [--dir D] [--bin-dir B] [--node-network=true] [--metrics-server BIN]
 //	cluster down [--dir D]
 //	cluster exec [--dir D] HOST -- COMMAND [ARGS...]
 //
 // `up` starts a detached supervisor (`cluster serve`) that owns the component
 // processes and the node network; `down` stops it and removes the directory.
+// With --metrics-server (hack/metrics-server/build.sh prints the binary),
+// metrics-server runs too, behind the aggregation layer, so that `kubectl
+// top` and HorizontalPodAutoscalers work; it needs the node network.
 package main
 
 import (
@@ -60,10 +63,11 @@ func usage() {
 }
 
 type flags struct {
-	fs          *flag.FlagSet
-	dir         string
-	binDir      string
-	nodeNetwork bool
+	fs            *flag.FlagSet
+	dir           string
+	binDir        string
+	nodeNetwork   bool
+	metricsServer string
 }
 
 func parse(name string, args []string) (*flags, []string, error) {
@@ -71,6 +75,7 @@ func parse(name string, args []string) (*flags, []string, error) {
 	f.fs.StringVar(&f.dir, "dir", defaultDir(), "directory for the cluster's PKI, data, kubeconfigs and logs")
 	f.fs.StringVar(&f.binDir, "bin-dir", os.Getenv("VK_CONTROLPLANE_BIN"), "directory with etcd, kube-apiserver, ... (hack/controlplane/build.sh prints it)")
 	f.fs.BoolVar(&f.nodeNetwork, "node-network", nethost.Available() == nil, "create a node network so daemons in node hosts can be proxied to (needs root)")
+	f.fs.StringVar(&f.metricsServer, "metrics-server", os.Getenv("VK_METRICS_SERVER_BIN"), "metrics-server binary to run for kubectl top (hack/metrics-server/build.sh prints it); empty: none")
 	if err := f.fs.Parse(args); err != nil {
 		return nil, nil, err
 	}
@@ -100,6 +105,10 @@ func up(args []string) error {
 	if f.binDir == "" {
 		return errors.New("--bin-dir (or $VK_CONTROLPLANE_BIN) is required: run hack/controlplane/build.sh")
 	}
+	if f.metricsServer != "" && !f.nodeNetwork {
+		fmt.Fprintln(os.Stderr, "no node network (it needs root), so no metrics-server: kubectl top will not work")
+		f.metricsServer = ""
+	}
 	// Leftovers of a supervisor that died are not worth keeping.
 	if err := cleanup(f.dir); err != nil {
 		return err
@@ -117,7 +126,8 @@ func up(args []string) error {
 		return err
 	}
 	defer log.Close()
-	cmd := exec.Command(self, "serve", "--dir", f.dir, "--bin-dir", f.binDir, fmt.Sprintf("--node-network=%t", f.nodeNetwork))
+	cmd := exec.Command(self, "serve", "--dir", f.dir, "--bin-dir", f.binDir, fmt.Sprintf("--node-network=%t", f.nodeNetwork),
+		"--metrics-server", f.metricsServer)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -149,6 +159,9 @@ func printInfo(info *controlplane.Info, state string) {
 	if info.NodeNetwork != nil {
 		fmt.Printf("  node network %s, apiserver at %s for node hosts\n", info.NodeNetwork.Subnet, info.NodeServer)
 	}
+	if info.MetricsServer != "" {
+		fmt.Printf("  metrics-server at %s (kubectl top)\n", info.MetricsServer)
+	}
 	fmt.Printf("  logs:     %s\n", filepath.Join(info.Dir, "logs"))
 }
 
@@ -160,7 +173,7 @@ func serve(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	cfg := controlplane.Config{Dir: f.dir, BinDir: f.binDir}
+	cfg := controlplane.Config{Dir: f.dir, BinDir: f.binDir, MetricsServerBin: f.metricsServer}
 	if f.nodeNetwork {
 		n, err := nethost.CreateNetwork(ctx, -1)
 		if err != nil {

@@ -15,3 +15,16 @@ vk_controlplane_bin() {
 	sum=$(cd "$dir" && cat go.mod go.sum etcd/main.go ../build.sh | sha256sum | cut -c1-12)
 	echo "$VK_CACHE_DIR/controlplane/k8s-$VK_K8S_VERSION-etcd-$VK_ETCD_VERSION-$sum/bin"
 }
+
+# metrics-server, built by hack/metrics-server/build.sh and run by
+# `cluster up` so that `kubectl top` and HorizontalPodAutoscalers work.
+VK_METRICS_SERVER_VERSION=v0.9.0
+
+# vk_metrics_server_bin prints where the metrics-server binary is cached: any
+# change to the version or to its build script gives a new key.
+vk_metrics_server_bin() {
+	local script sum
+	script=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../metrics-server/build.sh
+	sum=$(sha256sum <"$script" | cut -c1-12)
+	echo "$VK_CACHE_DIR/metrics-server/$VK_METRICS_SERVER_VERSION-$sum/metrics-server"
+}

@@ -65,3 +65,13 @@ func (p *Process) Stop(grace time.Duration) (killed bool) {
 		return true
 	}
 }
+
+// Kill sends SIGKILL, as a crash or the OOM killer does, and returns once the
+// process has exited; a process that had already exited is left alone.
+func (p *Process) Kill() {
+	if p.Exited() {
+		return
+	}
+	_ = p.Cmd.Process.Kill()
+	<-p.done
+}

@@ -1,7 +1,9 @@
 package childproc
 
 import (
+	"errors"
 	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -51,4 +53,18 @@ func TestExitStatus(t *testing.T) {
 	if p.Err() != nil || p.Cmd.ProcessState.ExitCode() != 0 {
 		t.Errorf("true: err=%v code=%d", p.Err(), p.Cmd.ProcessState.ExitCode())
 	}
+}
+
+func TestKillSendsSIGKILL(t *testing.T) {
+	// A shell that ignores SIGTERM still dies at once.
+	p, err := Start(exec.Command("sh", "-c", `trap "" TERM; while :; do sleep 0.1; done`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Kill()
+	var exit *exec.ExitError
+	if !errors.As(p.Err(), &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Errorf("after Kill: %v, want killed by SIGKILL", p.Err())
+	}
+	p.Kill() // an exited process is left alone
 }

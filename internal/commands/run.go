@@ -39,6 +39,10 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	ctx = log.WithLogger(ctx, logrus.WithFields(logrus.Fields{"node": o.NodeName, "provider": o.Provider}))
+	// Whatever Run starts (provider, node, servers) stops when it returns,
+	// on every path.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	stopTracing, err := tracing.Setup(tracing.Options{
 		Exporters:               o.TraceExporters,
 		ServiceName:             o.TraceServiceName,
@@ -113,6 +117,10 @@ func Run(ctx context.Context, o *Options) error {
 	defer servers.shutdown(shutdownTimeout)
 
 	go func() { _ = n.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-n.Done()
+	}()
 	var startup <-chan time.Time
 	if o.StartupTimeout > 0 {
 		startup = time.After(o.StartupTimeout)
@@ -136,6 +144,7 @@ func Run(ctx context.Context, o *Options) error {
 	case err := <-servers.errs:
 		return err
 	}
+	cancel()
 	<-n.Done()
 	return n.Err()
 }

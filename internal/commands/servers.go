@@ -81,6 +81,7 @@ func startServers(ctx context.Context, o *Options, p provider.Provider, client k
 	s.stops = append(s.stops, stop)
 	l, err := listen("listen-port", net.JoinHostPort(o.ListenAddress, strconv.Itoa(int(o.ListenPort))))
 	if err != nil {
+		s.shutdown(0)
 		return nil, err
 	}
 	s.serve(ctx, "kubelet API", &http.Server{
@@ -132,6 +133,7 @@ func kubeletAPIHandler(ctx context.Context, o *Options, p provider.Provider, cli
 	}
 	if sp, ok := p.(provider.StatsProvider); ok {
 		cfg.GetStatsSummary = sp.GetStatsSummary
+		cfg.GetMetricsResource = sp.GetMetricsResource
 	}
 
 	clientCA, err := defaultClientCA(ctx, o, restCfg)

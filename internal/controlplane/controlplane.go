@@ -1,6 +1,8 @@
 // Package controlplane starts a real Kubernetes control plane (etcd,
 // kube-apiserver, kube-scheduler, kube-controller-manager) on loopback from
-// binaries built by hack/controlplane/build.sh, for tests and `make run`.
+// binaries built by hack/controlplane/build.sh, for tests and `make run`,
+// and optionally metrics-server (hack/metrics-server/build.sh) behind the
+// apiserver's aggregation layer.
 //
 // Each component is a child process whose output goes to <Dir>/logs. The
 // apiserver can also be exposed on a node network's gateway (see package
@@ -31,6 +33,7 @@ const (
 	APIServer         = "kube-apiserver"
 	Scheduler         = "kube-scheduler"
 	ControllerManager = "kube-controller-manager"
+	MetricsServer     = "metrics-server"
 )
 
 // ServiceCIDR is the cluster's service IP range.
@@ -55,10 +58,18 @@ type Config struct {
 	// certificate names its gateway and the apiserver is reachable there.
 	NodeNetwork *nethost.Network
 
-	// VerifyKubeletServingCerts makes the apiserver verify the serving
-	// certificates of kubelets (our daemons) against the cluster CA, as a
-	// hardened cluster does. Off, it accepts any certificate, as most do.
+	// VerifyKubeletServingCerts makes the apiserver (and metrics-server)
+	// verify the serving certificates of kubelets (our daemons) against the
+	// cluster CA, as a hardened cluster does. Off, they accept any
+	// certificate, as most do.
 	VerifyKubeletServingCerts bool
+
+	// MetricsServerBin, when set, is the metrics-server binary to run
+	// behind the aggregation layer, so that `kubectl top` and
+	// HorizontalPodAutoscalers work. It needs NodeNetwork: it listens on the
+	// gateway, since the aggregator is never routed to loopback.
+	MetricsServerBin  string
+	MetricsServerPort int
 }
 
 // Info describes a running control plane; it is written to <Dir>/info.json
@@ -80,6 +91,8 @@ type Info struct {
 	NodeNetwork    *nethost.Network `json:"nodeNetwork,omitempty"`
 	NodeServer     string           `json:"nodeServer,omitempty"`
 	NodeKubeconfig string           `json:"nodeKubeconfig,omitempty"`
+	// MetricsServer is metrics-server's URL when it runs.
+	MetricsServer string `json:"metricsServer,omitempty"`
 	// Pid is the process supervising the components.
 	Pid int `json:"pid"`
 }
@@ -98,6 +111,11 @@ func LoadInfo(dir string) (*Info, error) {
 		return nil, fmt.Errorf("reading %s: %w", filepath.Join(dir, InfoFile), err)
 	}
 	return &info, nil
+}
+
+// LogFile is where the component's output goes.
+func (i *Info) LogFile(component string) string {
+	return filepath.Join(i.Dir, "logs", component+".log")
 }
 
 // RESTConfig returns an admin client config for the apiserver on loopback.
@@ -121,12 +139,15 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, retErr error) {
 	if cfg.Dir == "" || cfg.BinDir == "" {
 		return nil, errors.New("controlplane: Dir and BinDir are required")
 	}
+	if cfg.MetricsServerBin != "" && cfg.NodeNetwork == nil {
+		return nil, errors.New("controlplane: metrics-server needs a node network to listen on (node hosts need root)")
+	}
 	dir, err := filepath.Abs(cfg.Dir)
 	if err != nil {
 		return nil, err
 	}
 	cfg.Dir = dir
-	for _, p := range []*int{&cfg.APIServerPort, &cfg.EtcdPort, &cfg.EtcdPeerPort, &cfg.SchedulerPort, &cfg.ControllerManagerPort} {
+	for _, p := range []*int{&cfg.APIServerPort, &cfg.EtcdPort, &cfg.EtcdPeerPort, &cfg.SchedulerPort, &cfg.ControllerManagerPort, &cfg.MetricsServerPort} {
 		if *p == 0 {
 			if *p, err = freePort(); err != nil {
 				return nil, err
@@ -176,6 +197,11 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, retErr error) {
 	}
 	if err := cp.waitClusterReady(ctx); err != nil {
 		return nil, err
+	}
+	if cfg.MetricsServerBin != "" {
+		if err := cp.startMetricsServer(ctx); err != nil {
+			return nil, err
+		}
 	}
 	cp.info.Pid = os.Getpid()
 	data, err := json.MarshalIndent(cp.info, "", "  ")
@@ -230,14 +256,17 @@ func (c *ControlPlane) args(name string) []string {
 			"--kubelet-client-certificate=" + p.leafCert("apiserver-kubelet-client"),
 			"--kubelet-client-key=" + p.leafKey("apiserver-kubelet-client"),
 			"--kubelet-preferred-address-types=InternalIP,Hostname",
-			// API aggregation, as metrics-server needs.
-			"--requestheader-client-ca-file=" + p.caCert(),
-			"--requestheader-allowed-names=front-proxy-client",
+			// API aggregation, as metrics-server needs. With no Service
+			// network, the aggregator dials an APIService's endpoint
+			// rather than its cluster IP.
+			"--requestheader-client-ca-file=" + p.frontProxyCACert(),
+			"--requestheader-allowed-names=" + frontProxyClient,
 			"--requestheader-username-headers=X-Remote-User",
 			"--requestheader-group-headers=X-Remote-Group",
 			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
-			"--proxy-client-cert-file=" + p.leafCert("front-proxy-client"),
-			"--proxy-client-key-file=" + p.leafKey("front-proxy-client"),
+			"--proxy-client-cert-file=" + p.leafCert(frontProxyClient),
+			"--proxy-client-key-file=" + p.leafKey(frontProxyClient),
+			"--enable-aggregator-routing=true",
 			"--allow-privileged=true",
 		}
 		if cfg.VerifyKubeletServingCerts {
@@ -267,7 +296,13 @@ func (c *ControlPlane) args(name string) []string {
 			"--cluster-signing-cert-file=" + p.caCert(),
 			"--cluster-signing-key-file=" + p.caKey(),
 			"--controllers=*,bootstrapsigner,tokencleaner",
+			// The HorizontalPodAutoscaler controller (in "*") reads
+			// metrics.k8s.io; every 5s rather than 15s, so a local
+			// cluster's `kubectl get hpa` follows metrics-server closely.
+			"--horizontal-pod-autoscaler-sync-period=5s",
 		}
+	case MetricsServer:
+		return c.metricsServerArgs()
 	}
 	return nil
 }
@@ -279,7 +314,11 @@ func (c *ControlPlane) StartComponent(ctx context.Context, name string) error {
 	if p := c.components[name]; p != nil && !p.Exited() {
 		return fmt.Errorf("%s is already running", name)
 	}
-	p, err := startProcess(filepath.Join(c.cfg.BinDir, name), c.args(name), filepath.Join(c.cfg.Dir, "logs", name+".log"))
+	bin := filepath.Join(c.cfg.BinDir, name)
+	if name == MetricsServer {
+		bin = c.cfg.MetricsServerBin
+	}
+	p, err := startProcess(bin, c.args(name), c.info.LogFile(name))
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", name, err)
 	}
@@ -301,13 +340,24 @@ func (c *ControlPlane) StopComponent(name string) error {
 	return nil
 }
 
+// KillComponent kills one component with SIGKILL, as a crash does (no
+// graceful shutdown, no final writes), and returns once it has exited.
+func (c *ControlPlane) KillComponent(name string) error {
+	p := c.components[name]
+	if p == nil {
+		return fmt.Errorf("%s was never started", name)
+	}
+	p.Kill()
+	return nil
+}
+
 // Stop stops every component, newest first. The data directory stays; the
 // caller owns it.
 func (c *ControlPlane) Stop() {
 	if c.forwarder != nil {
 		c.forwarder.close()
 	}
-	for _, name := range []string{ControllerManager, Scheduler, APIServer, Etcd} {
+	for _, name := range []string{MetricsServer, ControllerManager, Scheduler, APIServer, Etcd} {
 		if p := c.components[name]; p != nil {
 			p.stop()
 		}
@@ -328,6 +378,7 @@ func (c *ControlPlane) writeKubeconfigs() error {
 		"admin":           server,
 		Scheduler:         server,
 		ControllerManager: server,
+		MetricsServer:     server,
 	}
 	if n := c.cfg.NodeNetwork; n != nil {
 		c.info.NodeNetwork = n

@@ -68,6 +68,9 @@ func (c *ControlPlane) healthCheck(name string) (func(context.Context) error, er
 		return get(insecure, "https://127.0.0.1:"+strconv.Itoa(c.cfg.SchedulerPort)+"/healthz"), nil
 	case ControllerManager:
 		return get(insecure, "https://127.0.0.1:"+strconv.Itoa(c.cfg.ControllerManagerPort)+"/healthz"), nil
+	case MetricsServer:
+		// Its /readyz waits for a scrape, which an empty cluster never gives.
+		return get(insecure, c.metricsServerURL()+"/livez"), nil
 	case APIServer:
 		client, err := c.client()
 		if err != nil {

@@ -22,8 +22,11 @@ import (
 // certValidity is long enough for a cluster kept around for days of work.
 const certValidity = 365 * 24 * time.Hour
 
-// authority is a CA that signs the cluster's certificates. One CA serves as
-// client CA, serving CA and CSR signer: the control plane is a test fixture.
+// authority is a CA that signs the cluster's certificates. The cluster CA
+// serves as client CA, serving CA and CSR signer: the control plane is a test
+// fixture. The front-proxy CA signs only the apiserver's identity towards
+// aggregated APIs, as kubeadm does: a certificate of the cluster CA must not
+// be able to pass for the front proxy and claim any user in headers.
 type authority struct {
 	cert *x509.Certificate
 	key  crypto.Signer
@@ -101,6 +104,7 @@ type pki struct {
 func (p pki) path(name string) string { return filepath.Join(p.dir, name) }
 
 func (p pki) caCert() string           { return p.path("ca.crt") }
+func (p pki) frontProxyCACert() string { return p.path("front-proxy-ca.crt") }
 func (p pki) caKey() string            { return p.path("ca.key") }
 func (p pki) saKey() string            { return p.path("sa.key") }
 func (p pki) saPub() string            { return p.path("sa.pub") }
@@ -115,12 +119,28 @@ var clientIdentities = map[string]certSpec{
 	// The apiserver presents this to kubelets (and so to our daemon) when it
 	// proxies logs, exec and stats.
 	"apiserver-kubelet-client": {commonName: "kube-apiserver-kubelet-client", organization: []string{"system:masters"}, client: true},
-	// The apiserver's identity towards aggregated APIs (metrics-server).
-	"front-proxy-client": {commonName: "front-proxy-client", client: true},
+	// metrics-server's identity, towards the apiserver and the kubelets
+	// (our daemons) it scrapes.
+	"metrics-server": {commonName: MetricsServerUser, client: true},
 }
 
-// generate writes a fresh CA, serving cert (valid for every address the
-// apiserver is reached on), client certs and service-account key pair.
+// metricsServerServing is metrics-server's serving certificate.
+const metricsServerServing = "metrics-server-serving"
+
+// frontProxyClient is the apiserver's identity towards aggregated APIs
+// (metrics-server), signed by the front-proxy CA.
+const frontProxyClient = "front-proxy-client"
+
+// servingIdentities are the serving certificates of the cluster's servers
+// other than the apiserver, by file name.
+var servingIdentities = map[string]certSpec{
+	// The aggregator reaches metrics-server by its Service's name.
+	metricsServerServing: {commonName: "metrics-server", dnsNames: []string{"metrics-server.kube-system.svc"}, server: true},
+}
+
+// generate writes a fresh cluster CA and front-proxy CA, the apiserver's
+// serving cert (valid for every address it is reached on), the other
+// serving and client certs, and the service-account key pair.
 func (p pki) generate(servingIPs []net.IP) error {
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
 		return err
@@ -137,7 +157,16 @@ func (p pki) generate(servingIPs []net.IP) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFiles(map[string][]byte{p.caCert(): caPEM, p.caKey(): caKeyPEM}); err != nil {
+	frontProxyCA, err := newAuthority("virtual-kubelet-test-front-proxy-ca")
+	if err != nil {
+		return fmt.Errorf("generating front-proxy CA: %w", err)
+	}
+	frontProxyCAPEM, err := cert.EncodeCertificates(frontProxyCA.cert)
+	if err != nil {
+		return err
+	}
+	// The front-proxy CA's key signs one certificate, now: it is not kept.
+	if err := writeFiles(map[string][]byte{p.caCert(): caPEM, p.caKey(): caKeyPEM, p.frontProxyCACert(): frontProxyCAPEM}); err != nil {
 		return err
 	}
 
@@ -150,11 +179,18 @@ func (p pki) generate(servingIPs []net.IP) error {
 			server: true,
 		},
 	}
-	for name, spec := range clientIdentities {
-		specs[name] = spec
+	for _, m := range []map[string]certSpec{clientIdentities, servingIdentities} {
+		for name, spec := range m {
+			specs[name] = spec
+		}
 	}
+	specs[frontProxyClient] = certSpec{commonName: frontProxyClient, client: true}
 	for name, spec := range specs {
-		c, k, err := ca.sign(spec)
+		signer := ca
+		if name == frontProxyClient {
+			signer = frontProxyCA
+		}
+		c, k, err := signer.sign(spec)
 		if err != nil {
 			return fmt.Errorf("signing %s certificate: %w", name, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"context"
 	"io"
 
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
@@ -25,10 +26,15 @@ import (
 type Provider interface {
 	node.PodLifecycleHandler
 
+	// Capacity, NodeConditions, NodeAddresses and NodeDaemonEndpoints are
+	// read once, to build the Node the daemon registers. A provider whose
+	// node changes later reports the whole node (node.NodeProvider's
+	// NotifyNodeStatus): what it no longer reports is removed.
+
 	// Capacity is the node's capacity; allocatable is the same.
 	Capacity(context.Context) corev1.ResourceList
 	// NodeConditions are the node's conditions (Ready and the pressure
-	// conditions), refreshed at every status update.
+	// conditions).
 	NodeConditions(context.Context) []corev1.NodeCondition
 	// NodeAddresses are the node's addresses; the InternalIP is where the
 	// API server reaches the kubelet API.
@@ -58,9 +64,12 @@ type (
 	PortForwardProvider interface {
 		PortForward(ctx context.Context, namespace, podName string, port int32, stream io.ReadWriteCloser) error
 	}
-	// StatsProvider serves /stats/summary and /metrics/resource (kubectl top).
+	// StatsProvider serves /stats/summary and /metrics/resource (kubectl
+	// top, through metrics-server). api.MetricsResourceFromSummary builds
+	// the latter from the former.
 	StatsProvider interface {
 		GetStatsSummary(context.Context) (*statsv1alpha1.Summary, error)
+		GetMetricsResource(context.Context) ([]*dto.MetricFamily, error)
 	}
 	// NodeDecorator adds labels and taints of the provider's own (from its
 	// config) to the Node the daemon registers.

@@ -3,8 +3,9 @@
 // A test package calls Main from TestMain. When $VK_TEST_CLUSTER names the
 // directory of a running control plane (as `make test` and `make cluster-up`
 // leave one), its tests share that one; otherwise Main starts a control plane
-// for the package and stops it afterwards. Tests that disrupt the control
-// plane (stopping the apiserver) take a Private one instead.
+// for the package, with metrics-server where node hosts can exist, and stops
+// it afterwards. Tests that disrupt the control plane (stopping the
+// apiserver) take a Private one instead.
 //
 // With -short, e2e tests are skipped and no control plane is started.
 package testcluster
@@ -13,7 +14,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -41,6 +41,10 @@ const EnvCluster = "VK_TEST_CLUSTER"
 // EnvBinDir names the directory holding the control-plane binaries; when it
 // is unset, hack/controlplane/build.sh is run to find (or build) them.
 const EnvBinDir = "VK_CONTROLPLANE_BIN"
+
+// EnvMetricsServerBin names the metrics-server binary; when it is unset,
+// hack/metrics-server/build.sh is run to find (or build) it.
+const EnvMetricsServerBin = "VK_METRICS_SERVER_BIN"
 
 // Cluster is a control plane a test can use.
 type Cluster struct {
@@ -88,7 +92,15 @@ func sharedCluster() (*Cluster, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	c, stop, err := start(dir)
+	var configure []func(*controlplane.Config)
+	if nethost.Available() == nil {
+		bin, err := MetricsServerBin()
+		if err != nil {
+			return nil, nil, err
+		}
+		configure = append(configure, withMetricsServer(bin))
+	}
+	c, stop, err := start(dir, configure...)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, nil, err
@@ -125,6 +137,29 @@ func Private(t testing.TB, configure ...func(*controlplane.Config)) *Cluster {
 	}
 	t.Cleanup(stop)
 	return c
+}
+
+func withMetricsServer(bin string) func(*controlplane.Config) {
+	return func(cfg *controlplane.Config) { cfg.MetricsServerBin = bin }
+}
+
+// MetricsServer returns a cluster that runs metrics-server: the package's
+// shared one if it does, else a private one for the test. The test is skipped
+// where node hosts, which metrics-server needs, cannot exist.
+func MetricsServer(t testing.TB) *Cluster {
+	t.Helper()
+	if c := Shared(t); c.Info.MetricsServer != "" {
+		return c
+	}
+	if err := nethost.Available(); err != nil {
+		t.Skipf("metrics-server: %v", err)
+	}
+	bin, err := MetricsServerBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("the shared cluster runs no metrics-server: starting a private one")
+	return Private(t, withMetricsServer(bin))
 }
 
 func start(dir string, configure ...func(*controlplane.Config)) (*Cluster, func(), error) {
@@ -181,14 +216,25 @@ func newCluster(info *controlplane.Info, cp *controlplane.ControlPlane) (*Cluste
 // BinDir returns the directory with the control-plane binaries and kubectl,
 // building them when the cache is empty.
 func BinDir() (string, error) {
-	if dir := os.Getenv(EnvBinDir); dir != "" {
-		return dir, nil
+	return cached(EnvBinDir, "controlplane")
+}
+
+// MetricsServerBin returns the metrics-server binary, building it when the
+// cache is empty.
+func MetricsServerBin() (string, error) {
+	return cached(EnvMetricsServerBin, "metrics-server")
+}
+
+// cached returns $env, or else what hack/<dir>/build.sh prints.
+func cached(env, dir string) (string, error) {
+	if path := os.Getenv(env); path != "" {
+		return path, nil
 	}
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
-		return "", errors.New("cannot locate hack/controlplane/build.sh")
+		return "", fmt.Errorf("cannot locate hack/%s/build.sh", dir)
 	}
-	script := filepath.Join(filepath.Dir(file), "..", "..", "hack", "controlplane", "build.sh")
+	script := filepath.Join(filepath.Dir(file), "..", "..", "hack", dir, "build.sh")
 	cmd := exec.Command("bash", script)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()

@@ -67,7 +67,9 @@ func (f *fakeProvider) config() api.PodHandlerConfig {
 		GetContainerLogs:  f.GetContainerLogs,
 		GetPods:           f.GetPods,
 		GetStatsSummary:   f.GetStatsSummary,
-		PortForward:       f.PortForward,
+		// The one line a provider with a summary needs.
+		GetMetricsResource: api.MetricsResourceFromSummary(f.GetStatsSummary),
+		PortForward:        f.PortForward,
 	}
 }
 

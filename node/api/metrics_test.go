@@ -3,6 +3,8 @@ package api_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"sort"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vkubelet/virtual-kubelet/node/api"
+	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 )
 
 func parseMetrics(t *testing.T, text string) map[string]*dto.MetricFamily {
@@ -70,13 +73,21 @@ func TestResourceMetrics(t *testing.T) {
 	f.addPod(fakePod("ns", "web", "app", "sidecar"))
 	h := api.PodHandler(f.config())
 
-	code, body := do(t, h, "GET", "/metrics/resource")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", api.MetricsResourceRouteSuffix, nil))
+	code, body := rec.Code, rec.Body.String()
 	if code != 200 {
 		t.Fatalf("%d %s", code, body)
 	}
+	if ct := rec.Header().Get("Content-Type"); ct != api.PrometheusTextFormatContentType {
+		t.Errorf("Content-Type %q", ct)
+	}
 	families := parseMetrics(t, body)
+	// The help as the kubelet's metrics library writes it.
+	if help := families["node_cpu_usage_seconds_total"].GetHelp(); help != "[STABLE] Cumulative cpu time consumed by the node in core-seconds" {
+		t.Errorf("help %q", help)
+	}
 	sampleMs := sampleTime.UnixMilli()
-	startMs := startTime.UnixMilli()
 	pod := map[string]string{"pod": "web", "namespace": "ns"}
 	app := map[string]string{"container": "app", "pod": "web", "namespace": "ns"}
 	sidecar := map[string]string{"container": "sidecar", "pod": "web", "namespace": "ns"}
@@ -87,7 +98,7 @@ func TestResourceMetrics(t *testing.T) {
 		value  float64
 		ts     int64
 	}{
-		{"scrape_error", nil, dto.MetricType_GAUGE, 0, 0},
+		{"resource_scrape_error", nil, dto.MetricType_GAUGE, 0, 0},
 		{"node_cpu_usage_seconds_total", nil, dto.MetricType_COUNTER, 12.5, sampleMs},
 		{"node_memory_working_set_bytes", nil, dto.MetricType_GAUGE, 1 << 30, sampleMs},
 		{"pod_cpu_usage_seconds_total", pod, dto.MetricType_COUNTER, 3, sampleMs},
@@ -96,7 +107,8 @@ func TestResourceMetrics(t *testing.T) {
 		{"container_cpu_usage_seconds_total", sidecar, dto.MetricType_COUNTER, 2, sampleMs},
 		{"container_memory_working_set_bytes", app, dto.MetricType_GAUGE, 1 << 20, sampleMs},
 		{"container_memory_working_set_bytes", sidecar, dto.MetricType_GAUGE, 2 << 20, sampleMs},
-		{"container_start_time_seconds", app, dto.MetricType_GAUGE, float64(startTime.UnixNano()) / 1e9, startMs},
+		// A start time is sent without a timestamp, as the kubelet does.
+		{"container_start_time_seconds", app, dto.MetricType_GAUGE, float64(startTime.UnixNano()) / 1e9, 0},
 	} {
 		if got := families[c.name].GetType(); got != c.typ {
 			t.Errorf("%s: type %v, want %v", c.name, got, c.typ)
@@ -126,11 +138,11 @@ func TestResourceMetricsScrapeError(t *testing.T) {
 		t.Fatalf("%d %s", code, body)
 	}
 	families := parseMetrics(t, body)
-	if v := value(sample(t, families, "scrape_error", nil)); v != 1 {
-		t.Errorf("scrape_error = %v, want 1", v)
+	if v := value(sample(t, families, "resource_scrape_error", nil)); v != 1 {
+		t.Errorf("resource_scrape_error = %v, want 1", v)
 	}
 	if len(families) != 1 {
-		t.Errorf("metrics besides scrape_error: %v", names(families))
+		t.Errorf("metrics besides resource_scrape_error: %v", names(families))
 	}
 }
 
@@ -147,7 +159,8 @@ func TestResourceMetricsOddSummary(t *testing.T) {
 			{PodRef: statsv1alpha1.PodReference{Name: "q", Namespace: "n"}},
 		},
 	}
-	cfg := api.PodHandlerConfig{GetStatsSummary: func(context.Context) (*statsv1alpha1.Summary, error) { return summary, nil }}
+	get := func(context.Context) (*statsv1alpha1.Summary, error) { return summary, nil }
+	cfg := api.PodHandlerConfig{GetMetricsResource: api.MetricsResourceFromSummary(get)}
 	code, body := do(t, api.PodHandler(cfg), "GET", "/metrics/resource")
 	if code != 200 {
 		t.Fatalf("%d %s", code, body)
@@ -177,4 +190,99 @@ func names(families map[string]*dto.MetricFamily) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// TestResourceMetricsContainerSwap: the swap limit is usage plus what is
+// available, as the kubelet computes it.
+func TestResourceMetricsContainerSwap(t *testing.T) {
+	swap := &statsv1alpha1.SwapStats{SwapUsageBytes: ptr.To[uint64](100), SwapAvailableBytes: ptr.To[uint64](900)}
+	summary := &statsv1alpha1.Summary{Pods: []statsv1alpha1.PodStats{{
+		PodRef:     statsv1alpha1.PodReference{Name: "p", Namespace: "n"},
+		Containers: []statsv1alpha1.ContainerStats{{Name: "c", Swap: swap}},
+	}}}
+	families, err := api.MetricsResourceFromSummary(func(context.Context) (*statsv1alpha1.Summary, error) { return summary, nil })(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*dto.MetricFamily{}
+	for _, mf := range families {
+		byName[mf.GetName()] = mf
+	}
+	c := map[string]string{"container": "c", "pod": "p", "namespace": "n"}
+	if v := value(sample(t, byName, "container_swap_usage_bytes", c)); v != 100 {
+		t.Errorf("container_swap_usage_bytes = %v", v)
+	}
+	if v := value(sample(t, byName, "container_swap_limit_bytes", c)); v != 1000 {
+		t.Errorf("container_swap_limit_bytes = %v, want 1000", v)
+	}
+}
+
+// TestHandlePodMetricsResource: a provider's own families are served as
+// given; its errors and malformed families get an error status naming what
+// is wrong, never a panic or a truncated exposition.
+func TestHandlePodMetricsResource(t *testing.T) {
+	gauge := func(name string, v float64) *dto.MetricFamily {
+		return &dto.MetricFamily{Name: ptr.To(name), Type: dto.MetricType_GAUGE.Enum(),
+			Metric: []*dto.Metric{{Gauge: &dto.Gauge{Value: ptr.To(v)}}}}
+	}
+	for _, c := range []struct {
+		name     string
+		families []*dto.MetricFamily
+		err      error
+		code     int
+		want     string
+	}{
+		{"families", []*dto.MetricFamily{gauge("a", 1), {Name: ptr.To("empty"), Type: dto.MetricType_GAUGE.Enum()}, gauge("b", 2)}, nil, 200, "a 1\n# TYPE b gauge\nb 2\n"},
+		{"none", nil, nil, 200, ""},
+		{"not found", nil, errdefs.NotFound("no metrics yet"), 404, "no metrics yet"},
+		{"failure", nil, errors.New("backend down"), 500, "backend down"},
+		{"nil family", []*dto.MetricFamily{gauge("a", 1), nil}, nil, 500, "metric family 1 is nil"},
+		{"nil metric", []*dto.MetricFamily{{Name: ptr.To("a"), Metric: []*dto.Metric{nil}}}, nil, 500, `metric family "a": metric 0 is nil`},
+		{"twice", []*dto.MetricFamily{gauge("a", 1), gauge("a", 2)}, nil, 500, `metric family "a" is listed twice`},
+		{"wrong type", []*dto.MetricFamily{{Name: ptr.To("a"), Type: dto.MetricType_COUNTER.Enum(), Metric: []*dto.Metric{{Gauge: &dto.Gauge{Value: ptr.To(1.0)}}}}}, nil, 500, `metric family "a"`},
+	} {
+		h := api.HandlePodMetricsResource(func(context.Context) ([]*dto.MetricFamily, error) { return c.families, c.err })
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", api.MetricsResourceRouteSuffix, nil))
+		if rec.Code != c.code || !strings.Contains(rec.Body.String(), c.want) {
+			t.Errorf("%s: %d %q, want %d with %q", c.name, rec.Code, rec.Body.String(), c.code, c.want)
+		}
+		if c.code == 200 && rec.Header().Get("Content-Type") != api.PrometheusTextFormatContentType {
+			t.Errorf("%s: Content-Type %q", c.name, rec.Header().Get("Content-Type"))
+		}
+	}
+}
+
+// TestMetricsRoutes: the single-route handlers and AttachPodMetricsRoutes
+// serve their paths, answer 404 elsewhere and 501 without a function.
+func TestMetricsRoutes(t *testing.T) {
+	f := newFakeProvider()
+	f.addPod(fakePod("ns", "web", "app"))
+	metrics := api.MetricsResourceFromSummary(f.GetStatsSummary)
+	mux := http.NewServeMux()
+	api.AttachPodMetricsRoutes(api.PodMetricsConfig{GetStatsSummary: f.GetStatsSummary, GetMetricsResource: metrics}, mux)
+	for _, c := range []struct {
+		name string
+		h    http.Handler
+		path string
+		code int
+		want string
+	}{
+		{"summary handler", api.PodStatsSummaryHandler(f.GetStatsSummary), "/stats/summary", 200, `"nodeName":"fake"`},
+		{"summary handler elsewhere", api.PodStatsSummaryHandler(f.GetStatsSummary), "/metrics/resource", 404, ""},
+		{"summary handler without function", api.PodStatsSummaryHandler(nil), "/stats/summary", 501, "stats summary is not implemented"},
+		{"metrics handler", api.PodMetricsResourceHandler(metrics), "/metrics/resource", 200, `container_cpu_usage_seconds_total{container="app",namespace="ns",pod="web"} 1`},
+		{"metrics handler elsewhere", api.PodMetricsResourceHandler(metrics), "/stats/summary", 404, ""},
+		{"metrics handler without function", api.PodMetricsResourceHandler(nil), "/metrics/resource", 501, "resource metrics is not implemented"},
+		{"attached summary", mux, "/stats/summary?only_cpu_and_memory=true", 200, `"workingSetBytes":1073741824`},
+		{"attached metrics", mux, "/metrics/resource", 200, "node_memory_working_set_bytes 1.073741824e+09"},
+	} {
+		code, body := do(t, c.h, "GET", c.path)
+		if code != c.code || !strings.Contains(body, c.want) {
+			t.Errorf("%s: GET %s = %d %q, want %d with %q", c.name, c.path, code, body, c.code, c.want)
+		}
+	}
+	if code, _ := do(t, mux, "POST", "/metrics/resource"); code != http.StatusMethodNotAllowed {
+		t.Errorf("POST /metrics/resource: %d", code)
+	}
 }

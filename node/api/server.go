@@ -39,8 +39,11 @@ type PodHandlerConfig struct {
 	// container) it does not list with 404, before the connection is
 	// upgraded.
 	GetPods PodListerFunc
-	// GetStatsSummary serves /stats/summary and /metrics/resource.
+	// GetStatsSummary serves /stats/summary.
 	GetStatsSummary PodStatsSummaryHandlerFunc
+	// GetMetricsResource serves /metrics/resource; MetricsResourceFromSummary
+	// builds it from GetStatsSummary.
+	GetMetricsResource PodMetricsResourceHandlerFunc
 	// PortForward serves /portForward.
 	PortForward PortForwardHandlerFunc
 
@@ -97,8 +100,7 @@ func AttachPodRoutes(cfg PodHandlerConfig, mux ServeMux) {
 		handle(m+" /portForward/{namespace}/{pod}", s.portForward)
 		handle(m+" /portForward/{namespace}/{pod}/{uid}", s.portForward)
 	}
-	handle("GET /stats/summary", s.statsSummary)
-	handle("GET /metrics/resource", s.resourceMetrics)
+	AttachPodMetricsRoutes(PodMetricsConfig{GetStatsSummary: cfg.GetStatsSummary, GetMetricsResource: cfg.GetMetricsResource}, mux)
 }
 
 var metaPodList = metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}

@@ -213,6 +213,7 @@ func TestErrorMapping(t *testing.T) {
 	}
 	// A provider returning nothing at all is not a crash.
 	cfg.GetStatsSummary = func(context.Context) (*statsv1alpha1.Summary, error) { return nil, nil }
+	cfg.GetMetricsResource = api.MetricsResourceFromSummary(cfg.GetStatsSummary)
 	cfg.GetContainerLogs = func(context.Context, string, string, string, api.ContainerLogOpts) (io.ReadCloser, error) {
 		return nil, nil
 	}

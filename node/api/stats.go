@@ -9,35 +9,45 @@ import (
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 )
 
-// statsSummary serves /stats/summary: the provider's summary as JSON, or
-// with ?only_cpu_and_memory=true only its CPU and memory figures, as the
-// kubelet does for the metrics pipeline.
-func (s *server) statsSummary(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.GetStatsSummary == nil {
-		notImplemented(w, "stats summary")
-		return
+// PodStatsSummaryHandler returns a handler that serves GET /stats/summary
+// from f and 404 for any other path.
+func PodStatsSummaryHandler(f PodStatsSummaryHandlerFunc) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /stats/summary", HandlePodStatsSummary(f))
+	return mux
+}
+
+// HandlePodStatsSummary returns the handler of /stats/summary: h's summary
+// as JSON, or with ?only_cpu_and_memory=true only its CPU and memory
+// figures, as the kubelet does for the metrics pipeline. An error of h
+// answers with its status (see the package doc); a nil h answers 501.
+func HandlePodStatsSummary(h PodStatsSummaryHandlerFunc) http.HandlerFunc {
+	if h == nil {
+		return func(w http.ResponseWriter, _ *http.Request) { notImplemented(w, "stats summary") }
 	}
-	onlyCPUAndMemory := false
-	if v := r.URL.Query().Get("only_cpu_and_memory"); v != "" {
-		b, err := strconv.ParseBool(v)
+	return func(w http.ResponseWriter, r *http.Request) {
+		onlyCPUAndMemory := false
+		if v := r.URL.Query().Get("only_cpu_and_memory"); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				writeError(r.Context(), w, errdefs.InvalidInputf("only_cpu_and_memory: %q is not a boolean", v))
+				return
+			}
+			onlyCPUAndMemory = b
+		}
+		summary, err := h(r.Context())
 		if err != nil {
-			writeError(r.Context(), w, errdefs.InvalidInputf("only_cpu_and_memory: %q is not a boolean", v))
+			writeError(r.Context(), w, err)
 			return
 		}
-		onlyCPUAndMemory = b
+		if summary == nil {
+			summary = &statsv1alpha1.Summary{}
+		}
+		if onlyCPUAndMemory {
+			summary = cpuAndMemory(summary)
+		}
+		writeJSON(r.Context(), w, summary)
 	}
-	summary, err := s.cfg.GetStatsSummary(r.Context())
-	if err != nil {
-		writeError(r.Context(), w, err)
-		return
-	}
-	if summary == nil {
-		summary = &statsv1alpha1.Summary{}
-	}
-	if onlyCPUAndMemory {
-		summary = cpuAndMemory(summary)
-	}
-	writeJSON(r.Context(), w, summary)
 }
 
 // cpuAndMemory returns a copy of s with only names, start times, CPU and

@@ -23,30 +23,51 @@ var DefaultCapacity = corev1.ResourceList{
 	corev1.ResourceEphemeralStorage: resource.MustParse("1Ti"),
 }
 
-// loadCapacity reads the config file: a JSON object keyed by node name, each
-// an object of resource name to quantity:
+// config is what the provider config file says about one node.
+type config struct {
+	capacity corev1.ResourceList
+	// stateDir, if set, is where the mock keeps its pods across restarts
+	// (see state.go).
+	stateDir string
+	// faults apply to every pod (see faults.go).
+	faults faultSpec
+}
+
+// configFields are the keys of a node's entry in its structured form.
+var configFields = []string{"capacity", "stateDir", "faults"}
+
+// loadConfig reads the config file: a JSON object keyed by node name. A
+// node's entry is either an object of resource name to quantity, its
+// capacity:
 //
 //	{"vk0": {"cpu": "32", "memory": "256Gi", "pods": "5000", "nvidia.com/gpu": "8"}}
 //
+// or an object with any of capacity (as above), stateDir and faults (the
+// fault annotations' names after "mock.vkubelet.io/", for every pod; GetPods
+// may be named too, and fail-for counts from the provider's start):
+//
+//	{"vk0": {"capacity": {"cpu": "32"}, "stateDir": "/var/lib/vk-mock/vk0",
+//	         "faults": {"fail-calls": "*", "fail-for": "5m"}}}
+//
 // Resources the node's entry leaves out keep their defaults. Errors name the
 // file, the node and the field.
-func loadCapacity(path, nodeName string) (corev1.ResourceList, error) {
-	capacity := DefaultCapacity.DeepCopy()
+func loadConfig(path, nodeName string) (config, error) {
+	cfg := config{capacity: DefaultCapacity.DeepCopy()}
 	if path == "" {
-		return capacity, nil
+		return cfg, nil
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("provider config: %w", err)
+		return cfg, fmt.Errorf("provider config: %w", err)
 	}
 	// Decoded in steps, so an error can name the node and the field.
 	var nodes map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&nodes); err != nil {
-		return nil, fmt.Errorf("provider config %s: %s", path, describeJSONError(data, err))
+		return cfg, fmt.Errorf("provider config %s: %s", path, describeJSONError(data, err))
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("provider config %s: unexpected data after the JSON object", path)
+		return cfg, fmt.Errorf("provider config %s: unexpected data after the JSON object", path)
 	}
 	raw, ok := nodes[nodeName]
 	if !ok {
@@ -55,27 +76,78 @@ func loadCapacity(path, nodeName string) (corev1.ResourceList, error) {
 			known = append(known, n)
 		}
 		sort.Strings(known)
-		return nil, fmt.Errorf("provider config %s: no entry for node %q (entries: %s)", path, nodeName, strings.Join(known, ", "))
+		return cfg, fmt.Errorf("provider config %s: no entry for node %q (entries: %s)", path, nodeName, strings.Join(known, ", "))
+	}
+	fail := func(format string, args ...any) (config, error) {
+		return cfg, fmt.Errorf("provider config %s: node %q: %s", path, nodeName, fmt.Sprintf(format, args...))
 	}
 	var entry map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &entry); err != nil {
-		return nil, fmt.Errorf("provider config %s: node %q: must be an object of resource names to quantities, e.g. {\"cpu\": \"8\"}", path, nodeName)
+		return fail("must be an object of resource names to quantities, e.g. {\"cpu\": \"8\"}, or of %s", strings.Join(configFields, ", "))
 	}
-	for name, rawValue := range entry {
+	structured := false
+	for _, f := range configFields {
+		_, has := entry[f]
+		structured = structured || has
+	}
+	if !structured {
+		if err := parseCapacity(entry, cfg.capacity); err != nil {
+			return fail("%v", err)
+		}
+		return cfg, nil
+	}
+	for key, value := range entry {
+		switch key {
+		case "capacity":
+			var resources map[string]json.RawMessage
+			if err := json.Unmarshal(value, &resources); err != nil {
+				return fail("capacity: must be an object of resource names to quantities, e.g. {\"cpu\": \"8\"}")
+			}
+			if err := parseCapacity(resources, cfg.capacity); err != nil {
+				return fail("capacity: %v", err)
+			}
+		case "stateDir":
+			if err := json.Unmarshal(value, &cfg.stateDir); err != nil || cfg.stateDir == "" {
+				return fail("stateDir: must be a directory path (a non-empty string), got %s", value)
+			}
+		case "faults":
+			var faults map[string]string
+			if err := json.Unmarshal(value, &faults); err != nil {
+				return fail(`faults: must be an object of strings, e.g. {"fail-calls": "*", "fail-for": "5m"}`)
+			}
+			for k := range faults {
+				if k != "fail-calls" && k != "fail-for" && k != "hang-calls" && k != "hang-for" {
+					return fail("faults: unknown setting %q (fail-calls, fail-for, hang-calls, hang-for)", k)
+				}
+			}
+			if cfg.faults, err = parseFaults(faults, "", nodeCalls); err != nil {
+				return fail("faults: %v", err)
+			}
+		default:
+			return fail("unknown field %q: a structured entry has %s (resources go under capacity)", key, strings.Join(configFields, ", "))
+		}
+	}
+	return cfg, nil
+}
+
+// parseCapacity sets into capacity the resources of an object of resource
+// name to quantity.
+func parseCapacity(resources map[string]json.RawMessage, capacity corev1.ResourceList) error {
+	for name, rawValue := range resources {
 		var value string
 		if err := json.Unmarshal(rawValue, &value); err != nil {
-			return nil, fmt.Errorf("provider config %s: node %q: %s: quantity must be a string such as \"8\" or \"16Gi\", got %s", path, nodeName, name, rawValue)
+			return fmt.Errorf("%s: quantity must be a string such as \"8\" or \"16Gi\", got %s", name, rawValue)
 		}
 		q, err := resource.ParseQuantity(value)
 		if err != nil {
-			return nil, fmt.Errorf("provider config %s: node %q: %s: invalid quantity %q: %v", path, nodeName, name, value, err)
+			return fmt.Errorf("%s: invalid quantity %q: %v", name, value, err)
 		}
 		if q.Sign() < 0 {
-			return nil, fmt.Errorf("provider config %s: node %q: %s: quantity %q must not be negative", path, nodeName, name, value)
+			return fmt.Errorf("%s: quantity %q must not be negative", name, value)
 		}
 		capacity[corev1.ResourceName(name)] = q
 	}
-	return capacity, nil
+	return nil
 }
 
 // describeJSONError turns a decoding error into one line with a position.

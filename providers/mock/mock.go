@@ -34,6 +34,11 @@ type Provider struct {
 	domain     string
 	capacity   corev1.ResourceList
 	startedAt  time.Time
+	faults     *faults
+	// state, if set, keeps the pods across restarts.
+	state *stateDir
+	// clock is real but while pods kept in state are replayed.
+	clock clock
 
 	// mu guards the pods and serialises notifications, so the controller
 	// sees each pod's statuses in order.
@@ -41,6 +46,11 @@ type Provider struct {
 	pods   map[string]*podState
 	notify func(*corev1.Pod)
 	nextIP uint32
+	// retiredCPU is the CPU time, in core-nanoseconds, of deleted pods,
+	// which the node's cumulative figure keeps.
+	retiredCPU uint64
+	// self samples the process's own usage for the node's figures.
+	self *processUsage
 }
 
 var (
@@ -53,22 +63,33 @@ var (
 )
 
 // New builds a mock provider from the init config. The config file, if any,
-// sets the node's capacity (see loadCapacity).
+// sets the node's capacity, a state directory and faults (see loadConfig);
+// the pods kept in the state directory are running again when it returns.
 func New(_ context.Context, cfg provider.InitConfig) (provider.Provider, error) {
-	capacity, err := loadCapacity(cfg.ConfigPath, cfg.NodeName)
+	conf, err := loadConfig(cfg.ConfigPath, cfg.NodeName)
 	if err != nil {
 		return nil, err
 	}
-	return &Provider{
+	now := time.Now()
+	p := &Provider{
 		nodeName:   cfg.NodeName,
 		os:         cfg.OperatingSystem,
 		internalIP: cfg.InternalIP,
 		daemonPort: cfg.DaemonPort,
 		domain:     cfg.ClusterDomain,
-		capacity:   capacity,
-		startedAt:  time.Now(),
+		capacity:   conf.capacity,
+		startedAt:  now,
+		faults:     newFaults(conf.faults),
+		clock:      realClock{},
 		pods:       map[string]*podState{},
-	}, nil
+		self:       newProcessUsage(now),
+	}
+	if conf.stateDir != "" {
+		if p.state, err = openStateDir(p, conf.stateDir); err != nil {
+			return nil, fmt.Errorf("provider config %s: node %q: %w", cfg.ConfigPath, cfg.NodeName, err)
+		}
+	}
+	return p, nil
 }
 
 func podKey(namespace, name string) string { return namespace + "/" + name }
@@ -89,13 +110,12 @@ func (p *Provider) changed(ps *podState) {
 
 // CreatePod starts running the pod as its annotations script it.
 func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
-	scripts := make([]script, len(pod.Spec.Containers))
-	for i, c := range pod.Spec.Containers {
-		s, err := parseScript(pod, c.Name)
-		if err != nil {
-			return err
-		}
-		scripts[i] = s
+	if handled, err := p.injectFaults(ctx, callCreatePod, pod); handled {
+		return err
+	}
+	scripts, err := parseScripts(pod)
+	if err != nil {
+		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -108,12 +128,37 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	log.G(ctx).Debug("mock: pod created")
 	ps.begin()
 	p.changed(ps)
+	p.persist(ctx, p.state.created(ps))
 	return nil
+}
+
+// parseScripts reads the scripts of the pod's containers.
+func parseScripts(pod *corev1.Pod) ([]script, error) {
+	scripts := make([]script, len(pod.Spec.Containers))
+	for i, c := range pod.Spec.Containers {
+		s, err := parseScript(pod, c.Name)
+		if err != nil {
+			return nil, err
+		}
+		scripts[i] = s
+	}
+	return scripts, nil
+}
+
+// persist reports a state directory write that failed: the pod runs, but
+// would not survive a restart.
+func (p *Provider) persist(ctx context.Context, err error) {
+	if err != nil {
+		log.G(ctx).WithError(err).Error("mock: writing the state directory")
+	}
 }
 
 // UpdatePod takes the pod's new spec; a container whose image changed is
 // restarted with it, as the kubelet does.
-func (p *Provider) UpdatePod(_ context.Context, pod *corev1.Pod) error {
+func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
+	if handled, err := p.injectFaults(ctx, callUpdatePod, pod); handled {
+		return err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ps, ok := p.pods[podKey(pod.Namespace, pod.Name)]
@@ -123,12 +168,16 @@ func (p *Provider) UpdatePod(_ context.Context, pod *corev1.Pod) error {
 	if ps.update(pod) {
 		p.changed(ps)
 	}
+	p.persist(ctx, p.state.updated(ps))
 	return nil
 }
 
 // DeletePod stops the pod's containers, reports its terminal status and
 // forgets it.
-func (p *Provider) DeletePod(_ context.Context, pod *corev1.Pod) error {
+func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
+	if handled, err := p.injectFaults(ctx, callDeletePod, pod); handled {
+		return err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	key := podKey(pod.Namespace, pod.Name)
@@ -137,13 +186,22 @@ func (p *Provider) DeletePod(_ context.Context, pod *corev1.Pod) error {
 		return errdefs.NotFoundf("pod %s/%s is not in the mock provider", pod.Namespace, pod.Name)
 	}
 	ps.kill()
+	p.retiredCPU += ps.cpuTime(time.Now())
 	delete(p.pods, key)
 	p.changed(ps)
+	p.persist(ctx, p.state.deleted(ps))
 	return nil
 }
 
 // GetPod returns a copy of the pod with its current status.
-func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Pod, error) {
+func (p *Provider) GetPod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+	if handled, err := p.injectFaultsByName(ctx, callGetPod, namespace, name); handled {
+		return nil, err
+	}
+	return p.getPod(namespace, name)
+}
+
+func (p *Provider) getPod(namespace, name string) (*corev1.Pod, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ps, ok := p.pods[podKey(namespace, name)]
@@ -155,7 +213,10 @@ func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Po
 
 // GetPodStatus returns a copy of the pod's current status.
 func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*corev1.PodStatus, error) {
-	pod, err := p.GetPod(ctx, namespace, name)
+	if handled, err := p.injectFaultsByName(ctx, callGetPodStatus, namespace, name); handled {
+		return nil, err
+	}
+	pod, err := p.getPod(namespace, name)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +224,10 @@ func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*c
 }
 
 // GetPods returns copies of all pods.
-func (p *Provider) GetPods(context.Context) ([]*corev1.Pod, error) {
+func (p *Provider) GetPods(ctx context.Context) ([]*corev1.Pod, error) {
+	if handled, err := p.injectNodeFaults(ctx, callGetPods); handled {
+		return nil, err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]*corev1.Pod, 0, len(p.pods))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -380,8 +381,88 @@ func TestStats(t *testing.T) {
 	if len(s.Pods) != 1 || *s.Pods[0].Containers[0].CPU.UsageNanoCores != 250_000_000 || *s.Pods[0].Memory.WorkingSetBytes != 64<<20 {
 		t.Fatalf("pod stats: %+v", s.Pods)
 	}
-	if *s.Node.CPU.UsageNanoCores != 250_000_000 || *s.Node.Memory.WorkingSetBytes != 64<<20 || s.Node.NodeName != "vk0" {
-		t.Fatalf("node stats: %+v", s.Node)
+	// The node's figures are its pods' plus the process's own, which are
+	// never zero (metrics-server leaves out a node with zero figures).
+	if *s.Node.CPU.UsageNanoCores < 250_000_000 || *s.Node.Memory.WorkingSetBytes <= 64<<20 ||
+		*s.Node.CPU.UsageCoreNanoSeconds == 0 || s.Node.NodeName != "vk0" {
+		t.Fatalf("node stats: cpu %d (%d cumulative), memory %d", *s.Node.CPU.UsageNanoCores, *s.Node.CPU.UsageCoreNanoSeconds, *s.Node.Memory.WorkingSetBytes)
+	}
+}
+
+// TestStatsCountersNeverGoDown: a restart resets the container's counter
+// (with a new start time) but not the pod's, and deleting a pod does not
+// take its CPU time out of the node's, as with the kubelet's cgroup
+// counters; metrics-server rejects a counter that goes down.
+func TestStatsCountersNeverGoDown(t *testing.T) {
+	p, r := newProvider(t)
+	ctx := context.Background()
+	crashing := testPod("crashing", map[string]string{AnnotationCPUUsage: "1", AnnotationRunFor: "200ms",
+		AnnotationExitCode: "1", AnnotationRestartDelay: "10ms"}, corev1.RestartPolicyAlways)
+	steady := testPod("steady", map[string]string{AnnotationCPUUsage: "2"}, corev1.RestartPolicyAlways)
+	for _, pod := range []*corev1.Pod{crashing, steady} {
+		if err := p.CreatePod(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counters := func() (node, crashingPod uint64) {
+		t.Helper()
+		s, err := p.GetStatsSummary(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ps := range s.Pods {
+			if ps.PodRef.Name == "crashing" {
+				crashingPod = *ps.CPU.UsageCoreNanoSeconds
+			}
+		}
+		return *s.Node.CPU.UsageCoreNanoSeconds, crashingPod
+	}
+	time.Sleep(150 * time.Millisecond)
+	node0, pod0 := counters()
+	r.waitFor(t, "restarted", func(p *corev1.Pod) bool {
+		return p.Name == "crashing" && p.Status.ContainerStatuses[0].RestartCount >= 1 && p.Status.ContainerStatuses[0].State.Running != nil
+	})
+	node1, pod1 := counters()
+	// One core for the whole first run (200ms) at least.
+	if pod1 <= pod0 || pod1 < 200_000_000 {
+		t.Errorf("pod counter across a restart: %d then %d, want it to keep the first run's 200ms", pod0, pod1)
+	}
+	if err := p.DeletePod(ctx, crashing); err != nil {
+		t.Fatal(err)
+	}
+	node2, _ := counters()
+	if node1 < node0 || node2 < node1 {
+		t.Errorf("node counter went down: %d, %d, %d", node0, node1, node2)
+	}
+}
+
+// TestMetricsResource: the mock's /metrics/resource families, built from
+// its summary, name its pods' containers with their figures.
+func TestMetricsResource(t *testing.T) {
+	p, _ := newProvider(t)
+	ctx := context.Background()
+	if err := p.CreatePod(ctx, testPod("busy", map[string]string{AnnotationMemoryUsage: "64Mi"}, corev1.RestartPolicyAlways)); err != nil {
+		t.Fatal(err)
+	}
+	families, err := p.GetMetricsResource(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range families {
+		if mf.GetName() != "container_memory_working_set_bytes" {
+			continue
+		}
+		for _, m := range mf.Metric {
+			labels := map[string]string{}
+			for _, l := range m.Label {
+				labels[l.GetName()] = l.GetValue()
+			}
+			found = labels["container"] == "app" && labels["pod"] == "busy" && labels["namespace"] == "ns" && m.GetGauge().GetValue() == 64<<20
+		}
+	}
+	if !found {
+		t.Errorf("no container_memory_working_set_bytes{container=app,pod=busy,namespace=ns} 64Mi in %v", families)
 	}
 }
 
@@ -395,10 +476,11 @@ func TestConfig(t *testing.T) {
 		return path
 	}
 	good := write("good.json", `{"vk0": {"cpu": "8", "pods": "50", "nvidia.com/gpu": "2"}}`)
-	capacity, err := loadCapacity(good, "vk0")
+	cfg, err := loadConfig(good, "vk0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	capacity := cfg.capacity
 	if capacity.Cpu().String() != "8" || capacity.Pods().Value() != 50 || capacity.Memory().String() != "100Gi" {
 		t.Errorf("capacity %v", capacity)
 	}
@@ -421,9 +503,28 @@ func TestConfig(t *testing.T) {
 		if name != "missing file" {
 			path = write(strings.ReplaceAll(name, " ", "_")+".json", c.content)
 		}
-		_, err := loadCapacity(path, c.node)
+		_, err := loadConfig(path, c.node)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path) {
 			t.Errorf("%s: %v, want it to name %s and say %q", name, err, path, c.want)
+		}
+	}
+}
+
+func TestCPUTime(t *testing.T) {
+	for _, c := range []struct {
+		nanoCores uint64
+		d         time.Duration
+		want      uint64
+	}{
+		{250_000_000, 10 * time.Second, 2_500_000_000},
+		{250_000_000, 10*time.Second + time.Millisecond, 2_500_250_000},
+		{1_000_000_000_000, 24 * time.Hour, 86_400 * 1_000_000_000_000}, // 1000 cores for a day
+		{3, time.Second / 2, 1},
+		{250_000_000, -time.Second, 0},
+		{math.MaxUint64, math.MaxInt64, math.MaxUint64},
+	} {
+		if got := cpuTime(c.nanoCores, c.d); got != c.want {
+			t.Errorf("cpuTime(%d, %s) = %d, want %d", c.nanoCores, c.d, got, c.want)
 		}
 	}
 }

@@ -19,7 +19,7 @@ type podState struct {
 	// started is set once the containers have been started (after the
 	// scripted start delay).
 	started    bool
-	startTimer *time.Timer
+	startTimer stoppable
 	init       []corev1.ContainerStatus
 	containers []*containerState
 	deleted    bool
@@ -34,7 +34,7 @@ type containerState struct {
 	ran bool
 	// done is set when it has stopped and will not restart.
 	done  bool
-	timer *time.Timer
+	timer stoppable
 	// instances are the start and end of each run, for logs and stats; the
 	// last one has a zero end while the container runs.
 	instances []instance
@@ -43,7 +43,7 @@ type containerState struct {
 type instance struct{ start, end time.Time }
 
 func newPodState(p *Provider, pod *corev1.Pod, scripts []script, ip string) *podState {
-	ps := &podState{p: p, pod: infoOf(pod), ip: ip, created: time.Now()}
+	ps := &podState{p: p, pod: infoOf(pod), ip: ip, created: p.clock.Now()}
 	for i, c := range pod.Spec.Containers {
 		ps.containers = append(ps.containers, &containerState{
 			spec:   specOf(c),
@@ -85,8 +85,8 @@ func (ps *podState) begin() {
 
 // after runs f after d under the provider's lock and reports the change,
 // unless the pod has been deleted meanwhile.
-func (ps *podState) after(d time.Duration, f func()) *time.Timer {
-	return time.AfterFunc(d, func() {
+func (ps *podState) after(d time.Duration, f func()) stoppable {
+	return ps.p.clock.AfterFunc(d, func() {
 		ps.p.mu.Lock()
 		defer ps.p.mu.Unlock()
 		if ps.deleted {
@@ -98,7 +98,7 @@ func (ps *podState) after(d time.Duration, f func()) *time.Timer {
 }
 
 func (ps *podState) start() {
-	now := metav1.Now()
+	now := metav1.NewTime(ps.p.clock.Now())
 	// Init containers complete at once.
 	for _, c := range ps.pod.init {
 		ps.init = append(ps.init, corev1.ContainerStatus{
@@ -121,7 +121,7 @@ func (ps *podState) containerID(name string) string {
 
 // run starts one instance of the container.
 func (ps *podState) run(c *containerState) {
-	now := time.Now()
+	now := ps.p.clock.Now()
 	c.ran = true
 	c.status.ContainerID = ps.containerID(c.spec.name)
 	if c.script.failStart != "" {
@@ -139,7 +139,7 @@ func (ps *podState) run(c *containerState) {
 
 // exit ends the running instance with code.
 func (ps *podState) exit(c *containerState, code int32) {
-	now := time.Now()
+	now := ps.p.clock.Now()
 	c.instances[len(c.instances)-1].end = now
 	reason := "Completed"
 	if code != 0 {
@@ -195,10 +195,10 @@ func (ps *podState) update(pod *corev1.Pod) bool {
 		c.spec, c.status.Image, c.status.ImageID = specOf(spec), spec.Image, "mock://"+spec.Image
 		if c.status.State.Running != nil {
 			c.stopTimer()
-			c.instances[len(c.instances)-1].end = time.Now()
+			c.instances[len(c.instances)-1].end = ps.p.clock.Now()
 			c.status.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 				ExitCode: 0, Reason: "Completed", StartedAt: c.status.State.Running.StartedAt,
-				FinishedAt: metav1.Now(), ContainerID: c.status.ContainerID,
+				FinishedAt: metav1.NewTime(ps.p.clock.Now()), ContainerID: c.status.ContainerID,
 			}}
 			c.status.RestartCount++
 			ps.run(c)
@@ -213,7 +213,7 @@ func (ps *podState) update(pod *corev1.Pod) bool {
 func (ps *podState) kill() {
 	ps.stopTimers()
 	ps.deleted = true
-	now := time.Now()
+	now := ps.p.clock.Now()
 	if !ps.started {
 		ps.started = true
 		for _, c := range ps.containers {

@@ -1,0 +1,378 @@
+package main_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/vkubelet/virtual-kubelet/internal/controlplane"
+	"github.com/vkubelet/virtual-kubelet/internal/testcluster"
+	"github.com/vkubelet/virtual-kubelet/providers/mock"
+)
+
+// These tests crash what a virtual node depends on (the daemon itself, the
+// API server) in the middle of pods' lives and check that no terminal
+// status is lost, no pod stays Terminating and nothing panics.
+
+// mockPod is a one-container pod for the node, scripted by ann.
+func mockPod(name, node string, policy corev1.RestartPolicy, ann map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann},
+		Spec: corev1.PodSpec{
+			NodeName: node, RestartPolicy: policy, Tolerations: tolerate,
+			Containers: []corev1.Container{{Name: "main", Image: "busybox"}},
+		},
+	}
+}
+
+func createPods(t *testing.T, client kubernetes.Interface, ns string, pods ...*corev1.Pod) {
+	t.Helper()
+	for _, p := range pods {
+		if _, err := client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func running(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }
+
+// waitGone waits until the pod no longer exists (or was replaced by another
+// of the same name).
+func waitGone(t *testing.T, client kubernetes.Interface, ns, name string, uid types.UID) {
+	t.Helper()
+	eventually(t, "pod "+name+" gone", func() (bool, string) {
+		p, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.UID != uid, fmt.Sprintf("phase=%s deletionTimestamp=%v", p.Status.Phase, p.DeletionTimestamp)
+	})
+}
+
+// providerCalls sums the daemon's provider call counter for method, all
+// results together.
+func providerCalls(t *testing.T, metricsAddr, method string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	prefix := fmt.Sprintf(`virtual_kubelet_provider_call_duration_seconds_count{method=%q,`, method)
+	total := 0
+	for s := bufio.NewScanner(resp.Body); s.Scan(); {
+		if line := s.Text(); strings.HasPrefix(line, prefix) {
+			n, err := strconv.Atoi(line[strings.LastIndexByte(line, ' ')+1:])
+			if err != nil {
+				t.Fatalf("metrics line %q: %v", line, err)
+			}
+			total += n
+		}
+	}
+	return total
+}
+
+// checkNoPanic fails the test if the daemon's output shows a panic or a race.
+func checkNoPanic(t *testing.T, d *daemon) {
+	t.Helper()
+	if out := d.output.String(); strings.Contains(out, "panic:") || strings.Contains(out, "DATA RACE") {
+		t.Errorf("virtual-kubelet output has a panic or a data race:\n%s", out)
+	}
+}
+
+// outcome is something that must come true after a fault.
+type outcome struct {
+	what string
+	cond func() (bool, string)
+}
+
+// settle polls every outcome until all are true or the timeout has passed
+// since start, and logs when each came true. One that does not fails the
+// test without keeping the others from being checked.
+func settle(t *testing.T, start time.Time, outcomes []outcome) {
+	t.Helper()
+	at := make([]time.Duration, len(outcomes))
+	last := make([]string, len(outcomes))
+	for pending := len(outcomes); pending > 0 && time.Since(start) < timeout; time.Sleep(100 * time.Millisecond) {
+		for i, o := range outcomes {
+			if at[i] != 0 {
+				continue
+			}
+			ok, msg := o.cond()
+			if last[i] = msg; ok {
+				at[i] = time.Since(start)
+				pending--
+			}
+		}
+	}
+	for i, o := range outcomes {
+		if at[i] == 0 {
+			t.Errorf("%s: not within %s (last: %s)", o.what, timeout, last[i])
+		} else {
+			t.Logf("%s: after %s", o.what, at[i].Round(time.Millisecond))
+		}
+	}
+}
+
+func mainContainer(p *corev1.Pod) corev1.ContainerStatus {
+	if len(p.Status.ContainerStatuses) == 0 {
+		return corev1.ContainerStatus{}
+	}
+	return p.Status.ContainerStatuses[0]
+}
+
+// TestDaemonKilledAndRestarted kills the daemon with SIGKILL while its pods
+// are Running, Pending and Terminating, changes things while it is down,
+// and starts it again on the same node with the mock's state directory (the
+// backend kept running): running pods are adopted, never created again;
+// pending ones start; terminating ones finish; the pod the backend lost
+// ends Failed; the pod deleted meanwhile is removed from the backend.
+func TestDaemonKilledAndRestarted(t *testing.T) {
+	c := testcluster.Shared(t)
+	ctx := context.Background()
+	ns := c.Namespace(t)
+	name := testcluster.UniqueName("vk")
+	state := filepath.Join(t.TempDir(), "state")
+	cfg := filepath.Join(t.TempDir(), "mock.json")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{%q: {"stateDir": %q}}`, name, state)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	args := []string{"--nodename", name, "--provider-config", cfg, "--metrics-addr", metrics}
+	first := startDaemon(t, c, nil, args...)
+	waitNodeReady(t, c.Client, name)
+
+	always, never := corev1.RestartPolicyAlways, corev1.RestartPolicyNever
+	adopted := []string{"run-0", "run-1", "run-2"}
+	for _, n := range adopted {
+		createPods(t, c.Client, ns, mockPod(n, name, always, nil))
+	}
+	createPods(t, c.Client, ns,
+		// Starts after the restart.
+		mockPod("pending", name, always, map[string]string{mock.AnnotationStartDelay: "14s"}),
+		// The daemon dies while DeletePod hangs.
+		mockPod("deleting", name, always, map[string]string{mock.AnnotationHangCalls: "DeletePod", mock.AnnotationHangFor: "4s"}),
+		// The backend never confirms its stop: the grace period must end it.
+		mockPod("unstoppable", name, always, map[string]string{mock.AnnotationIgnoreStop: "true"}),
+		// Lost by the backend while the daemon is down.
+		mockPod("lost", name, always, nil),
+		// Deleted from Kubernetes while the daemon is down.
+		mockPod("orphan", name, always, nil),
+	)
+	before := map[string]*corev1.Pod{}
+	for _, n := range append(adopted, "deleting", "unstoppable", "lost", "orphan") {
+		before[n] = waitPod(t, c.Client, ns, n, "Running", running)
+	}
+	before["pending"] = waitPod(t, c.Client, ns, "pending", "Pending, creating", func(p *corev1.Pod) bool {
+		w := mainContainer(p).State.Waiting
+		return p.Status.Phase == corev1.PodPending && w != nil && w.Reason == "ContainerCreating"
+	})
+	if providerCalls(t, metrics, "CreatePod") != 8 {
+		t.Fatalf("CreatePod calls before the crash: %d, want one per pod", providerCalls(t, metrics, "CreatePod"))
+	}
+
+	for n, grace := range map[string]int64{"deleting": 60, "unstoppable": 6} {
+		if err := c.Client.CoreV1().Pods(ns).Delete(ctx, n, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(grace)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Second) // DeletePod is hanging for "deleting" and was ignored for "unstoppable"
+	// Its container exits while the daemon is down.
+	createPods(t, c.Client, ns, mockPod("finishes", name, never, map[string]string{mock.AnnotationRunFor: "2s"}))
+	before["finishes"] = waitPod(t, c.Client, ns, "finishes", "Running", running)
+
+	first.Kill()
+	killed := time.Now()
+	checkNoPanic(t, first)
+	// While the daemon is down: the backend loses a pod, a pod is force
+	// deleted and a new one is scheduled.
+	if err := os.Remove(filepath.Join(state, ns+"_lost.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, "orphan", deleteNow); err != nil {
+		t.Fatal(err)
+	}
+	createPods(t, c.Client, ns, mockPod("newcomer", name, always, nil))
+	time.Sleep(4 * time.Second)
+
+	restarted := time.Now()
+	second := startDaemon(t, c, nil, args...)
+	get := func(n string) (*corev1.Pod, string) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			return nil, err.Error()
+		}
+		return p, fmt.Sprintf("phase=%s reason=%s deleting=%v %+v", p.Status.Phase, p.Status.Reason, p.DeletionTimestamp != nil, mainContainer(p).State)
+	}
+	podIs := func(n string, cond func(*corev1.Pod) bool) func() (bool, string) {
+		return func() (bool, string) {
+			p, msg := get(n)
+			return p != nil && cond(p), msg
+		}
+	}
+	gone := func(n string) func() (bool, string) {
+		return func() (bool, string) {
+			p, msg := get(n)
+			return p == nil && strings.Contains(msg, "not found"), msg
+		}
+	}
+	outcomes := []outcome{
+		{what: "the restarted daemon renews the node's lease", cond: func() (bool, string) {
+			l, err := c.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return l.Spec.RenewTime != nil && l.Spec.RenewTime.After(restarted), fmt.Sprint(l.Spec.RenewTime)
+		}},
+		{what: "the pod the backend lost ends Failed, reason ProviderLost", cond: podIs("lost", func(p *corev1.Pod) bool {
+			return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "ProviderLost" && mainContainer(p).State.Terminated != nil
+		})},
+		{what: "the pod scheduled while the daemon was down runs", cond: podIs("newcomer", running)},
+		{what: "the pod that finished while the daemon was down is Succeeded, after its 2s run", cond: podIs("finishes", func(p *corev1.Pod) bool {
+			term := mainContainer(p).State.Terminated
+			if p.Status.Phase != corev1.PodSucceeded || term == nil || term.ExitCode != 0 {
+				return false
+			}
+			// The backend's times, not the restart's.
+			ran := term.FinishedAt.Sub(term.StartedAt.Time)
+			return ran == 2*time.Second || ran == 3*time.Second
+		})},
+		{what: "the pending pod runs, started 14s after it was created", cond: podIs("pending", func(p *corev1.Pod) bool {
+			run := mainContainer(p).State.Running
+			return running(p) && run != nil && p.Status.StartTime != nil && run.StartedAt.Sub(p.Status.StartTime.Time) == 14*time.Second
+		})},
+		{what: "the pod whose DeletePod hung across the crash is gone", cond: gone("deleting")},
+		{what: "the pod the backend never stops is gone after its grace period", cond: gone("unstoppable")},
+		{what: "the pod deleted while the daemon was down is removed from the backend", cond: func() (bool, string) {
+			_, err := os.Stat(filepath.Join(state, ns+"_orphan.json"))
+			return os.IsNotExist(err), fmt.Sprint(err)
+		}},
+	}
+	settle(t, restarted, outcomes)
+	t.Logf("daemon down %s", restarted.Sub(killed).Round(time.Millisecond))
+
+	for _, n := range adopted {
+		now, msg := get(n)
+		if now == nil {
+			t.Errorf("%s: %s", n, msg)
+			continue
+		}
+		was, is := mainContainer(before[n]), mainContainer(now)
+		if now.Status.Phase != corev1.PodRunning || is.State.Running == nil || was.State.Running == nil ||
+			!is.State.Running.StartedAt.Equal(&was.State.Running.StartedAt) || is.RestartCount != was.RestartCount ||
+			!now.Status.StartTime.Equal(before[n].Status.StartTime) || now.Status.PodIP != before[n].Status.PodIP {
+			t.Errorf("%s was not adopted as it ran: now %s %+v restarts %d start %v ip %s; before %+v restarts %d start %v ip %s",
+				n, now.Status.Phase, is.State, is.RestartCount, now.Status.StartTime, now.Status.PodIP,
+				was.State, was.RestartCount, before[n].Status.StartTime, before[n].Status.PodIP)
+		}
+	}
+	// Only the pod scheduled while the daemon was down was created.
+	creates := providerCalls(t, metrics, "CreatePod")
+	t.Logf("CreatePod calls after the restart: %d", creates)
+	if creates != 1 {
+		t.Errorf("CreatePod calls after the restart: %d, want 1 (the newcomer)", creates)
+	}
+	checkNoPanic(t, second)
+}
+
+// TestAPIServerKilledWhilePodsFinishAndDelete kills the API server with
+// SIGKILL while pods finish and pods are being deleted, and starts it again:
+// every terminal status reaches it, and every deleted pod is removed, after
+// its terminal status was written.
+func TestAPIServerKilledWhilePodsFinishAndDelete(t *testing.T) {
+	c := testcluster.Private(t)
+	cp := c.ControlPlane(t)
+	ctx := context.Background()
+	ns := c.Namespace(t)
+	d := startDaemon(t, c, nil)
+	waitNodeReady(t, c.Client, d.name)
+
+	const n = 8
+	hold := "test.vkubelet.io/hold"
+	var finishing, deleting, held []string
+	for i := range n {
+		f, del, h := fmt.Sprintf("finishing-%d", i), fmt.Sprintf("deleting-%d", i), fmt.Sprintf("held-%d", i)
+		finishing, deleting, held = append(finishing, f), append(deleting, del), append(held, h)
+		// Exit codes tell each pod's status apart.
+		createPods(t, c.Client, ns, mockPod(f, d.name, corev1.RestartPolicyNever, map[string]string{
+			mock.AnnotationRunFor: "4s", mock.AnnotationExitCode: strconv.Itoa(i % 2),
+		}))
+		// DeletePod finishes while the API server is away.
+		slowStop := map[string]string{mock.AnnotationHangCalls: "DeletePod", mock.AnnotationHangFor: "2s"}
+		createPods(t, c.Client, ns, mockPod(del, d.name, corev1.RestartPolicyAlways, slowStop))
+		// A finalizer keeps the object, so its final status can be read.
+		heldPod := mockPod(h, d.name, corev1.RestartPolicyAlways, slowStop)
+		heldPod.Finalizers = []string{hold}
+		createPods(t, c.Client, ns, heldPod)
+	}
+	uids := map[string]types.UID{}
+	for _, p := range append(append(append([]string(nil), finishing...), deleting...), held...) {
+		uids[p] = waitPod(t, c.Client, ns, p, "Running", running).UID
+	}
+	for _, p := range append(append([]string(nil), deleting...), held...) {
+		if err := c.Client.CoreV1().Pods(ns).Delete(ctx, p, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if err := cp.KillComponent(controlplane.APIServer); err != nil {
+		t.Fatal(err)
+	}
+	// The finishing pods exit and the deletions complete meanwhile; the
+	// daemon's writes fail and back off.
+	time.Sleep(6 * time.Second)
+	if err := cp.StartComponent(ctx, controlplane.APIServer); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+
+	for i, p := range finishing {
+		got := waitPod(t, c.Client, ns, p, "terminal after the outage", func(p *corev1.Pod) bool {
+			return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+		})
+		want := corev1.PodSucceeded
+		if i%2 == 1 {
+			want = corev1.PodFailed
+		}
+		if term := mainContainer(got).State.Terminated; got.Status.Phase != want || term == nil || term.ExitCode != int32(i%2) {
+			t.Errorf("%s: %s %+v, want %s with exit code %d", p, got.Status.Phase, mainContainer(got).State, want, i%2)
+		}
+	}
+	for _, p := range deleting {
+		waitGone(t, c.Client, ns, p, uids[p])
+	}
+	for _, p := range held {
+		final := waitPod(t, c.Client, ns, p, "deleted after its terminal status was written", func(p *corev1.Pod) bool {
+			return p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds == 0
+		})
+		if term := mainContainer(final).State.Terminated; final.Status.Phase != corev1.PodSucceeded || term == nil {
+			t.Errorf("%s: deleted without its terminal status: %s %+v", p, final.Status.Phase, mainContainer(final).State)
+		}
+	}
+	t.Logf("API server back to every status written and every deleted pod removed: %s", time.Since(back).Round(time.Millisecond))
+	for _, p := range held {
+		patch := []byte(`{"metadata":{"finalizers":null}}`)
+		if _, err := c.Client.CoreV1().Pods(ns).Patch(ctx, p, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, c.Client, ns, p, uids[p])
+	}
+	checkNoPanic(t, d)
+}

@@ -1,0 +1,231 @@
+package nodeutil
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	corev1informers "k8s.io/client-go/informers/core/v1"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// NodeNameIndex is the index PodsByNode adds to the shared pod informer:
+// pods by spec.nodeName.
+const NodeNameIndex = "spec.nodeName"
+
+// PodsByNode shares one pod informer among many nodes of one process. Each
+// node's pod controller gets, from For, a PodInformer that holds only that
+// node's pods: its lister reads an index by node name, and its event
+// handlers are called only for pods bound to that node. One watch and one
+// cache serve every node, and an event costs one map lookup however many
+// nodes there are (N handlers on the shared informer would each see every
+// event).
+//
+// The shared informer must hold the pods of every node it serves, e.g. the
+// bound pods (field selector spec.nodeName!=""). The caller starts it.
+type PodsByNode struct {
+	informer cache.SharedIndexInformer
+	reg      cache.ResourceEventHandlerRegistration
+
+	mu       sync.RWMutex
+	handlers map[string][]*nodeHandler
+}
+
+type nodeHandler struct{ h cache.ResourceEventHandler }
+
+// NewPodsByNode indexes pods by node name and dispatches the informer's
+// events to the nodes' handlers. Call it before the informer starts (the
+// index cannot be added to a running informer).
+func NewPodsByNode(pods corev1informers.PodInformer) (*PodsByNode, error) {
+	inf := pods.Informer()
+	err := inf.AddIndexers(cache.Indexers{NodeNameIndex: func(obj any) ([]string, error) {
+		if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
+			return []string{pod.Spec.NodeName}, nil
+		}
+		return nil, nil
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("indexing pods by node: %w", err)
+	}
+	p := &PodsByNode{informer: inf, handlers: map[string][]*nodeHandler{}}
+	p.reg, err = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			p.each(nodeOf(obj), func(h cache.ResourceEventHandler) { h.OnAdd(obj, initial) })
+		},
+		UpdateFunc: p.update,
+		DeleteFunc: func(obj any) { p.each(nodeOf(obj), func(h cache.ResourceEventHandler) { h.OnDelete(obj) }) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// update routes an update to the pod's node. A pod bound meanwhile (the
+// scheduler's binding) is new to its node.
+func (p *PodsByNode) update(oldObj, newObj any) {
+	before, after := nodeOf(oldObj), nodeOf(newObj)
+	if before == after {
+		p.each(after, func(h cache.ResourceEventHandler) { h.OnUpdate(oldObj, newObj) })
+		return
+	}
+	p.each(before, func(h cache.ResourceEventHandler) { h.OnDelete(oldObj) })
+	p.each(after, func(h cache.ResourceEventHandler) { h.OnAdd(newObj, false) })
+}
+
+func (p *PodsByNode) each(node string, f func(cache.ResourceEventHandler)) {
+	if node == "" {
+		return
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for _, h := range p.handlers[node] {
+		f(h.h)
+	}
+}
+
+func nodeOf(obj any) string {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if pod, ok := obj.(*corev1.Pod); ok {
+		return pod.Spec.NodeName
+	}
+	return ""
+}
+
+// For returns the PodInformer of node name's pods.
+func (p *PodsByNode) For(name string) corev1informers.PodInformer {
+	return &nodePodInformer{p: p, node: name}
+}
+
+// nodePodInformer is one node's view of the shared pod informer.
+type nodePodInformer struct {
+	p    *PodsByNode
+	node string
+}
+
+func (i *nodePodInformer) Informer() cache.SharedIndexInformer {
+	return &nodeInformer{SharedIndexInformer: i.p.informer, p: i.p, node: i.node}
+}
+
+func (i *nodePodInformer) Lister() corev1listers.PodLister {
+	return &nodePodLister{indexer: i.p.informer.GetIndexer(), node: i.node}
+}
+
+// nodeInformer is the shared informer (its store, indexer, sync state),
+// but for its event handlers, which see only the node's pods.
+type nodeInformer struct {
+	cache.SharedIndexInformer
+	p    *PodsByNode
+	node string
+}
+
+func (i *nodeInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	reg := &nodeHandler{h: h}
+	p := i.p
+	// Under the write lock no event is dispatched, so the node's current
+	// pods reach the handler before any later event about them.
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	objs, err := p.informer.GetIndexer().ByIndex(NodeNameIndex, i.node)
+	if err != nil {
+		return nil, err
+	}
+	for _, obj := range objs {
+		h.OnAdd(obj, true)
+	}
+	p.handlers[i.node] = append(p.handlers[i.node], reg)
+	return registration{ResourceEventHandlerRegistration: p.reg, handler: reg}, nil
+}
+
+// registration is a node handler's registration: synced once the shared
+// informer has delivered its initial list (the node's pods already in the
+// cache were handed over when the handler was added).
+type registration struct {
+	cache.ResourceEventHandlerRegistration // the shared handler's
+	handler                                *nodeHandler
+}
+
+func (i *nodeInformer) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, _ time.Duration) (cache.ResourceEventHandlerRegistration, error) {
+	return i.AddEventHandler(h)
+}
+
+func (i *nodeInformer) AddEventHandlerWithOptions(h cache.ResourceEventHandler, _ cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
+	return i.AddEventHandler(h)
+}
+
+func (i *nodeInformer) RemoveEventHandler(reg cache.ResourceEventHandlerRegistration) error {
+	r, ok := reg.(registration)
+	if !ok {
+		return errors.New("not a registration of this node's informer")
+	}
+	p := i.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	hs := p.handlers[i.node]
+	for j, h := range hs {
+		if h == r.handler {
+			p.handlers[i.node] = append(hs[:j:j], hs[j+1:]...)
+			break
+		}
+	}
+	if len(p.handlers[i.node]) == 0 {
+		delete(p.handlers, i.node)
+	}
+	return nil
+}
+
+// nodePodLister lists one node's pods from the shared cache.
+type nodePodLister struct {
+	indexer cache.Indexer
+	node    string
+}
+
+func (l *nodePodLister) List(selector labels.Selector) ([]*corev1.Pod, error) {
+	return l.list("", selector)
+}
+
+func (l *nodePodLister) list(namespace string, selector labels.Selector) ([]*corev1.Pod, error) {
+	objs, err := l.indexer.ByIndex(NodeNameIndex, l.node)
+	if err != nil {
+		return nil, err
+	}
+	var out []*corev1.Pod
+	for _, obj := range objs {
+		pod := obj.(*corev1.Pod)
+		if (namespace == "" || pod.Namespace == namespace) && selector.Matches(labels.Set(pod.Labels)) {
+			out = append(out, pod)
+		}
+	}
+	return out, nil
+}
+
+func (l *nodePodLister) Pods(namespace string) corev1listers.PodNamespaceLister {
+	return nodePodNamespaceLister{l, namespace}
+}
+
+type nodePodNamespaceLister struct {
+	*nodePodLister
+	namespace string
+}
+
+func (l nodePodNamespaceLister) List(selector labels.Selector) ([]*corev1.Pod, error) {
+	return l.list(l.namespace, selector)
+}
+
+func (l nodePodNamespaceLister) Get(name string) (*corev1.Pod, error) {
+	obj, ok, err := l.indexer.GetByKey(l.namespace + "/" + name)
+	if err != nil {
+		return nil, err
+	}
+	if pod, _ := obj.(*corev1.Pod); ok && pod != nil && pod.Spec.NodeName == l.node {
+		return pod, nil
+	}
+	return nil, apierrors.NewNotFound(corev1.Resource("pods"), name)
+}

@@ -1,0 +1,280 @@
+package mock
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/vkubelet/virtual-kubelet/internal/provider"
+)
+
+// newProviderWithConfig builds a provider from a config file with content.
+func newProviderWithConfig(t *testing.T, content string) (*Provider, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "mock.json")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(context.Background(), provider.InitConfig{NodeName: "vk0", ConfigPath: path, InternalIP: "10.213.0.2"})
+	if err != nil {
+		return nil, err
+	}
+	return p.(*Provider), nil
+}
+
+// crash stops the provider's timers, as killing the daemon does.
+func crash(p *Provider) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, ps := range p.pods {
+		ps.stopTimers()
+		ps.deleted = true
+	}
+}
+
+func podNamed(t *testing.T, p *Provider, name string) *corev1.Pod {
+	t.Helper()
+	pod, err := p.GetPod(context.Background(), "ns", name)
+	if err != nil {
+		t.Fatalf("pod %s: %v", name, err)
+	}
+	return pod
+}
+
+func TestStateDirKeepsPodsAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	config := fmt.Sprintf(`{"vk0": {"stateDir": %q}}`, filepath.Join(dir, "state"))
+	p, err := newProviderWithConfig(t, config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, pod := range []*corev1.Pod{
+		testPod("web", nil, corev1.RestartPolicyAlways),
+		testPod("job", map[string]string{AnnotationRunFor: "300ms"}, corev1.RestartPolicyNever),
+		testPod("slow", map[string]string{AnnotationStartDelay: "600ms"}, corev1.RestartPolicyAlways),
+		testPod("crash", map[string]string{AnnotationRunFor: "40ms", AnnotationRestartDelay: "10ms", AnnotationExitCode: "1"}, corev1.RestartPolicyAlways),
+		testPod("upgraded", nil, corev1.RestartPolicyAlways),
+		testPod("gone", nil, corev1.RestartPolicyAlways),
+	} {
+		if err := p.CreatePod(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	upgrade := testPod("upgraded", map[string]string{"note": "v2"}, corev1.RestartPolicyAlways)
+	upgrade.Spec.Containers[0].Image = "busybox:2"
+	time.Sleep(50 * time.Millisecond)
+	if err := p.UpdatePod(ctx, upgrade); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.DeletePod(ctx, testPod("gone", nil, corev1.RestartPolicyAlways)); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]*corev1.Pod{}
+	for _, name := range []string{"web", "job", "slow", "crash", "upgraded"} {
+		before[name] = podNamed(t, p, name)
+	}
+	time.Sleep(200 * time.Millisecond)
+	crash(p)
+	// Down long enough for the job to finish and the slow pod to start.
+	time.Sleep(500 * time.Millisecond)
+
+	q, err := newProviderWithConfig(t, config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, _ := q.GetPods(ctx)
+	if len(pods) != 5 {
+		t.Fatalf("%d pods after the restart, want 5 (the deleted one gone)", len(pods))
+	}
+	for name, old := range before {
+		now := podNamed(t, q, name)
+		if !now.Status.StartTime.Equal(old.Status.StartTime) || (old.Status.PodIP != "" && now.Status.PodIP != old.Status.PodIP) || now.UID != old.UID {
+			t.Errorf("%s: start time %v ip %s uid %s, was %v %s %s", name, now.Status.StartTime, now.Status.PodIP, now.UID,
+				old.Status.StartTime, old.Status.PodIP, old.UID)
+		}
+	}
+
+	web, oldWeb := podNamed(t, q, "web").Status.ContainerStatuses[0], before["web"].Status.ContainerStatuses[0]
+	// The replay starts it as it is created; the live start came a few
+	// microseconds after.
+	if web.State.Running == nil || web.State.Running.StartedAt.Sub(oldWeb.State.Running.StartedAt.Time).Abs() > time.Millisecond || web.RestartCount != 0 {
+		t.Errorf("web: %+v, was %+v", web.State, oldWeb.State)
+	}
+
+	job := podNamed(t, q, "job")
+	term := job.Status.ContainerStatuses[0].State.Terminated
+	if job.Status.Phase != corev1.PodSucceeded || term == nil {
+		t.Fatalf("job: %s %+v, want it finished while the daemon was down", job.Status.Phase, job.Status.ContainerStatuses[0].State)
+	}
+	// It finished when it would have, not when the provider came back.
+	if ran := term.FinishedAt.Sub(term.StartedAt.Time); ran != 300*time.Millisecond {
+		t.Errorf("job ran %s, want exactly its run-for of 300ms", ran)
+	}
+
+	slow := podNamed(t, q, "slow")
+	running := slow.Status.ContainerStatuses[0].State.Running
+	if slow.Status.Phase != corev1.PodRunning || running == nil || running.StartedAt.Sub(slow.Status.StartTime.Time) != 600*time.Millisecond {
+		t.Errorf("slow: %s %+v, want started 600ms after its creation", slow.Status.Phase, slow.Status.ContainerStatuses[0].State)
+	}
+
+	// 40ms runs and 10ms back-offs over about 750ms: restarts went on
+	// while the daemon was down, and go on now.
+	crashed := podNamed(t, q, "crash").Status.ContainerStatuses[0]
+	if was := before["crash"].Status.ContainerStatuses[0].RestartCount; crashed.RestartCount < was+8 {
+		t.Errorf("crash: restart count %d, was %d before a ~700ms outage", crashed.RestartCount, was)
+	}
+	waitRestarts := time.Now().Add(2 * time.Second)
+	for podNamed(t, q, "crash").Status.ContainerStatuses[0].RestartCount == crashed.RestartCount && time.Now().Before(waitRestarts) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if podNamed(t, q, "crash").Status.ContainerStatuses[0].RestartCount == crashed.RestartCount {
+		t.Error("crash: the restored pod's timers do not run")
+	}
+
+	upgraded := podNamed(t, q, "upgraded")
+	uc, oldUC := upgraded.Status.ContainerStatuses[0], before["upgraded"].Status.ContainerStatuses[0]
+	if uc.Image != "busybox:2" || uc.RestartCount != 1 || upgraded.Annotations["note"] != "v2" {
+		t.Errorf("upgraded: image %s restarts %d annotations %v, want the update kept", uc.Image, uc.RestartCount, upgraded.Annotations)
+	}
+	if d := uc.State.Running.StartedAt.Sub(oldUC.State.Running.StartedAt.Time).Abs(); d > 5*time.Millisecond {
+		t.Errorf("upgraded: restarted at %v, was %v", uc.State.Running.StartedAt, oldUC.State.Running.StartedAt)
+	}
+
+	// New pods get addresses of their own.
+	if err := q.CreatePod(ctx, testPod("new", nil, corev1.RestartPolicyAlways)); err != nil {
+		t.Fatal(err)
+	}
+	newIP := podNamed(t, q, "new").Status.PodIP
+	for _, old := range before {
+		if old.Status.PodIP == newIP {
+			t.Errorf("new pod got %s, the address of %s", newIP, old.Name)
+		}
+	}
+	crash(q)
+}
+
+func TestStateDirErrors(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	config := fmt.Sprintf(`{"vk0": {"stateDir": %q}}`, state)
+	p, err := newProviderWithConfig(t, config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CreatePod(context.Background(), testPod("web", nil, corev1.RestartPolicyAlways)); err != nil {
+		t.Fatal(err)
+	}
+	crash(p)
+	// A write the crash interrupted is dropped; the pod's file is intact.
+	tmp := filepath.Join(state, "ns_web.json.tmp")
+	if err := os.WriteFile(tmp, []byte(`{"pod": {`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	q, err := newProviderWithConfig(t, config)
+	if err != nil {
+		t.Fatalf("an unfinished write: %v", err)
+	}
+	crash(q)
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Errorf("the unfinished write is still there: %v", err)
+	}
+
+	for name, content := range map[string]string{
+		"ns_broken.json":   `{"pod": `,
+		"ns_empty.json":    `{}`,
+		"ns_badrun.json":   `{"pod": {"metadata": {"namespace": "ns", "name": "badrun", "annotations": {"mock.vkubelet.io/run-for": "soon"}}, "spec": {"containers": [{"name": "app"}]}}, "created": "2026-01-02T03:04:05Z"}`,
+		"ns_noupdate.json": `{"pod": {"metadata": {"namespace": "ns", "name": "noupdate"}}, "created": "2026-01-02T03:04:05Z", "updates": [{}]}`,
+	} {
+		path := filepath.Join(state, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := newProviderWithConfig(t, config)
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "remove the file") || !strings.Contains(err.Error(), "state directory") {
+			t.Errorf("%s: %v, want an error naming the file", name, err)
+		}
+		_ = os.Remove(path)
+	}
+
+	notDir := filepath.Join(dir, "file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newProviderWithConfig(t, fmt.Sprintf(`{"vk0": {"stateDir": %q}}`, notDir)); err == nil || !strings.Contains(err.Error(), notDir) {
+		t.Errorf("a state directory that is a file: %v", err)
+	}
+}
+
+func TestStructuredConfig(t *testing.T) {
+	p, err := newProviderWithConfig(t, `{"vk0": {"capacity": {"cpu": "8", "nvidia.com/gpu": "2"}, "faults": {"fail-calls": "GetPods", "fail-for": "1h", "hang-calls": "GetPod", "hang-for": "1s"}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := p.capacity; c.Cpu().String() != "8" || c.Memory().String() != "100Gi" {
+		t.Errorf("capacity %v", c)
+	}
+	if f := p.faults.node; !f.fail.has(callGetPods) || f.fail.has(callCreatePod) || f.failFor != time.Hour || !f.hang.has(callGetPod) || f.hangFor != time.Second {
+		t.Errorf("faults %+v", f)
+	}
+	if p.state != nil {
+		t.Error("a state directory without stateDir")
+	}
+	for content, want := range map[string]string{
+		`{"vk0": {"capacity": {"cpu": "x"}}}`:                     `node "vk0": capacity: cpu: invalid quantity "x"`,
+		`{"vk0": {"capacity": "big"}}`:                            `node "vk0": capacity: must be an object`,
+		`{"vk0": {"stateDir": ""}}`:                               `node "vk0": stateDir: must be a directory path`,
+		`{"vk0": {"stateDir": "/tmp", "cpu": "8"}}`:               `node "vk0": unknown field "cpu": a structured entry has capacity, stateDir, faults (resources go under capacity)`,
+		`{"vk0": {"faults": {"fail-calls": "Nope"}}}`:             `node "vk0": faults: fail-calls: "Nope" is not a provider call (a comma list of CreatePod, UpdatePod, DeletePod, GetPodStatus, GetPod, GetPods, or *)`,
+		`{"vk0": {"faults": {"ignore-stop": "true"}}}`:            `node "vk0": faults: unknown setting "ignore-stop"`,
+		`{"vk0": {"faults": {"fail-calls": "*", "fail-for": 3}}}`: `node "vk0": faults: must be an object of strings`,
+	} {
+		if _, err := newProviderWithConfig(t, content); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", content, err, want)
+		}
+	}
+}
+
+func TestReplayClock(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := &replayClock{now: start}
+	var fired []string
+	var chained stoppable
+	c.AfterFunc(3*time.Second, func() { fired = append(fired, "3s") })
+	c.AfterFunc(time.Second, func() {
+		fired = append(fired, "1s")
+		// A timer set by a timer fires in order too.
+		chained = c.AfterFunc(time.Second, func() { fired = append(fired, "2s") })
+	})
+	stopped := c.AfterFunc(2500*time.Millisecond, func() { fired = append(fired, "stopped") })
+	if !stopped.Stop() {
+		t.Error("Stop of a pending timer reported false")
+	}
+	late := c.AfterFunc(time.Hour, func() { fired = append(fired, "late") })
+	c.runUntil(start.Add(5 * time.Second))
+	if got := strings.Join(fired, ","); got != "1s,2s,3s" || !c.Now().Equal(start.Add(5*time.Second)) {
+		t.Errorf("fired %s, now %v", got, c.Now())
+	}
+	if chained.Stop() {
+		t.Error("Stop of a fired timer reported true")
+	}
+	done := make(chan struct{})
+	late.(*replayTimer).f = func() { close(done) }
+	// An hour of virtual time is due at once in real time when the
+	// replay ends an hour late.
+	c.handOver(start.Add(time.Hour))
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handed-over timer did not fire")
+	}
+	if late.Stop() {
+		t.Error("Stop of a fired real timer reported true")
+	}
+}
