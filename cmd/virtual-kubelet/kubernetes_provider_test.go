@@ -343,8 +343,7 @@ spec:
 
 	t.Run("daemon killed and restarted", func(t *testing.T) {
 		before := tc.remotePods(t)
-		_ = tc.node.Cmd.Process.Kill()
-		<-tc.node.Done()
+		tc.node.Kill()
 		// While it is down, a pod of A goes away for good: its pod in B is
 		// an orphan the restarted daemon must remove.
 		var victim string

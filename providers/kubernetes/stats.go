@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+
+	"github.com/vkubelet/virtual-kubelet/node/api"
 	"k8s.io/utils/ptr"
 )
 
@@ -71,4 +75,10 @@ func (p *Provider) GetStatsSummary(ctx context.Context) (*statsv1alpha1.Summary,
 		},
 		Pods: pods,
 	}, nil
+}
+
+// GetMetricsResource serves /metrics/resource from the stats summary, in the
+// kubelet's format.
+func (p *Provider) GetMetricsResource(ctx context.Context) ([]*dto.MetricFamily, error) {
+	return api.MetricsResourceFromSummary(p.GetStatsSummary)(ctx)
 }
