@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -17,11 +18,13 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/vkubelet/virtual-kubelet/internal/controlplane"
 	"github.com/vkubelet/virtual-kubelet/internal/nethost"
 	"github.com/vkubelet/virtual-kubelet/internal/testcluster"
 	k8sprovider "github.com/vkubelet/virtual-kubelet/providers/kubernetes"
+	"github.com/vkubelet/virtual-kubelet/providers/mock"
 )
 
 // twoClusters is the kubernetes provider's setup: a virtual node in cluster
@@ -38,7 +41,12 @@ type twoClusters struct {
 
 func startTwoClusters(t *testing.T) *twoClusters {
 	t.Helper()
-	tc := &twoClusters{a: testcluster.Shared(t), b: testcluster.Private(t)}
+	// B runs metrics-server, for the stats of its pods.
+	metricsServer, err := testcluster.MetricsServerBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := &twoClusters{a: testcluster.Shared(t), b: testcluster.Private(t, func(cfg *controlplane.Config) { cfg.MetricsServerBin = metricsServer })}
 	worker := startDaemon(t, tc.b, tc.b.AddHost(t, testcluster.UniqueName("w")))
 	waitNodeReady(t, tc.b.Client, worker.name)
 	tc.remoteNS = tc.b.Namespace(t)
@@ -219,7 +227,9 @@ spec:
 	})
 
 	t.Run("logs exec port-forward", func(t *testing.T) {
-		tc.create(t, tc.pod("shell", corev1.Container{Name: "app", Image: "busybox", Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}))
+		shell := tc.pod("shell", corev1.Container{Name: "app", Image: "busybox", Ports: []corev1.ContainerPort{{ContainerPort: 8080}}})
+		shell.Annotations = map[string]string{mock.AnnotationCPUUsage: "250m", mock.AnnotationMemoryUsage: "64Mi"} // for B's mock node
+		tc.create(t, shell)
 		waitPod(t, tc.a.Client, tc.ns, "shell", "Running", isRunning)
 		remote := tc.remotePods(t)["shell"][0]
 		prefix := remote.Namespace + "/" + remote.Name + "/app line " // the mock's log lines in B
@@ -260,9 +270,31 @@ spec:
 		if echo, err := portForwardEcho(t, tc.a, tc.ns, "shell", 8080, "across clusters\n"); err != nil || echo != "across clusters\n" {
 			t.Errorf("port-forward echo: %v %q", err, echo)
 		}
-		out, err = tc.kubectl("", "get", "--raw", "/api/v1/nodes/"+tc.node.name+"/proxy/stats/summary")
-		if err == nil || !strings.Contains(out, "metrics.k8s.io") {
-			t.Errorf("stats/summary without metrics.k8s.io in B must say so: %v %q", err, out)
+
+		// Stats: B's mock node → B's metrics-server → this node's summary in
+		// A (and, where A runs metrics-server, kubectl top in A).
+		start := time.Now()
+		eventually(t, "stats/summary in A with the usage of the pod in B", func() (bool, string) {
+			out, err := tc.kubectl("", "get", "--raw", "/api/v1/nodes/"+tc.node.name+"/proxy/stats/summary")
+			var summary statsv1alpha1.Summary
+			if err != nil || json.Unmarshal([]byte(out), &summary) != nil {
+				return false, out
+			}
+			for _, p := range summary.Pods {
+				if p.PodRef.Name == "shell" && p.PodRef.Namespace == tc.ns && p.CPU != nil && *p.CPU.UsageNanoCores == 250_000_000 &&
+					*p.Memory.WorkingSetBytes == 64<<20 {
+					return true, ""
+				}
+			}
+			return false, out
+		})
+		t.Logf("stats of a pod in B visible in A's stats/summary %s after its logs were", time.Since(start).Round(100*time.Millisecond))
+		if tc.a.Info.MetricsServer != "" {
+			eventually(t, "kubectl top pod in A", func() (bool, string) {
+				out, err := tc.kubectl("", "top", "pod", "shell", "--no-headers")
+				return err == nil && strings.Join(strings.Fields(out), " ") == "shell 250m 64Mi", out
+			})
+			t.Logf("kubectl top pod in A %s after its logs were", time.Since(start).Round(100*time.Millisecond))
 		}
 	})
 

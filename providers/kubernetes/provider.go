@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 	"k8s.io/utils/ptr"
 
 	"github.com/vkubelet/virtual-kubelet/internal/provider"
@@ -51,6 +52,7 @@ type Provider struct {
 	pods         cache.SharedIndexInformer
 	local        *provider.ResourceManager
 	objects      *objectSync
+	stats        *remoteStats
 
 	mu     sync.Mutex
 	notify func(*corev1.Pod)
@@ -81,6 +83,10 @@ func New(ctx context.Context, ic provider.InitConfig) (provider.Provider, error)
 	if err != nil {
 		return nil, fmt.Errorf("remote cluster: %w", err)
 	}
+	remoteMetrics, err := metricsclient.NewForConfig(restCfg)
+	if err != nil {
+		return nil, fmt.Errorf("remote cluster: %w", err)
+	}
 	p := &Provider{
 		cfg:          cfg,
 		names:        namer{namespace: cfg.Namespace, prefix: cfg.NamespacePrefix},
@@ -90,6 +96,7 @@ func New(ctx context.Context, ic provider.InitConfig) (provider.Provider, error)
 		remote:       remote,
 		remoteConfig: restCfg,
 		local:        ic.ResourceManager,
+		stats:        &remoteStats{client: remoteMetrics, cpu: map[cpuKey]*cpuCounter{}},
 	}
 	if err := p.checkRemote(ctx); err != nil {
 		return nil, err
