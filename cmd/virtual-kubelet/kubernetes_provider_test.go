@@ -127,7 +127,8 @@ func isRunning(p *corev1.Pod) bool {
 // TestKubernetesProvider runs a virtual node of A whose pods run in B, and
 // drives it through A with kubectl: a Deployment, ConfigMaps and Secrets,
 // the kubelet API, deletion, pods lost in B, an outage of B's API server and
-// a restart of the daemon.
+// a restart of the daemon. The outage comes last: B takes a while to
+// recover from it (its own node goes NotReady and is tainted).
 func TestKubernetesProvider(t *testing.T) {
 	tc := startTwoClusters(t)
 	ctx := context.Background()
@@ -338,6 +339,54 @@ spec:
 		}
 	})
 
+	t.Run("daemon killed and restarted", func(t *testing.T) {
+		before := tc.remotePods(t)
+		tc.node.Kill()
+		// While it is down, a pod of A goes away for good: its pod in B is
+		// an orphan the restarted daemon must remove.
+		var victim string
+		for name := range before {
+			if strings.HasPrefix(name, "web-") {
+				victim = name
+				break
+			}
+		}
+		if err := tc.a.Client.CoreV1().Pods(tc.ns).Delete(ctx, victim, deleteNow); err != nil {
+			t.Fatal(err)
+		}
+		restarted := time.Now()
+		tc.node = startDaemon(t, tc.a, tc.host, "--provider", "kubernetes", "--provider-config", tc.config, "--nodename", tc.node.name)
+		waitNodeReady(t, tc.a.Client, tc.node.name)
+		eventually(t, "every pod of A once in B, the orphan gone", func() (bool, string) {
+			pods, err := tc.a.Client.CoreV1().Pods(tc.ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			remote := tc.remotePods(t)
+			var problems []string
+			for _, p := range pods.Items {
+				if p.Status.Phase == corev1.PodFailed {
+					continue
+				}
+				if rs := remote[p.Name]; len(rs) != 1 || !isRunning(&p) {
+					problems = append(problems, fmt.Sprintf("%s: %d in B, %s in A", p.Name, len(rs), p.Status.Phase))
+				}
+			}
+			if len(remote[victim]) != 0 {
+				problems = append(problems, "orphan "+victim+" still in B")
+			}
+			sort.Strings(problems)
+			return len(problems) == 0, strings.Join(problems, "; ")
+		})
+		t.Logf("restarted daemon caught up in %s", time.Since(restarted).Round(10*time.Millisecond))
+		after := tc.remotePods(t)
+		for name, rs := range before {
+			if name != victim && (len(after[name]) != 1 || after[name][0].UID != rs[0].UID) {
+				t.Errorf("pod %s in B was not adopted as it was (%d now)", name, len(after[name]))
+			}
+		}
+	})
+
 	t.Run("B's API server stops and returns", func(t *testing.T) {
 		before := tc.remotePods(t)
 		cp := tc.b.ControlPlane(t)
@@ -369,55 +418,6 @@ spec:
 		for _, p := range pods.Items {
 			if !isRunning(&p) {
 				t.Errorf("pod %s is %s after the outage", p.Name, p.Status.Phase)
-			}
-		}
-	})
-
-	t.Run("daemon killed and restarted", func(t *testing.T) {
-		before := tc.remotePods(t)
-		tc.node.Kill()
-		// While it is down, a pod of A goes away for good: its pod in B is
-		// an orphan the restarted daemon must remove.
-		var victim string
-		for name := range before {
-			if strings.HasPrefix(name, "web-") {
-				victim = name
-				break
-			}
-		}
-		if err := tc.a.Client.CoreV1().Pods(tc.ns).Delete(ctx, victim, deleteNow); err != nil {
-			t.Fatal(err)
-		}
-		restarted := time.Now()
-		tc.node = startDaemon(t, tc.a, tc.host, "--provider", "kubernetes", "--provider-config", tc.config, "--nodename", tc.node.name)
-		waitNodeReady(t, tc.a.Client, tc.node.name)
-		defer func() { os.WriteFile("/tmp/vk15-restart.log", []byte(tc.node.output.String()), 0o644) }()
-		eventually(t, "every pod of A once in B, the orphan gone", func() (bool, string) {
-			pods, err := tc.a.Client.CoreV1().Pods(tc.ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			remote := tc.remotePods(t)
-			var problems []string
-			for _, p := range pods.Items {
-				if p.Status.Phase == corev1.PodFailed {
-					continue
-				}
-				if rs := remote[p.Name]; len(rs) != 1 || !isRunning(&p) {
-					problems = append(problems, fmt.Sprintf("%s: %d in B, %s in A", p.Name, len(rs), p.Status.Phase))
-				}
-			}
-			if len(remote[victim]) != 0 {
-				problems = append(problems, "orphan "+victim+" still in B")
-			}
-			sort.Strings(problems)
-			return len(problems) == 0, strings.Join(problems, "; ")
-		})
-		t.Logf("restarted daemon caught up in %s", time.Since(restarted).Round(10*time.Millisecond))
-		after := tc.remotePods(t)
-		for name, rs := range before {
-			if name != victim && (len(after[name]) != 1 || after[name][0].UID != rs[0].UID) {
-				t.Errorf("pod %s in B was not adopted as it was (%d now)", name, len(after[name]))
 			}
 		}
 	})
