@@ -31,6 +31,7 @@ import (
 // A (the shared cluster) whose pods run in cluster B (a private one), where a
 // mock virtual node stands for B's workers.
 type twoClusters struct {
+	t        *testing.T // the parent test: daemons live as long as it
 	a, b     *testcluster.Cluster
 	node     *daemon       // the kubernetes provider's daemon, in a node host of A
 	host     *nethost.Host // its node host, for restarts
@@ -46,7 +47,7 @@ func startTwoClusters(t *testing.T) *twoClusters {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc := &twoClusters{a: testcluster.Shared(t), b: testcluster.Private(t, func(cfg *controlplane.Config) { cfg.MetricsServerBin = metricsServer })}
+	tc := &twoClusters{t: t, a: testcluster.Shared(t), b: testcluster.Private(t, func(cfg *controlplane.Config) { cfg.MetricsServerBin = metricsServer })}
 	worker := startDaemon(t, tc.b, tc.b.AddHost(t, testcluster.UniqueName("w")))
 	waitNodeReady(t, tc.b.Client, worker.name)
 	tc.remoteNS = tc.b.Namespace(t)
@@ -60,7 +61,7 @@ func startTwoClusters(t *testing.T) *twoClusters {
   qps: 100
   burst: 200
 namespace: %s
-capacity: {cpu: "64", memory: 256Gi, pods: "500"}
+capacity: {cpu: "64", memory: 256Gi, pods: "2000"}
 node:
   labels: {example.com/backend: cluster-b}
 pods:
@@ -73,7 +74,7 @@ pods:
 	tc.host = host
 	tc.node = startDaemon(t, tc.a, host, "--provider", "kubernetes", "--provider-config", tc.config)
 	n := waitNodeReady(t, tc.a.Client, tc.node.name)
-	if n.Labels["example.com/backend"] != "cluster-b" || n.Status.Capacity.Pods().Value() != 500 {
+	if n.Labels["example.com/backend"] != "cluster-b" || n.Status.Capacity.Pods().Value() != 2000 {
 		t.Fatalf("node labels or capacity from the provider config: %v %v", n.Labels, n.Status.Capacity)
 	}
 	return tc
@@ -355,7 +356,7 @@ spec:
 			t.Fatal(err)
 		}
 		restarted := time.Now()
-		tc.node = startDaemon(t, tc.a, tc.host, "--provider", "kubernetes", "--provider-config", tc.config, "--nodename", tc.node.name)
+		tc.node = startDaemon(tc.t, tc.a, tc.host, "--provider", "kubernetes", "--provider-config", tc.config, "--nodename", tc.node.name)
 		waitNodeReady(t, tc.a.Client, tc.node.name)
 		eventually(t, "every pod of A once in B, the orphan gone", func() (bool, string) {
 			pods, err := tc.a.Client.CoreV1().Pods(tc.ns).List(ctx, metav1.ListOptions{})
@@ -388,6 +389,7 @@ spec:
 	})
 
 	t.Run("B's API server stops and returns", func(t *testing.T) {
+		waitNodeReady(t, tc.a.Client, tc.node.name)
 		before := tc.remotePods(t)
 		cp := tc.b.ControlPlane(t)
 		if err := cp.StopComponent(controlplane.APIServer); err != nil {
@@ -395,7 +397,8 @@ spec:
 		}
 		start := time.Now()
 		eventuallyWithin(t, 3*time.Minute, "node NotReady while B is down", func() (bool, string) {
-			return !nodeReady(tc.a.Client, tc.node.name), "still Ready"
+			ready, err := nodeReady(tc.a.Client, tc.node.name)
+			return err == nil && !ready, fmt.Sprintf("ready %v, %v", ready, err)
 		})
 		t.Logf("node NotReady %s after B's API server stopped", time.Since(start).Round(time.Second))
 		if err := cp.StartComponent(ctx, controlplane.APIServer); err != nil {
@@ -454,15 +457,15 @@ func watchRemoteGrace(t *testing.T, client kubernetes.Interface, ns, name string
 	return out
 }
 
-func nodeReady(client kubernetes.Interface, name string) bool {
+func nodeReady(client kubernetes.Interface, name string) (bool, error) {
 	n, err := client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
-		return false
+		return false, err
 	}
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
+			return c.Status == corev1.ConditionTrue, nil
 		}
 	}
-	return false
+	return false, nil
 }

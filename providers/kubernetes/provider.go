@@ -56,6 +56,8 @@ type Provider struct {
 
 	mu     sync.Mutex
 	notify func(*corev1.Pod)
+
+	namespaces sync.Map // per-source namespaces known to exist in B
 }
 
 var (
@@ -274,6 +276,9 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 		// controller retries until it is gone.
 		return fmt.Errorf("pod %s/%s: an older pod of the same name is still in the remote cluster", remote.Namespace, remote.Name)
 	}
+	if apierrors.IsNotFound(err) {
+		p.namespaces.Delete(remote.Namespace) // deleted in B: created again on the retry
+	}
 	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
 		return errdefs.AsInvalidInput(err)
 	}
@@ -288,6 +293,9 @@ func (p *Provider) ensureNamespace(ctx context.Context, namespace, source string
 	if p.cfg.Namespace != "" {
 		return nil
 	}
+	if _, known := p.namespaces.Load(namespace); known {
+		return nil
+	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name:   namespace,
 		Labels: map[string]string{LabelNode: p.nodeName, LabelSourceNamespace: source},
@@ -296,6 +304,7 @@ func (p *Provider) ensureNamespace(ctx context.Context, namespace, source string
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating namespace %s in the remote cluster: %w", namespace, err)
 	}
+	p.namespaces.Store(namespace, true)
 	return nil
 }
 
