@@ -264,7 +264,7 @@ func TestNodeStatusFromProvider(t *testing.T) {
 		return false, fmt.Sprint(n.Status.Conditions)
 	})
 	// What limits.* env references of pods resolve to follows the provider.
-	if got := n.NodeController.Node().Status.Allocatable[corev1.ResourceMemory]; got.Cmp(resource.MustParse("50Gi")) != 0 {
+	if got := n.NodeController().Node().Status.Allocatable[corev1.ResourceMemory]; got.Cmp(resource.MustParse("50Gi")) != 0 {
 		t.Errorf("Node() allocatable memory = %s, want 50Gi", got.String())
 	}
 }

@@ -99,7 +99,7 @@ func fastRetries(cfg *nodeutil.Config) {
 		if configure != nil {
 			configure(pc)
 		}
-		pc.SyncPodsFromKubernetesRateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Millisecond, 20*time.Millisecond)
+		pc.SyncPodsFromKubernetesRateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[any](time.Millisecond, 20*time.Millisecond)
 		pc.GracePeriodMargin = time.Second
 	}
 }

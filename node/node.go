@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opencensus.io/trace"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -28,6 +27,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/vkubelet/virtual-kubelet/node/log"
+	"github.com/vkubelet/virtual-kubelet/node/trace"
 )
 
 const (
@@ -409,7 +409,7 @@ func (n *NodeController) ping(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, n.pingTimeout)
 	defer cancel()
 	if err := n.p.Ping(ctx); err != nil {
-		span.SetStatus(trace.Status{Code: trace.StatusCodeUnavailable, Message: err.Error()})
+		span.SetStatus(err)
 		log.G(ctx).WithError(err).Warn("provider ping failed; not sending heartbeats")
 		return false
 	}
@@ -653,11 +653,11 @@ func (n *NodeController) writeStatus(ctx context.Context) error {
 // handleWriteError hands a failed write to the error handler or, without
 // one, registers a node that is gone again and logs other errors, to be
 // retried at the next write.
-func (n *NodeController) handleWriteError(ctx context.Context, span *trace.Span, what string, err error) error {
+func (n *NodeController) handleWriteError(ctx context.Context, span trace.Span, what string, err error) error {
 	if err == nil {
 		return nil
 	}
-	span.SetStatus(trace.Status{Code: trace.StatusCodeUnknown, Message: err.Error()})
+	span.SetStatus(err)
 	if n.errorHandler != nil {
 		if herr := n.errorHandler(ctx, err); herr != nil {
 			return fmt.Errorf("%s: %w", what, herr)
@@ -798,7 +798,7 @@ func (n *NodeController) renewLease(ctx context.Context) {
 		err = n.ensureLease(ctx)
 	}
 	if err != nil {
-		span.SetStatus(trace.Status{Code: trace.StatusCodeUnknown, Message: err.Error()})
+		span.SetStatus(err)
 		log.G(ctx).WithError(err).Warn("renewing the node lease failed")
 	}
 }

@@ -100,3 +100,54 @@ func TestGiveUpLeavesNoRecord(t *testing.T) {
 		t.Error("the record of a gone pod survived the give-up")
 	}
 }
+
+// recordingProvider keeps the pods it is given.
+type recordingProvider struct {
+	nopProvider
+	created []*corev1.Pod
+}
+
+func (p *recordingProvider) CreatePod(_ context.Context, pod *corev1.Pod) error {
+	p.created = append(p.created, pod)
+	return nil
+}
+
+// TestSkipDownwardAPIResolution: the provider gets the pod's environment as
+// written, references unresolved (a missing ConfigMap does not hold the
+// pod back), and a copy, not the informer's object.
+func TestSkipDownwardAPIResolution(t *testing.T) {
+	env := []corev1.EnvVar{{Name: "A", ValueFrom: &corev1.EnvVarSource{
+		ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "missing"}, Key: "k"},
+	}}}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u1"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Env: env}}},
+	}
+	client := fake.NewClientset(pod)
+	podInformer := informers.NewSharedInformerFactory(client, 0).Core().V1().Pods()
+	p := &recordingProvider{}
+	pc, err := NewPodController(PodControllerConfig{
+		PodClient: client.CoreV1(), PodInformer: podInformer,
+		EventRecorder: record.NewFakeRecorder(10), Provider: p,
+		SkipDownwardAPIResolution: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := podInformer.Informer().GetIndexer().Add(pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.syncPodFromKubernetes(context.Background(), "ns/p"); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.created) != 1 {
+		t.Fatalf("CreatePod called %d times, want 1", len(p.created))
+	}
+	got := p.created[0]
+	if got == pod {
+		t.Error("the provider got the informer's object")
+	}
+	if e := got.Spec.Containers[0].Env; len(e) != 1 || e[0].ValueFrom == nil || e[0].ValueFrom.ConfigMapKeyRef == nil {
+		t.Errorf("env was resolved: %+v", e)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"go.opencensus.io/trace"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +17,7 @@ import (
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 	"github.com/vkubelet/virtual-kubelet/node/internal/podenv"
 	"github.com/vkubelet/virtual-kubelet/node/log"
+	"github.com/vkubelet/virtual-kubelet/node/trace"
 )
 
 // Event reasons the pod controller records.
@@ -168,16 +168,11 @@ func (pc *PodController) createOrUpdate(ctx context.Context, pod *corev1.Pod, re
 		return nil
 	}
 
-	res, err := pc.env.Resolve(pod)
+	resolved, err := pc.resolveEnv(pod)
 	if err != nil {
 		return pc.configError(ctx, pod, rec, err)
 	}
 	rec.setWaitingForConfig(false)
-	if len(res.InvalidKeys) > 0 {
-		pc.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonInvalidEnvironmentVariableNames,
-			"Keys [%s] from the EnvFrom configMap or secret were skipped since they are invalid environment variable names.", strings.Join(res.InvalidKeys, ", "))
-	}
-	resolved := res.Pod
 
 	op, reason := "UpdatePod", ReasonProviderUpdateFailed
 	call := pc.provider.UpdatePod
@@ -207,6 +202,25 @@ func (pc *PodController) createOrUpdate(ctx context.Context, pod *corev1.Pod, re
 	}
 	rec.setApplied(pod)
 	return nil
+}
+
+// resolveEnv returns the provider's copy of pod, with its environment
+// resolved unless the provider resolves it itself; skipped references and
+// keys are reported as Events.
+func (pc *PodController) resolveEnv(pod *corev1.Pod) (*corev1.Pod, error) {
+	if pc.skipEnv {
+		return pod.DeepCopy(), nil
+	}
+	res, err := pc.env.Resolve(pod)
+	if err != nil {
+		return nil, err
+	}
+	pc.recordMissingRefs(pod, true, res.SkippedOptional...)
+	if len(res.InvalidKeys) > 0 {
+		pc.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonInvalidEnvironmentVariableNames,
+			"Keys [%s] from the EnvFrom configMap or secret were skipped since they are invalid environment variable names.", strings.Join(res.InvalidKeys, ", "))
+	}
+	return res.Pod, nil
 }
 
 // errProviderLost is firstSight's answer for a pod that ran before (its
@@ -273,6 +287,9 @@ func (pc *PodController) configError(ctx context.Context, pod *corev1.Pod, rec *
 	}
 	rec.setWaitingForConfig(isMissing)
 	pc.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonFailed, "Error: %v", err)
+	if isMissing {
+		pc.recordMissingRefs(pod, false, *missing)
+	}
 	log.G(ctx).WithError(err).Warn("cannot configure the pod's containers")
 
 	status := pod.Status.DeepCopy()
@@ -330,13 +347,7 @@ func (pc *PodController) traceProvider(ctx context.Context, op string, call func
 		pc.observe(op, time.Since(start), err)
 	}
 	if err != nil {
-		code := int32(trace.StatusCodeUnknown)
-		if errdefs.IsNotFound(err) {
-			code = trace.StatusCodeNotFound
-		} else if errdefs.IsInvalidInput(err) {
-			code = trace.StatusCodeInvalidArgument
-		}
-		span.SetStatus(trace.Status{Code: code, Message: err.Error()})
+		span.SetStatus(err)
 		if !errdefs.IsNotFound(err) {
 			log.G(ctx).WithError(err).Warnf("provider %s failed", op)
 		}

@@ -83,28 +83,28 @@ type PodControllerConfig struct {
 	Provider PodLifecycleHandler
 
 	// SyncPodsFromKubernetesRateLimiter defines the rate limit for the SyncPodsFromKubernetes queue
-	SyncPodsFromKubernetesRateLimiter workqueue.TypedRateLimiter[string]
+	SyncPodsFromKubernetesRateLimiter workqueue.TypedRateLimiter[any]
 	// SyncPodsFromKubernetesShouldRetryFunc allows for a custom retry
 	// policy for the SyncPodsFromKubernetes queue. The default retries
 	// until the pod is handed to the provider, gone, or rejected as invalid
 	// input, however long the provider is failing; the rate limiter paces
 	// the tries (the default backs off to 30s between them).
-	SyncPodsFromKubernetesShouldRetryFunc queue.ShouldRetryFunc
+	SyncPodsFromKubernetesShouldRetryFunc ShouldRetryFunc
 
 	// DeletePodsFromKubernetesRateLimiter defines the rate limit for the DeletePodsFromKubernetes queue
-	DeletePodsFromKubernetesRateLimiter workqueue.TypedRateLimiter[string]
+	DeletePodsFromKubernetesRateLimiter workqueue.TypedRateLimiter[any]
 	// DeletePodsFromKubernetesShouldRetryFunc allows for a custom retry
 	// policy for the DeletePodsFromKubernetes queue. The default retries
 	// until the API server has the deletion, however long it is away.
-	DeletePodsFromKubernetesShouldRetryFunc queue.ShouldRetryFunc
+	DeletePodsFromKubernetesShouldRetryFunc ShouldRetryFunc
 
 	// SyncPodStatusFromProviderRateLimiter defines the rate limit for the SyncPodStatusFromProvider queue
-	SyncPodStatusFromProviderRateLimiter workqueue.TypedRateLimiter[string]
+	SyncPodStatusFromProviderRateLimiter workqueue.TypedRateLimiter[any]
 	// SyncPodStatusFromProviderShouldRetryFunc allows for a custom retry
 	// policy for the SyncPodStatusFromProvider queue. The default retries
 	// until the API server has the status, however long it is away, so a
 	// terminal status is never lost.
-	SyncPodStatusFromProviderShouldRetryFunc queue.ShouldRetryFunc
+	SyncPodStatusFromProviderShouldRetryFunc ShouldRetryFunc
 
 	// Add custom filtering for pod informer event handlers
 	// Use this for cases where the pod informer handles more than pods assigned to this node
@@ -122,6 +122,12 @@ type PodControllerConfig struct {
 	// provider has are deleted from it, and running pods the provider lost
 	// are marked Failed.
 	ProviderResyncInterval time.Duration
+
+	// SkipDownwardAPIResolution hands pods to the provider with their
+	// environment as written: env and envFrom references to ConfigMaps,
+	// Secrets and the downward API unresolved, for providers that resolve
+	// them themselves.
+	SkipDownwardAPIResolution bool
 
 	// GracePeriodMargin is how long after a deleted pod's deletion
 	// timestamp (the end of its grace period) the controller waits for the
@@ -151,6 +157,7 @@ type PodController struct {
 	pollInterval   time.Duration
 	resyncInterval time.Duration
 	graceMargin    time.Duration
+	skipEnv        bool
 	observe        func(method string, took time.Duration, err error)
 
 	syncQueue   *queue.Queue
@@ -194,6 +201,7 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 		pollInterval:   cfg.StatusPollInterval,
 		resyncInterval: cfg.ProviderResyncInterval,
 		graceMargin:    cfg.GracePeriodMargin,
+		skipEnv:        cfg.SkipDownwardAPIResolution,
 		observe:        cfg.ProviderCallObserver,
 		pods:           newPodRecords(),
 		ready:          make(chan struct{}),

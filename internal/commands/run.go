@@ -38,7 +38,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err := logging.Configure(o.LogLevel, nil); err != nil {
 		return err
 	}
-	ctx = log.WithLogger(ctx, logrus.WithFields(logrus.Fields{"node": o.NodeName, "provider": o.Provider}))
+	ctx = log.WithLogger(ctx, log.FromLogrus(logrus.WithFields(logrus.Fields{"node": o.NodeName, "provider": o.Provider})))
 	// Whatever Run starts (provider, node, servers) stops when it returns,
 	// on every path.
 	ctx, cancel := context.WithCancel(ctx)

@@ -154,7 +154,7 @@ func kubeletAPIHandler(ctx context.Context, o *Options, p provider.Provider, cli
 	if o.AuthorizationMode == AuthzAlwaysAllow {
 		auth = api.NewAuthFrom(auth, authorizerfactory.NewAlwaysAllowAuthorizer(), o.NodeName)
 	}
-	return api.WithAuth(api.PodHandler(cfg), auth), nil
+	return api.WithAuth(api.PodHandler(cfg, true), auth), nil
 }
 
 // defaultClientCA is the CA client certificates are verified against when

@@ -97,7 +97,7 @@ func NewAuth(ctx context.Context, cfg AuthConfig) (Auth, error) {
 	if cfg.SubjectAccessReviewClient == nil {
 		return nil, errors.New("kubelet API auth: a SubjectAccessReview client is required")
 	}
-	backoff := webhookBackoff()
+	backoff := WebhookRetryBackoff()
 
 	authn := authenticatorfactory.DelegatingAuthenticatorConfig{
 		Anonymous:                &apiserver.AnonymousAuthConfig{Enabled: cfg.Anonymous},
@@ -139,9 +139,9 @@ func NewAuth(ctx context.Context, cfg AuthConfig) (Auth, error) {
 	return NewAuthFrom(a, authz, cfg.NodeName), nil
 }
 
-// webhookBackoff is the retry backoff of TokenReview and
+// WebhookRetryBackoff is the retry backoff of TokenReview and
 // SubjectAccessReview calls, the apiserver's default one.
-func webhookBackoff() wait.Backoff {
+func WebhookRetryBackoff() wait.Backoff {
 	return wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
 }
 

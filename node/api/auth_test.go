@@ -226,7 +226,7 @@ func TestNewAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFakeProvider()
-	srv := httptest.NewUnstartedServer(api.WithAuth(api.PodHandler(f.config()), auth))
+	srv := httptest.NewUnstartedServer(api.WithAuth(api.PodHandler(f.config(), true), auth))
 	srv.TLS = &tls.Config{ClientAuth: tls.RequestClientCert}
 	srv.StartTLS()
 	defer srv.Close()

@@ -19,11 +19,12 @@
 //		GetPods:           p.GetPods,
 //		GetStatsSummary:   p.GetStatsSummary,
 //		PortForward:       p.PortForward,
-//	}, mux)
+//	}, mux, false)
 //
 // The routes are those of the kubelet: /containerLogs, /exec, /attach,
-// /portForward, /pods, /runningpods/, /stats/summary, /metrics/resource and
-// /healthz. A route whose function is nil answers 501 Not Implemented. An
+// /portForward, /pods, /stats/summary, /metrics/resource and /healthz, and
+// with debug true /runningpods/. The Handle* functions serve one route
+// each, for a mux built by hand. A route whose function is nil answers 501 Not Implemented. An
 // error of kind errdefs.NotFound answers 404, errdefs.InvalidInput 400.
 //
 // Exec and attach speak the remotecommand protocols v1 to v4 over SPDY and

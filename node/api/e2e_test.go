@@ -127,7 +127,7 @@ func newE2EEnv(t *testing.T, declaredFeatures ...string) *e2eEnv {
 		t.Fatal(err)
 	}
 	srv := &http.Server{
-		Handler:   env.record(api.WithAuth(api.PodHandler(env.f.config()), auth)),
+		Handler:   env.record(api.WithAuth(api.PodHandler(env.f.config(), true), auth)),
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequestClientCert},
 	}
 	go func() { _ = srv.ServeTLS(l, "", "") }()

@@ -27,7 +27,7 @@ func ExamplePodHandler() {
 			}
 			return io.NopCloser(strings.NewReader("first line\nsecond line\n")), nil
 		},
-	})
+	}, false)
 	for _, target := range []string{
 		"/healthz",
 		"/containerLogs/default/hello/app",

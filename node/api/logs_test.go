@@ -111,7 +111,7 @@ func FuzzParseLogOptions(f *testing.F) {
 func TestLogs(t *testing.T) {
 	f := newFakeProvider()
 	f.addPod(fakePod("ns", "web", "app"))
-	h := api.PodHandler(f.config())
+	h := api.PodHandler(f.config(), true)
 
 	code, body := do(t, h, "GET", "/containerLogs/ns/web/app")
 	if code != 200 || strings.Count(body, "\n") != 10 || !strings.HasPrefix(body, "app line 1\n") {
@@ -129,7 +129,7 @@ func TestLogs(t *testing.T) {
 func TestLogsLimitBytes(t *testing.T) {
 	f := newFakeProvider()
 	f.addPod(fakePod("ns", "web", "app"))
-	h := api.PodHandler(f.config())
+	h := api.PodHandler(f.config(), true)
 	for _, limit := range []string{"1", "15", "1000000"} {
 		code, body := do(t, h, "GET", "/containerLogs/ns/web/app?limitBytes="+limit)
 		full := ""
@@ -169,7 +169,7 @@ func TestLogsLimitBytes(t *testing.T) {
 func TestLogsFollow(t *testing.T) {
 	f := newFakeProvider()
 	f.addPod(fakePod("ns", "web", "app"))
-	srv := httptest.NewServer(api.PodHandler(f.config()))
+	srv := httptest.NewServer(api.PodHandler(f.config(), true))
 	defer srv.Close()
 
 	ctx, cancel := context.WithCancel(context.Background())

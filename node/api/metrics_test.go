@@ -71,7 +71,7 @@ func value(m *dto.Metric) float64 {
 func TestResourceMetrics(t *testing.T) {
 	f := newFakeProvider()
 	f.addPod(fakePod("ns", "web", "app", "sidecar"))
-	h := api.PodHandler(f.config())
+	h := api.PodHandler(f.config(), true)
 
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", api.MetricsResourceRouteSuffix, nil))
@@ -133,7 +133,7 @@ func TestResourceMetrics(t *testing.T) {
 func TestResourceMetricsScrapeError(t *testing.T) {
 	f := newFakeProvider()
 	f.summaryErr = errors.New("no stats")
-	code, body := do(t, api.PodHandler(f.config()), "GET", "/metrics/resource")
+	code, body := do(t, api.PodHandler(f.config(), true), "GET", "/metrics/resource")
 	if code != 200 {
 		t.Fatalf("%d %s", code, body)
 	}
@@ -161,7 +161,7 @@ func TestResourceMetricsOddSummary(t *testing.T) {
 	}
 	get := func(context.Context) (*statsv1alpha1.Summary, error) { return summary, nil }
 	cfg := api.PodHandlerConfig{GetMetricsResource: api.MetricsResourceFromSummary(get)}
-	code, body := do(t, api.PodHandler(cfg), "GET", "/metrics/resource")
+	code, body := do(t, api.PodHandler(cfg, true), "GET", "/metrics/resource")
 	if code != 200 {
 		t.Fatalf("%d %s", code, body)
 	}

@@ -34,11 +34,15 @@ type PodHandlerConfig struct {
 	AttachToContainer ContainerAttachHandlerFunc
 	// GetContainerLogs serves /containerLogs.
 	GetContainerLogs ContainerLogsHandlerFunc
-	// GetPods serves /pods and /runningpods/. When set, it is also used to
-	// answer exec, attach and port-forward requests for a pod (or
-	// container) it does not list with 404, before the connection is
-	// upgraded.
+	// GetPods lists the provider's pods: it serves /runningpods/ (with
+	// debug routes) and /pods when GetPodsFromKubernetes is nil. When set,
+	// it is also used to answer exec, attach and port-forward requests for
+	// a pod (or container) it does not list with 404, before the
+	// connection is upgraded.
 	GetPods PodListerFunc
+	// GetPodsFromKubernetes, if set, serves /pods: the node's pods as
+	// Kubernetes has them, as the kubelet answers.
+	GetPodsFromKubernetes PodListerFunc
 	// GetStatsSummary serves /stats/summary.
 	GetStatsSummary PodStatsSummaryHandlerFunc
 	// GetMetricsResource serves /metrics/resource; MetricsResourceFromSummary
@@ -62,19 +66,20 @@ type ServeMux interface {
 	Handle(pattern string, handler http.Handler)
 }
 
-// PodHandler returns a handler serving all the kubelet API routes of
+// PodHandler returns a handler serving the kubelet API routes of
 // AttachPodRoutes. It does no authentication: wrap it with WithAuth.
-func PodHandler(cfg PodHandlerConfig) http.Handler {
+func PodHandler(p PodHandlerConfig, debug bool) http.Handler {
 	mux := http.NewServeMux()
-	AttachPodRoutes(cfg, mux)
+	AttachPodRoutes(p, mux, debug)
 	return mux
 }
 
-// AttachPodRoutes registers the kubelet API routes on mux:
+// AttachPodRoutes registers the kubelet API routes on mux, each wrapped with
+// InstrumentHandler:
 //
 //	GET       /healthz
 //	GET       /pods
-//	GET       /runningpods/
+//	GET       /runningpods/                                  (debug only)
 //	GET       /containerLogs/{namespace}/{pod}/{container}
 //	GET, POST /exec/{namespace}/{pod}/{container}            (also /{uid}/ before {container})
 //	GET, POST /attach/{namespace}/{pod}/{container}          (also /{uid}/ before {container})
@@ -83,14 +88,17 @@ func PodHandler(cfg PodHandlerConfig) http.Handler {
 //	GET       /metrics/resource
 //
 // Routes whose handler function is nil answer 501 Not Implemented.
-func AttachPodRoutes(cfg PodHandlerConfig, mux ServeMux) {
-	s := newServer(cfg)
+func AttachPodRoutes(p PodHandlerConfig, mux ServeMux, debug bool) {
+	s := newServer(p)
+	mux = instrumentedMux{mux}
 	handle := func(pattern string, f http.HandlerFunc) { mux.Handle(pattern, f) }
 
 	handle("GET /healthz", s.healthz)
-	handle("GET /pods", s.pods)
-	handle("GET /runningpods", s.pods)
-	handle("GET /runningpods/{$}", s.pods)
+	handle("GET /pods", s.kubernetesPods)
+	if debug {
+		handle("GET /runningpods", s.pods)
+		handle("GET /runningpods/{$}", s.pods)
+	}
 	handle("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
 	for _, m := range []string{http.MethodGet, http.MethodPost} {
 		handle(m+" /exec/{namespace}/{pod}/{container}", s.exec)
@@ -100,7 +108,14 @@ func AttachPodRoutes(cfg PodHandlerConfig, mux ServeMux) {
 		handle(m+" /portForward/{namespace}/{pod}", s.portForward)
 		handle(m+" /portForward/{namespace}/{pod}/{uid}", s.portForward)
 	}
-	AttachPodMetricsRoutes(PodMetricsConfig{GetStatsSummary: cfg.GetStatsSummary, GetMetricsResource: cfg.GetMetricsResource}, mux)
+	AttachPodMetricsRoutes(PodMetricsConfig{GetStatsSummary: p.GetStatsSummary, GetMetricsResource: p.GetMetricsResource}, mux)
+}
+
+// instrumentedMux wraps every handler registered on it with InstrumentHandler.
+type instrumentedMux struct{ ServeMux }
+
+func (m instrumentedMux) Handle(pattern string, h http.Handler) {
+	m.ServeMux.Handle(pattern, InstrumentHandler(h))
 }
 
 var metaPodList = metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}
@@ -125,26 +140,40 @@ func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ok"))
 }
 
+// kubernetesPods serves /pods from GetPodsFromKubernetes, or GetPods.
+func (s *server) kubernetesPods(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.GetPodsFromKubernetes == nil {
+		s.pods(w, r)
+		return
+	}
+	servePodList(w, r, s.cfg.GetPodsFromKubernetes)
+}
+
 func (s *server) pods(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.GetPods == nil {
+	servePodList(w, r, s.cfg.GetPods)
+}
+
+// servePodList answers with the pods list as a v1 PodList.
+func servePodList(w http.ResponseWriter, r *http.Request, list PodListerFunc) {
+	if list == nil {
 		notImplemented(w, "listing pods")
 		return
 	}
-	pods, err := s.cfg.GetPods(r.Context())
+	pods, err := list(r.Context())
 	if err != nil {
 		writeError(r.Context(), w, err)
 		return
 	}
-	list := corev1.PodList{
+	out := corev1.PodList{
 		TypeMeta: metaPodList,
 		Items:    make([]corev1.Pod, 0, len(pods)),
 	}
 	for _, p := range pods {
 		if p != nil {
-			list.Items = append(list.Items, *p)
+			out.Items = append(out.Items, *p)
 		}
 	}
-	writeJSON(r.Context(), w, &list)
+	writeJSON(r.Context(), w, &out)
 }
 
 // findPod checks, when the provider lists its pods, that the pod (and its

@@ -30,7 +30,7 @@ func TestRoutes(t *testing.T) {
 	f := newFakeProvider()
 	f.addPod(fakePod("ns", "web", "app", "sidecar"))
 	f.addPod(fakePod("ns", "db", "postgres"))
-	h := api.PodHandler(f.config())
+	h := api.PodHandler(f.config(), true)
 
 	if code, body := do(t, h, "GET", "/healthz"); code != 200 || body != "ok" {
 		t.Errorf("/healthz: %d %q", code, body)
@@ -104,7 +104,7 @@ func TestRoutes(t *testing.T) {
 func TestAttachPodRoutes(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /mine", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "mine") })
-	api.AttachPodRoutes(api.PodHandlerConfig{}, mux)
+	api.AttachPodRoutes(api.PodHandlerConfig{}, mux, true)
 	if code, body := do(t, mux, "GET", "/mine"); code != 200 || body != "mine" {
 		t.Errorf("/mine: %d %q", code, body)
 	}
@@ -116,7 +116,7 @@ func TestAttachPodRoutes(t *testing.T) {
 // TestNotImplemented: every route of a nil function answers 501 at once,
 // naming what is missing, even for a streaming upgrade request.
 func TestNotImplemented(t *testing.T) {
-	srv := httptest.NewServer(api.PodHandler(api.PodHandlerConfig{}))
+	srv := httptest.NewServer(api.PodHandler(api.PodHandlerConfig{}, true))
 	defer srv.Close()
 	client := &http.Client{Timeout: 5 * time.Second}
 	for _, c := range []struct {
@@ -158,7 +158,7 @@ func TestErrorMapping(t *testing.T) {
 	f := newFakeProvider()
 	f.addPod(fakePod("ns", "web", "app"))
 	cfg := f.config()
-	h := api.PodHandler(cfg)
+	h := api.PodHandler(cfg, true)
 
 	for _, c := range []struct {
 		path, want string
@@ -194,21 +194,21 @@ func TestErrorMapping(t *testing.T) {
 	cfg.GetContainerLogs = func(context.Context, string, string, string, api.ContainerLogOpts) (io.ReadCloser, error) {
 		return nil, errdefs.InvalidInput("container is waiting to start")
 	}
-	if code, body := do(t, api.PodHandler(cfg), "GET", "/containerLogs/ns/web/app"); code != 400 || !strings.Contains(body, "waiting to start") {
+	if code, body := do(t, api.PodHandler(cfg, true), "GET", "/containerLogs/ns/web/app"); code != 400 || !strings.Contains(body, "waiting to start") {
 		t.Errorf("InvalidInput: %d %q", code, body)
 	}
 	cfg.GetContainerLogs = func(context.Context, string, string, string, api.ContainerLogOpts) (io.ReadCloser, error) {
 		return nil, errors.New("backend exploded")
 	}
-	if code, body := do(t, api.PodHandler(cfg), "GET", "/containerLogs/ns/web/app"); code != 500 || !strings.Contains(body, "backend exploded") {
+	if code, body := do(t, api.PodHandler(cfg, true), "GET", "/containerLogs/ns/web/app"); code != 500 || !strings.Contains(body, "backend exploded") {
 		t.Errorf("other error: %d %q", code, body)
 	}
 	cfg.GetPods = func(context.Context) ([]*corev1.Pod, error) { return nil, errors.New("lister down") }
-	if code, body := do(t, api.PodHandler(cfg), "GET", "/pods"); code != 500 || !strings.Contains(body, "lister down") {
+	if code, body := do(t, api.PodHandler(cfg, true), "GET", "/pods"); code != 500 || !strings.Contains(body, "lister down") {
 		t.Errorf("GetPods error: %d %q", code, body)
 	}
 	cfg.GetStatsSummary = func(context.Context) (*statsv1alpha1.Summary, error) { return nil, errdefs.NotFound("no stats yet") }
-	if code, body := do(t, api.PodHandler(cfg), "GET", "/stats/summary"); code != 404 || !strings.Contains(body, "no stats yet") {
+	if code, body := do(t, api.PodHandler(cfg, true), "GET", "/stats/summary"); code != 404 || !strings.Contains(body, "no stats yet") {
 		t.Errorf("GetStatsSummary error: %d %q", code, body)
 	}
 	// A provider returning nothing at all is not a crash.
@@ -218,7 +218,7 @@ func TestErrorMapping(t *testing.T) {
 		return nil, nil
 	}
 	cfg.GetPods = func(context.Context) ([]*corev1.Pod, error) { return []*corev1.Pod{nil}, nil }
-	h = api.PodHandler(cfg)
+	h = api.PodHandler(cfg, true)
 	for _, p := range []string{"/stats/summary", "/stats/summary?only_cpu_and_memory=1", "/metrics/resource", "/containerLogs/a/b/c", "/pods"} {
 		if code, body := do(t, h, "GET", p); code != 200 {
 			t.Errorf("%s with nil results: %d %q", p, code, body)
@@ -231,7 +231,7 @@ func TestErrorMapping(t *testing.T) {
 func TestOddRequests(t *testing.T) {
 	f := newFakeProvider()
 	f.addPod(fakePod("ns", "web", "app"))
-	h := api.PodHandler(f.config())
+	h := api.PodHandler(f.config(), true)
 	websocket := func(protocol string) http.Header {
 		return http.Header{
 			"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"},

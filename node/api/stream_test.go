@@ -218,7 +218,7 @@ func newStreamServer(t *testing.T) (*fakeProvider, *httptest.Server) {
 	t.Helper()
 	f := newFakeProvider()
 	f.addPod(fakePod("ns", "web", "app"))
-	srv := httptest.NewServer(api.PodHandler(f.config()))
+	srv := httptest.NewServer(api.PodHandler(f.config(), true))
 	t.Cleanup(srv.Close)
 	return f, srv
 }

@@ -15,12 +15,18 @@ import (
 	"fmt"
 )
 
-// notFound is implemented by errors that mean "the thing does not exist".
-type notFound interface{ NotFound() bool }
+// ErrNotFound is implemented by errors that mean "the thing does not exist".
+type ErrNotFound interface {
+	NotFound() bool
+	error
+}
 
-// invalidInput is implemented by errors that mean "the request is malformed
-// and retrying it unchanged cannot succeed".
-type invalidInput interface{ InvalidInput() bool }
+// ErrInvalidInput is implemented by errors that mean "the request is
+// malformed and retrying it unchanged cannot succeed".
+type ErrInvalidInput interface {
+	InvalidInput() bool
+	error
+}
 
 type notFoundError struct{ error }
 
@@ -49,7 +55,7 @@ func AsNotFound(err error) error {
 
 // IsNotFound reports whether err, or any error it wraps, is of kind NotFound.
 func IsNotFound(err error) bool {
-	var e notFound
+	var e ErrNotFound
 	return errors.As(err, &e) && e.NotFound()
 }
 
@@ -73,6 +79,6 @@ func AsInvalidInput(err error) error {
 // IsInvalidInput reports whether err, or any error it wraps, is of kind
 // InvalidInput.
 func IsInvalidInput(err error) bool {
-	var e invalidInput
+	var e ErrInvalidInput
 	return errors.As(err, &e) && e.InvalidInput()
 }

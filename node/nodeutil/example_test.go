@@ -3,11 +3,13 @@ package nodeutil_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/nodeutil"
 )
 
@@ -46,4 +48,26 @@ func ExampleNew() {
 	// Output:
 	// node ready, lease: true
 	// stopped: <nil>
+}
+
+func ExampleNewNode() {
+	client := fake.NewClientset()
+	n, err := nodeutil.NewNode("vk1", func(cfg nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
+		// The provider gets listers of the node's informers and its spec,
+		// which it may fill in before the node is registered.
+		fmt.Println("provider built for", cfg.Node.Name)
+		return fullProvider{}, nil, nil
+	}, nodeutil.WithClient(client))
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go n.Run(ctx) //nolint:errcheck
+	err = n.WaitReady(ctx, time.Minute)
+	fmt.Println("ready:", err == nil)
+	cancel()
+	<-n.Done()
+	// Output:
+	// provider built for vk1
+	// ready: true
 }

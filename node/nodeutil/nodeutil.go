@@ -6,6 +6,15 @@
 //	...
 //	go n.Run(ctx)
 //	<-n.Ready()
+//
+// NewNode does the same the way the prior virtual-kubelet project did: it
+// builds the provider from the informers' listers, and with
+// AttachProviderRoutes and WithTLSConfig serves the kubelet API too.
+//
+//	mux := http.NewServeMux()
+//	n, err := nodeutil.NewNode("vk0", newProvider, nodeutil.WithClient(client),
+//		nodeutil.AttachProviderRoutes(mux),
+//		nodeutil.WithTLSConfig(nodeutil.WithKeyPairFromPath(certFile, keyFile)))
 package nodeutil
 
 import (
@@ -17,7 +26,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -64,6 +72,14 @@ type Config struct {
 	// informers, so a provider can share them; Run starts it and shuts it
 	// down when it returns. By default a factory of its own is made.
 	InformerFactory informers.SharedInformerFactory
+	// PodInformerFactory, if set, provides the pod informer, so a provider
+	// can share its lister; it must hold only the node's pods (see
+	// PodInformerFilter). Run starts it and shuts it down when it returns.
+	// TransformPods does not apply to it.
+	PodInformerFactory informers.SharedInformerFactory
+	// EventRecorder, if set, records the pod controller's events instead
+	// of a recorder of the Node's own.
+	EventRecorder record.EventRecorder
 }
 
 // Node is a provider wired to the API server as a node.
@@ -73,10 +89,10 @@ type Node struct {
 	refFactory informers.SharedInformerFactory
 	broadcast  record.EventBroadcaster
 
-	// NodeController and PodController are exposed for callers that need
-	// their Ready/Done/Err or the pod controller's enqueue methods.
-	NodeController *node.NodeController
-	PodController  *node.PodController
+	nodeController *node.NodeController
+	podController  *node.PodController
+	// serve, if set, runs the kubelet API server until ctx ends.
+	serve func(ctx context.Context) error
 
 	ready chan struct{}
 	done  chan struct{}
@@ -108,27 +124,29 @@ func New(cfg Config) (*Node, error) {
 	}
 
 	n := &Node{cfg: cfg, ready: make(chan struct{}), done: make(chan struct{})}
-	n.podFactory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.InformerResyncPeriod,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", cfg.Node.Name).String()
-		}),
-		informers.WithTransform(transform))
+	n.podFactory = cfg.PodInformerFactory
+	if n.podFactory == nil {
+		n.podFactory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.InformerResyncPeriod,
+			PodInformerFilter(cfg.Node.Name), informers.WithTransform(transform))
+	}
 	n.refFactory = cfg.InformerFactory
 	if n.refFactory == nil {
 		n.refFactory = NewInformerFactory(cfg.Client, cfg.InformerResyncPeriod)
 	}
 
-	n.broadcast = record.NewBroadcaster()
-	recorder := n.broadcast.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "virtual-kubelet", Host: cfg.Node.Name})
+	recorder := cfg.EventRecorder
+	if recorder == nil {
+		n.broadcast = record.NewBroadcaster()
+		recorder = n.broadcast.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "virtual-kubelet", Host: cfg.Node.Name})
+	}
 
 	opts := []node.NodeControllerOpt{}
 	if !cfg.DisableLease {
-		leases := cfg.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
-		opts = append(opts, node.WithNodeEnableLeaseV1(leases, cfg.LeaseDurationSeconds))
+		opts = append(opts, node.WithNodeEnableLeaseV1(NodeLeaseV1Client(cfg.Client), cfg.LeaseDurationSeconds))
 	}
 	opts = append(opts, cfg.NodeOptions...)
 	var err error
-	n.NodeController, err = node.NewNodeController(cfg.NodeProvider, cfg.Node, cfg.Client.CoreV1().Nodes(), opts...)
+	n.nodeController, err = node.NewNodeController(cfg.NodeProvider, cfg.Node, cfg.Client.CoreV1().Nodes(), opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -142,12 +160,12 @@ func New(cfg Config) (*Node, error) {
 		ServiceInformer:   core.Services(),
 		EventRecorder:     recorder,
 		Provider:          cfg.Provider,
-		Node:              n.NodeController.Node,
+		Node:              n.nodeController.Node,
 	}
 	if cfg.ConfigurePodController != nil {
 		cfg.ConfigurePodController(&pcc)
 	}
-	n.PodController, err = node.NewPodController(pcc)
+	n.podController, err = node.NewPodController(pcc)
 	if err != nil {
 		return nil, err
 	}
@@ -182,16 +200,23 @@ func (n *Node) Run(ctx context.Context) (retErr error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	n.broadcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: n.cfg.Client.CoreV1().Events("")})
-	defer n.broadcast.Shutdown()
+	if n.broadcast != nil {
+		n.broadcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: n.cfg.Client.CoreV1().Events("")})
+		defer n.broadcast.Shutdown()
+	}
 
 	// The pod controller registers its handlers before the informers start,
 	// so it sees every pod as an add.
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	serveErr := make(chan error, 1)
+	if n.serve != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); serveErr <- n.serve(ctx) }()
+	}
 	wg.Add(2)
-	go func() { defer wg.Done(); _ = n.NodeController.Run(ctx) }()
-	go func() { defer wg.Done(); _ = n.PodController.Run(ctx, n.cfg.Workers) }()
+	go func() { defer wg.Done(); _ = n.nodeController.Run(ctx) }()
+	go func() { defer wg.Done(); _ = n.podController.Run(ctx, n.cfg.Workers) }()
 
 	n.podFactory.Start(ctx.Done())
 	n.refFactory.Start(ctx.Done())
@@ -202,11 +227,13 @@ func (n *Node) Run(ctx context.Context) (retErr error) {
 	for _, c := range []interface {
 		Ready() <-chan struct{}
 		Done() <-chan struct{}
-	}{n.NodeController, n.PodController} {
+	}{n.nodeController, n.podController} {
 		select {
 		case <-c.Ready():
 		case <-c.Done():
 			return n.firstErr()
+		case err := <-serveErr:
+			return err
 		case <-ctx.Done():
 			return n.firstErr()
 		}
@@ -215,8 +242,10 @@ func (n *Node) Run(ctx context.Context) (retErr error) {
 	close(n.ready)
 
 	select {
-	case <-n.NodeController.Done():
-	case <-n.PodController.Done():
+	case <-n.nodeController.Done():
+	case <-n.podController.Done():
+	case err := <-serveErr:
+		return err
 	case <-ctx.Done():
 	}
 	return n.firstErr()
@@ -224,15 +253,15 @@ func (n *Node) Run(ctx context.Context) (retErr error) {
 
 func (n *Node) firstErr() error {
 	select {
-	case <-n.NodeController.Done():
-		if err := n.NodeController.Err(); err != nil {
+	case <-n.nodeController.Done():
+		if err := n.nodeController.Err(); err != nil {
 			return fmt.Errorf("node controller: %w", err)
 		}
 	default:
 	}
 	select {
-	case <-n.PodController.Done():
-		if err := n.PodController.Err(); err != nil {
+	case <-n.podController.Done():
+		if err := n.podController.Err(); err != nil {
 			return fmt.Errorf("pod controller: %w", err)
 		}
 	default:
@@ -243,6 +272,34 @@ func (n *Node) firstErr() error {
 // PodLister reads the pods bound to the node from the informer's cache.
 func (n *Node) PodLister() corev1listers.PodLister {
 	return n.podFactory.Core().V1().Pods().Lister()
+}
+
+// NodeController returns the node's NodeController.
+func (n *Node) NodeController() *node.NodeController { return n.nodeController }
+
+// PodController returns the node's PodController, for its queue lengths or
+// enqueue methods.
+func (n *Node) PodController() *node.PodController { return n.podController }
+
+// WaitReady waits until the node is ready, and fails if Run returned first,
+// ctx ended or timeout (when positive) passed.
+func (n *Node) WaitReady(ctx context.Context, timeout time.Duration) error {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	select {
+	case <-n.ready:
+		return nil
+	case <-n.done:
+		if err := n.Err(); err != nil {
+			return fmt.Errorf("node stopped before it was ready: %w", err)
+		}
+		return errors.New("node stopped before it was ready")
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the node to be ready: %w", context.Cause(ctx))
+	}
 }
 
 // Ready is closed once the node is registered and the pod controller runs.

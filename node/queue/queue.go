@@ -9,11 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"go.opencensus.io/trace"
 	"golang.org/x/time/rate"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/vkubelet/virtual-kubelet/node/log"
+	"github.com/vkubelet/virtual-kubelet/node/trace"
 )
 
 // ShouldRetryFunc decides what happens to a key whose handler failed. It is
@@ -41,13 +41,23 @@ type Handler func(ctx context.Context, key string) error
 // DefaultRateLimiter is the limiter queues use unless configured otherwise:
 // per-key exponential backoff from 5ms to 30s, and at most 100 retries a
 // second overall (bursts of 1000) so an outage does not become a retry storm.
-// Plain adds are never limited.
-func DefaultRateLimiter() workqueue.TypedRateLimiter[string] {
+// Plain adds are never limited. Limiters take any items, as the prior
+// virtual-kubelet's configuration did; the queue's keys are strings.
+func DefaultRateLimiter() workqueue.TypedRateLimiter[any] {
 	return workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, 30*time.Second),
-		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(100, 1000)},
+		workqueue.NewTypedItemExponentialFailureRateLimiter[any](5*time.Millisecond, 30*time.Second),
+		&workqueue.TypedBucketRateLimiter[any]{Limiter: rate.NewLimiter(100, 1000)},
 	)
 }
+
+// stringKeys adapts a limiter of any items to the queue's string keys.
+type stringKeys struct {
+	l workqueue.TypedRateLimiter[any]
+}
+
+func (s stringKeys) When(key string) time.Duration { return s.l.When(key) }
+func (s stringKeys) Forget(key string)             { s.l.Forget(key) }
+func (s stringKeys) NumRequeues(key string) int    { return s.l.NumRequeues(key) }
 
 // Queue is a named work queue with a handler and a retry policy.
 type Queue struct {
@@ -58,8 +68,9 @@ type Queue struct {
 
 	gaveUp func(ctx context.Context, key string)
 
-	mu    sync.Mutex
-	items map[string]*itemState
+	mu         sync.Mutex
+	items      map[string]*itemState
+	processing int
 }
 
 type itemState struct {
@@ -69,7 +80,7 @@ type itemState struct {
 
 // New returns a queue. A nil limiter means DefaultRateLimiter and a nil retry
 // policy means DefaultRetryFunc. The name labels the queue's metrics and spans.
-func New(name string, limiter workqueue.TypedRateLimiter[string], retry ShouldRetryFunc, handler Handler) *Queue {
+func New(name string, limiter workqueue.TypedRateLimiter[any], retry ShouldRetryFunc, handler Handler) *Queue {
 	if limiter == nil {
 		limiter = DefaultRateLimiter()
 	}
@@ -78,7 +89,7 @@ func New(name string, limiter workqueue.TypedRateLimiter[string], retry ShouldRe
 	}
 	return &Queue{
 		name:    name,
-		q:       workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: name}),
+		q:       workqueue.NewTypedRateLimitingQueueWithConfig[string](stringKeys{limiter}, workqueue.TypedRateLimitingQueueConfig[string]{Name: name}),
 		handler: handler,
 		retry:   retry,
 		items:   map[string]*itemState{},
@@ -113,8 +124,19 @@ func (q *Queue) Forget(key string) {
 	q.q.Forget(key)
 }
 
-// Len is the number of keys waiting.
-func (q *Queue) Len() int { return q.q.Len() }
+// Len is the number of keys waiting or being handled: UnprocessedLen plus
+// ItemsBeingProcessedLen. Keys waiting out a retry delay are not counted.
+func (q *Queue) Len() int { return q.UnprocessedLen() + q.ItemsBeingProcessedLen() }
+
+// UnprocessedLen is the number of keys waiting for a worker.
+func (q *Queue) UnprocessedLen() int { return q.q.Len() }
+
+// ItemsBeingProcessedLen is the number of keys a worker is handling.
+func (q *Queue) ItemsBeingProcessedLen() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.processing
+}
 
 func (q *Queue) note(key string) {
 	q.mu.Lock()
@@ -150,18 +172,25 @@ func (q *Queue) handleNext(ctx context.Context) bool {
 		return false
 	}
 	defer q.q.Done(key)
+	q.mu.Lock()
+	q.processing++
+	q.mu.Unlock()
+	defer func() {
+		q.mu.Lock()
+		q.processing--
+		q.mu.Unlock()
+	}()
 
 	ctx, span := trace.StartSpan(ctx, q.name)
 	defer span.End()
-	span.AddAttributes(trace.StringAttribute("key", key))
-	ctx = log.WithFields(ctx, map[string]any{"queue": q.name, "key": key})
+	ctx = span.WithFields(ctx, log.Fields{"queue": q.name, "key": key})
 
 	err := q.handler(ctx, key)
 	if err == nil {
 		q.Forget(key)
 		return true
 	}
-	span.SetStatus(trace.Status{Code: trace.StatusCodeUnknown, Message: err.Error()})
+	span.SetStatus(err)
 
 	q.mu.Lock()
 	st, ok := q.items[key]

@@ -11,8 +11,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
-func fastLimiter() workqueue.TypedRateLimiter[string] {
-	return workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Millisecond, 10*time.Millisecond)
+func fastLimiter() workqueue.TypedRateLimiter[any] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[any](time.Millisecond, 10*time.Millisecond)
 }
 
 func TestRetriesUntilSuccess(t *testing.T) {
@@ -118,5 +118,37 @@ func TestRunDrainsWorkersOnCancel(t *testing.T) {
 	<-returned
 	if !finished.Load() {
 		t.Error("the in-flight key was not finished")
+	}
+}
+
+func TestLengthsCountWaitingAndHandledKeys(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{})
+	q := New("test", fastLimiter(), nil, func(context.Context, string) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	})
+	q.Enqueue("a")
+	q.Enqueue("b")
+	if got := [3]int{q.Len(), q.UnprocessedLen(), q.ItemsBeingProcessedLen()}; got != [3]int{2, 2, 0} {
+		t.Fatalf("before Run: Len, UnprocessedLen, ItemsBeingProcessedLen = %v, want [2 2 0]", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go q.Run(ctx, 1)
+	<-started // one worker holds "a"; "b" waits
+	if got := [3]int{q.Len(), q.UnprocessedLen(), q.ItemsBeingProcessedLen()}; got != [3]int{2, 1, 1} {
+		t.Fatalf("while handling: Len, UnprocessedLen, ItemsBeingProcessedLen = %v, want [2 1 1]", got)
+	}
+	release <- struct{}{}
+	<-started
+	close(release)
+	deadline := time.Now().Add(5 * time.Second)
+	for q.Len() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("Len = %d after both keys were handled, want 0", q.Len())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -59,6 +59,9 @@ type Result struct {
 	// InvalidKeys are ConfigMap/Secret keys envFrom skipped because they are
 	// not valid variable names (the kubelet reports them in an Event).
 	InvalidKeys []string
+	// SkippedOptional are the optional references skipped because their
+	// ConfigMap, Secret or key does not exist, each once.
+	SkippedOptional []MissingError
 }
 
 // masterServices are the services whose variables every pod gets, even with
@@ -107,6 +110,7 @@ func (l Lookup) Resolve(pod *corev1.Pod) (*Result, error) {
 			return nil, err
 		}
 	}
+	r.SkippedOptional = objects.skipped
 	return r, nil
 }
 
@@ -209,7 +213,11 @@ func resolveVar(pod *corev1.Pod, c *corev1.Container, v corev1.EnvVar, lookup fu
 				allocatable = node.Status.Capacity
 			}
 		}
-		value, err := ResourceValue(c, from.ResourceFieldRef, allocatable)
+		target, err := resourceContainer(pod, c, from.ResourceFieldRef.ContainerName)
+		if err != nil {
+			return "", false, fmt.Errorf("env %s: %w", v.Name, err)
+		}
+		value, err := ResourceValue(target, from.ResourceFieldRef, allocatable)
 		return value, false, err
 	case from.ConfigMapKeyRef != nil:
 		return objects.keyValue("ConfigMap", from.ConfigMapKeyRef.Name, from.ConfigMapKeyRef.Key, from.ConfigMapKeyRef.Optional)
@@ -217,6 +225,23 @@ func resolveVar(pod *corev1.Pod, c *corev1.Container, v corev1.EnvVar, lookup fu
 		return objects.keyValue("Secret", from.SecretKeyRef.Name, from.SecretKeyRef.Key, from.SecretKeyRef.Optional)
 	}
 	return "", false, &InvalidError{Msg: fmt.Sprintf("env %s: unsupported valueFrom source", v.Name)}
+}
+
+// resourceContainer returns the container a resourceFieldRef names: c when
+// the name is empty or its own, else the pod's container (or init container)
+// of that name.
+func resourceContainer(pod *corev1.Pod, c *corev1.Container, name string) (*corev1.Container, error) {
+	if name == "" || name == c.Name {
+		return c, nil
+	}
+	for _, list := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for i := range list {
+			if list[i].Name == name {
+				return &list[i], nil
+			}
+		}
+	}
+	return nil, &InvalidError{Msg: fmt.Sprintf("resourceFieldRef: container %q not found in the pod", name)}
 }
 
 // objectCache fetches each ConfigMap and Secret of a pod once per resolution.
@@ -227,6 +252,19 @@ type objectCache struct {
 	missing   map[string]bool
 	// node is Lookup.Node's answer, read once per pod.
 	node *corev1.Node
+	// skipped are the missing optional references met so far, each once.
+	skipped []MissingError
+}
+
+// skip records a missing optional reference.
+func (o *objectCache) skip(kind, name, key string) {
+	m := MissingError{Kind: kind, Namespace: o.namespace, Name: name, Key: key}
+	for _, s := range o.skipped {
+		if s == m {
+			return
+		}
+	}
+	o.skipped = append(o.skipped, m)
 }
 
 func newObjectCache(l Lookup, namespace string) *objectCache {
@@ -302,6 +340,7 @@ func (o *objectCache) envFromData(from corev1.EnvFromSource) (map[string]string,
 	}
 	if data == nil {
 		if optional != nil && *optional {
+			o.skip(kind, name, "")
 			return nil, nil
 		}
 		return nil, &MissingError{Kind: kind, Namespace: o.namespace, Name: name}
@@ -317,6 +356,7 @@ func (o *objectCache) keyValue(kind, name, key string, optional *bool) (string, 
 	}
 	if data == nil {
 		if isOptional {
+			o.skip(kind, name, "")
 			return "", true, nil
 		}
 		return "", false, &MissingError{Kind: kind, Namespace: o.namespace, Name: name}
@@ -324,6 +364,7 @@ func (o *objectCache) keyValue(kind, name, key string, optional *bool) (string, 
 	v, ok := data[key]
 	if !ok {
 		if isOptional {
+			o.skip(kind, name, key)
 			return "", true, nil
 		}
 		return "", false, &MissingError{Kind: kind, Namespace: o.namespace, Name: name, Key: key}

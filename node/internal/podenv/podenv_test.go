@@ -393,3 +393,85 @@ func TestHostIPsFromNode(t *testing.T) {
 		t.Errorf("no node: %v", got)
 	}
 }
+
+// TestSkippedOptionalReferences: every missing optional reference is
+// reported once, with the key when only the key is missing, so the
+// controller can record an event per reference.
+func TestSkippedOptionalReferences(t *testing.T) {
+	l := lookupWith(t,
+		&corev1.ConfigMap{ObjectMeta: meta("ns", "cfg"), Data: map[string]string{"A": "1"}},
+		&corev1.Secret{ObjectMeta: meta("ns", "sec"), Data: map[string][]byte{"A": []byte("1")}},
+	)
+	cmKey := func(name, key string) corev1.EnvVar {
+		return corev1.EnvVar{Name: "X", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key, Optional: ptr.To(true)}}}
+	}
+	secretKey := func(name, key string) corev1.EnvVar {
+		return corev1.EnvVar{Name: "Y", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key, Optional: ptr.To(true)}}}
+	}
+	c := corev1.Container{
+		Name: "app",
+		Env:  []corev1.EnvVar{cmKey("gone", "A"), cmKey("cfg", "B"), secretKey("sec", "B"), secretKey("vanished", "A"), cmKey("gone", "A")},
+		EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "vanished"}, Optional: ptr.To(true)}}},
+	}
+	pod := podWith(c)
+	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "second", Env: []corev1.EnvVar{cmKey("gone", "A")}})
+	r, err := l.Resolve(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []MissingError{
+		{Kind: "Secret", Namespace: "ns", Name: "vanished"},
+		{Kind: "ConfigMap", Namespace: "ns", Name: "gone"},
+		{Kind: "ConfigMap", Namespace: "ns", Name: "cfg", Key: "B"},
+		{Kind: "Secret", Namespace: "ns", Name: "sec", Key: "B"},
+	}
+	if !reflect.DeepEqual(r.SkippedOptional, want) {
+		t.Errorf("skipped:\n got %+v\nwant %+v", r.SkippedOptional, want)
+	}
+}
+
+// TestResourceRefOfAnotherContainer: resourceFieldRef.containerName selects
+// whose requests and limits are read, as the kubelet does.
+func TestResourceRefOfAnotherContainer(t *testing.T) {
+	ref := func(name, container, res string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{
+			ContainerName: container, Resource: res, Divisor: resource.MustParse("1m")}}}
+	}
+	app := corev1.Container{
+		Name: "app",
+		Env: []corev1.EnvVar{
+			ref("OWN", "", "limits.cpu"),
+			ref("OWN_NAMED", "app", "limits.cpu"),
+			ref("SIDECAR", "sidecar", "limits.cpu"),
+			ref("SIDECAR_REQ", "sidecar", "requests.cpu"),
+			ref("INIT", "setup", "requests.cpu"),
+		},
+		Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}},
+	}
+	pod := podWith(app)
+	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "sidecar", Resources: corev1.ResourceRequirements{
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("300m")},
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")},
+	}})
+	pod.Spec.InitContainers = []corev1.Container{{Name: "setup", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")},
+	}}}
+	r, err := Lookup{}.Resolve(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"OWN": "1000", "OWN_NAMED": "1000", "SIDECAR": "300", "SIDECAR_REQ": "200", "INIT": "50"}
+	if got := envMap(r.Pod.Spec.Containers[0].Env); !reflect.DeepEqual(got, want) {
+		t.Errorf("env = %v, want %v", got, want)
+	}
+
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{ref("NOPE", "ghost", "limits.cpu")}
+	_, err = Lookup{}.Resolve(pod)
+	var invalid *InvalidError
+	if !errors.As(err, &invalid) || !strings.Contains(err.Error(), `container "ghost" not found`) {
+		t.Errorf("reference to an unknown container: err = %v, want an InvalidError naming it", err)
+	}
+}

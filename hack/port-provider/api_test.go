@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bufio"
+	"go/doc"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var (
+	sectionRE = regexp.MustCompile(`^### package \w+ \(\./([\w/]*)\)$`)
+	methodRE  = regexp.MustCompile(`^func \((?:\w+\s+)?\*?(\w+)\) (\w+)\(`)
+	declRE    = regexp.MustCompile(`^(?:func|type|var|const) (\w+)`)
+)
+
+// upstreamNames reads the reference list: for each prior package path
+// (relative to the prior module), its exported names, methods as Type.Method.
+func upstreamNames(t *testing.T) map[string][]string {
+	t.Helper()
+	f, err := os.Open("testdata/upstream-api.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	names := map[string][]string{}
+	pkg := ""
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if m := sectionRE.FindStringSubmatch(line); m != nil {
+			pkg = m[1]
+			names[pkg] = nil
+			continue
+		}
+		if pkg == "" {
+			continue
+		}
+		if m := methodRE.FindStringSubmatch(line); m != nil {
+			names[pkg] = append(names[pkg], m[1]+"."+m[2])
+		} else if m := declRE.FindStringSubmatch(line); m != nil {
+			names[pkg] = append(names[pkg], m[1])
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// ourNames returns the exported names of the package in dir, as go doc
+// shows them, methods as Type.Method.
+func ourNames(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, p := range pkgs {
+		d := doc.New(p, dir, 0)
+		values := func(vs []*doc.Value) {
+			for _, v := range vs {
+				for _, n := range v.Names {
+					names[n] = true
+				}
+			}
+		}
+		funcs := func(fs []*doc.Func) {
+			for _, f := range fs {
+				names[f.Name] = true
+			}
+		}
+		values(d.Consts)
+		values(d.Vars)
+		funcs(d.Funcs)
+		for _, typ := range d.Types {
+			names[typ.Name] = true
+			values(typ.Consts)
+			values(typ.Vars)
+			funcs(typ.Funcs)
+			for _, m := range typ.Methods {
+				names[typ.Name+"."+m.Name] = true
+			}
+		}
+	}
+	return names
+}
+
+// TestUpstreamNamesExist: every exported name of the prior project's
+// packages exists in the package the path table maps it to.
+func TestUpstreamNamesExist(t *testing.T) {
+	root := repoRoot(t)
+	upstream := upstreamNames(t)
+	if len(upstream) != 6 {
+		t.Fatalf("reference list has %d packages, want 6: %v", len(upstream), upstream)
+	}
+	for rel, want := range upstream {
+		prior := priorModule
+		if rel != "" {
+			prior += "/" + rel
+		}
+		ours, ok := paths[prior]
+		if !ok {
+			t.Errorf("%s: no entry in the path table", prior)
+			continue
+		}
+		have := ourNames(t, filepath.Join(root, strings.TrimPrefix(ours, ourModule+"/")))
+		if len(want) == 0 {
+			t.Errorf("%s: no names read from the reference list", prior)
+		}
+		for _, n := range want {
+			if !have[n] {
+				t.Errorf("%s: %s is missing from %s", prior, n, ours)
+			}
+		}
+	}
+}
