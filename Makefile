@@ -51,7 +51,7 @@ run: build ## local control plane (unless KUBECONFIG is set) + the mock node vk0
 CLUSTER_B_DIR ?= $(or $(TMPDIR),/tmp)/virtual-kubelet/cluster-b
 
 run-two-clusters: build ## clusters A and B; node vk-b of A runs its pods in B (--provider kubernetes)
-	@CLUSTER_DIR=$(CLUSTER_DIR) CLUSTER_B_DIR=$(CLUSTER_B_DIR) BIN=$(BIN) hack/run-two-clusters.sh
+	@CLUSTER_DIR=$(CLUSTER_DIR) CLUSTER_B_DIR=$(CLUSTER_B_DIR) BIN=$(BIN) METRICS_SERVER=$(METRICS_SERVER) hack/run-two-clusters.sh
 
 test: ## go vet, unit and e2e tests, all with -race, against a real control plane
 	@BIN=$(BIN) hack/test.sh

@@ -16,8 +16,14 @@ if [[ $(id -u) != 0 ]]; then
 	exit 1
 fi
 bin=$(hack/controlplane/build.sh)
-"$BIN/cluster" up --dir "$CLUSTER_DIR" --bin-dir "$bin"
-"$BIN/cluster" up --dir "$CLUSTER_B_DIR" --bin-dir "$bin"
+# metrics-server in both (unless METRICS_SERVER=0): B's feeds the stats of
+# vk-b, A's serves kubectl top from them.
+metrics_server=()
+if [[ ${METRICS_SERVER:-1} != 0 ]]; then
+	metrics_server=(--metrics-server "$(hack/metrics-server/build.sh)")
+fi
+"$BIN/cluster" up --dir "$CLUSTER_DIR" --bin-dir "$bin" "${metrics_server[@]}"
+"$BIN/cluster" up --dir "$CLUSTER_B_DIR" --bin-dir "$bin" "${metrics_server[@]}"
 KUBECONFIG=$CLUSTER_B_DIR/admin.kubeconfig "$bin/kubectl" create namespace "$REMOTE_NAMESPACE" 2>/dev/null || true
 
 # B's workers: a mock node in a node host of B, in the background.
@@ -42,6 +48,7 @@ In another terminal:
   export KUBECONFIG=$CLUSTER_DIR/admin.kubeconfig         # cluster A
   kubectl apply -f hack/examples/pod.yaml; kubectl get pod hello -o wide
   kubectl --kubeconfig $CLUSTER_B_DIR/admin.kubeconfig -n $REMOTE_NAMESPACE get pods -o wide   # cluster B
+  kubectl top pod      # after both metrics-servers have scraped twice (about 40s)
 Provider config: $config; B's mock node logs to $CLUSTER_B_DIR/vk-workers.log.
 Stop with Ctrl-C; \`make cluster-down\` and \`make cluster-down CLUSTER_DIR=$CLUSTER_B_DIR\` remove the control planes.
 
