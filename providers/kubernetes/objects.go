@@ -35,29 +35,30 @@ func newObjectSync(p *Provider, cms corev1listers.ConfigMapLister, secrets corev
 
 // copyFor copies what the pod's volumes use. A missing mandatory object is
 // an error the controller retries, as the kubelet waits for it.
-func (s *objectSync) copyFor(ctx context.Context, pod *corev1.Pod, remoteNamespace string) error {
+func (s *objectSync) copyFor(ctx context.Context, pod *corev1.Pod) error {
 	configMaps, secrets := referencedObjects(pod)
-	for _, ref := range configMaps {
-		src, err := s.p.local.ConfigMaps.ConfigMaps(pod.Namespace).Get(ref.name)
-		if apierrors.IsNotFound(err) && ref.optional {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("configmap %s/%s for the remote cluster: %w", pod.Namespace, ref.name, err)
-		}
-		if err := s.syncConfigMap(ctx, src); err != nil {
-			return err
-		}
+	err := copyEach(ctx, "configmap", pod.Namespace, configMaps, func(name string) (*corev1.ConfigMap, error) {
+		return s.p.local.ConfigMaps.ConfigMaps(pod.Namespace).Get(name)
+	}, s.syncConfigMap)
+	if err != nil {
+		return err
 	}
-	for _, ref := range secrets {
-		src, err := s.p.local.Secrets.Secrets(pod.Namespace).Get(ref.name)
+	return copyEach(ctx, "secret", pod.Namespace, secrets, func(name string) (*corev1.Secret, error) {
+		return s.p.local.Secrets.Secrets(pod.Namespace).Get(name)
+	}, s.syncSecret)
+}
+
+// copyEach reads each referenced object of A and syncs its copy in B.
+func copyEach[T any](ctx context.Context, kind, namespace string, refs []objectRef, get func(string) (T, error), sync func(context.Context, T) error) error {
+	for _, ref := range refs {
+		src, err := get(ref.name)
 		if apierrors.IsNotFound(err) && ref.optional {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("secret %s/%s for the remote cluster: %w", pod.Namespace, ref.name, err)
+			return fmt.Errorf("%s %s/%s for the remote cluster: %w", kind, namespace, ref.name, err)
 		}
-		if err := s.syncSecret(ctx, src); err != nil {
+		if err := sync(ctx, src); err != nil {
 			return err
 		}
 	}

@@ -260,7 +260,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	if err := p.ensureNamespace(ctx, remote.Namespace, pod.Namespace); err != nil {
 		return err
 	}
-	if err := p.objects.copyFor(ctx, pod, remote.Namespace); err != nil {
+	if err := p.objects.copyFor(ctx, pod); err != nil {
 		return err
 	}
 	_, err := p.remote.CoreV1().Pods(remote.Namespace).Create(ctx, remote, metav1.CreateOptions{})
