@@ -350,8 +350,9 @@ func TestProvidersGetCopies(t *testing.T) {
 
 // TestRestartAdoptsRunningPods stops the controllers (as a crash would: no
 // clean-up) and starts new ones on the same node with the same backend:
-// running pods are adopted, never created again; a pod the backend lost
-// meanwhile is marked Failed; a pod deleted meanwhile finishes.
+// running pods are adopted, never created again, with the status the
+// backend has now (one finished meanwhile); a pod the backend lost meanwhile
+// is marked Failed; a pod deleted meanwhile finishes.
 func TestRestartAdoptsRunningPods(t *testing.T) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
@@ -361,13 +362,15 @@ func TestRestartAdoptsRunningPods(t *testing.T) {
 	sameNode := func(cfg *nodeutil.Config) { cfg.Node = nodeSpec(name) }
 
 	first, _ := startNode(t, c, p, sameNode)
-	for _, pod := range []string{"adopted", "lost", "deleted"} {
-		runPod(t, c, ns, name, pod)
+	running := map[string]*corev1.Pod{}
+	for _, pod := range []string{"adopted", "lost", "deleted", "finished"} {
+		running[pod] = runPod(t, c, ns, name, pod)
 	}
 	created := p.count("CreatePod")
 	stopNode(t, first)
 
 	p.lose(ns, "lost")
+	p.finish(running["finished"], 0) // news that reaches no controller
 	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, "deleted", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](30)}); err != nil {
 		t.Fatal(err)
 	}
@@ -379,6 +382,7 @@ func TestRestartAdoptsRunningPods(t *testing.T) {
 		t.Errorf("lost pod: reason %q, want %s", failed.Status.Reason, node.ReasonProviderLost)
 	}
 	waitGone(t, c.Client, ns, "deleted")
+	waitPod(t, c.Client, ns, "finished", "Succeeded, as the provider has it after the restart", phaseIs(corev1.PodSucceeded))
 	t.Logf("restart reconciled in %s", time.Since(restarted).Round(time.Millisecond))
 	// Give the new controllers time to do anything they would do wrong.
 	time.Sleep(time.Second)

@@ -503,11 +503,8 @@ func (n *NodeController) applyObject(ctx context.Context) (*corev1.Node, error) 
 	if err != nil {
 		return nil, err
 	}
-	if written, err = n.writeTaints(ctx, written); err != nil {
-		return nil, err
-	}
 	n.uid = written.UID
-	return written, nil
+	return n.writeTaints(ctx, written)
 }
 
 // writeTaints brings the Node's taints in line with the desired ones: ours

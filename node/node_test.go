@@ -168,3 +168,21 @@ func TestAsApplyConfigurationHasOnlySetFields(t *testing.T) {
 		t.Errorf("unset fields applied: %+v", status)
 	}
 }
+
+func TestHasDuplicateTypes(t *testing.T) {
+	v4 := corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "192.0.2.1"}
+	v6 := corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "2001:db8::1"}
+	host := corev1.NodeAddress{Type: corev1.NodeHostName, Address: "h"}
+	for _, tc := range []struct {
+		addresses []corev1.NodeAddress
+		want      bool
+	}{
+		{nil, false},
+		{[]corev1.NodeAddress{v4, host}, false},
+		{[]corev1.NodeAddress{v4, host, v6}, true},
+	} {
+		if got := hasDuplicateTypes(tc.addresses); got != tc.want {
+			t.Errorf("hasDuplicateTypes(%v) = %v, want %v", tc.addresses, got, tc.want)
+		}
+	}
+}

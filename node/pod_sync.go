@@ -251,7 +251,11 @@ func (pc *PodController) firstSight(ctx context.Context, resolved *corev1.Pod) (
 			return "", "", nil, err
 		}
 		return "CreatePod", ReasonProviderCreateFailed, pc.provider.CreatePod, nil
-	case apiequality.Semantic.DeepEqual(existing.Spec, resolved.Spec):
+	}
+	// The provider runs the pod (this process restarted): its status now,
+	// which may have moved on meanwhile, is written as any later one.
+	pc.CheckAndUpdatePod(ctx, podKey(resolved), nil, existing)
+	if apiequality.Semantic.DeepEqual(existing.Spec, resolved.Spec) {
 		log.G(ctx).Debug("provider already runs the pod")
 		return "", "", nil, nil
 	}

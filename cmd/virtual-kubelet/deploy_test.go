@@ -165,7 +165,6 @@ func TestRBACIsSufficientAndMinimal(t *testing.T) {
 		{"patch", "", "pods", "", ns},
 		{"get", "", "secrets", "", ns},
 		{"delete", "", "nodes", "", ""},
-		{"patch", "", "nodes", "", ""},
 		{"create", "coordination.k8s.io", "leases", "", "default"},
 		{"delete", "coordination.k8s.io", "leases", "", corev1.NamespaceNodeLease},
 		{"update", "certificates.k8s.io", "certificatesigningrequests", "approval", ""},

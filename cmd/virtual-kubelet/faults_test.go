@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,6 +28,17 @@ import (
 // These tests crash what a virtual node depends on (the daemon itself, the
 // API server) in the middle of pods' lives and check that no terminal
 // status is lost, no pod stays Terminating and nothing panics.
+
+// mockConfig writes a provider config file with entry for node and returns
+// its path.
+func mockConfig(t *testing.T, node, entry string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "mock.json")
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(`{%q: %s}`, node, entry)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
 
 // mockPod is a one-container pod for the node, scripted by ann.
 func mockPod(name, node string, policy corev1.RestartPolicy, ann map[string]string) *corev1.Pod {
@@ -54,39 +66,39 @@ func running(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }
 // of the same name).
 func waitGone(t *testing.T, client kubernetes.Interface, ns, name string, uid types.UID) {
 	t.Helper()
-	eventually(t, "pod "+name+" gone", func() (bool, string) {
-		p, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return true, ""
-		}
-		if err != nil {
-			return false, err.Error()
-		}
-		return p.UID != uid, fmt.Sprintf("phase=%s deletionTimestamp=%v", p.Status.Phase, p.DeletionTimestamp)
-	})
+	eventually(t, "pod "+name+" gone", podGone(client, ns, name, uid))
 }
 
-// providerCalls sums the daemon's provider call counter for method, all
-// results together.
+// metric sums the samples of the daemon's metrics whose line starts with
+// prefix (a name and the start of its labels); 0 when there are none.
+func metric(metricsAddr, prefix string) (float64, error) {
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	total := 0.0
+	for s := bufio.NewScanner(resp.Body); s.Scan(); {
+		if line := s.Text(); strings.HasPrefix(line, prefix) {
+			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			if err != nil {
+				return 0, fmt.Errorf("metrics line %q: %w", line, err)
+			}
+			total += v
+		}
+	}
+	return total, nil
+}
+
+// providerCalls counts the daemon's calls of a provider method, whatever
+// their result.
 func providerCalls(t *testing.T, metricsAddr, method string) int {
 	t.Helper()
-	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	n, err := metric(metricsAddr, fmt.Sprintf(`virtual_kubelet_provider_call_duration_seconds_count{method=%q,`, method))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	prefix := fmt.Sprintf(`virtual_kubelet_provider_call_duration_seconds_count{method=%q,`, method)
-	total := 0
-	for s := bufio.NewScanner(resp.Body); s.Scan(); {
-		if line := s.Text(); strings.HasPrefix(line, prefix) {
-			n, err := strconv.Atoi(line[strings.LastIndexByte(line, ' ')+1:])
-			if err != nil {
-				t.Fatalf("metrics line %q: %v", line, err)
-			}
-			total += n
-		}
-	}
-	return total
+	return int(n)
 }
 
 // checkNoPanic fails the test if the daemon's output shows a panic or a race.
@@ -150,10 +162,7 @@ func TestDaemonKilledAndRestarted(t *testing.T) {
 	ns := c.Namespace(t)
 	name := testcluster.UniqueName("vk")
 	state := filepath.Join(t.TempDir(), "state")
-	cfg := filepath.Join(t.TempDir(), "mock.json")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{%q: {"stateDir": %q}}`, name, state)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := mockConfig(t, name, fmt.Sprintf(`{"stateDir": %q}`, state))
 	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	args := []string{"--nodename", name, "--provider-config", cfg, "--metrics-addr", metrics}
 	first := startDaemon(t, c, nil, args...)
@@ -214,24 +223,8 @@ func TestDaemonKilledAndRestarted(t *testing.T) {
 
 	restarted := time.Now()
 	second := startDaemon(t, c, nil, args...)
-	get := func(n string) (*corev1.Pod, string) {
-		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{})
-		if err != nil {
-			return nil, err.Error()
-		}
-		return p, fmt.Sprintf("phase=%s reason=%s deleting=%v %+v", p.Status.Phase, p.Status.Reason, p.DeletionTimestamp != nil, mainContainer(p).State)
-	}
 	podIs := func(n string, cond func(*corev1.Pod) bool) func() (bool, string) {
-		return func() (bool, string) {
-			p, msg := get(n)
-			return p != nil && cond(p), msg
-		}
-	}
-	gone := func(n string) func() (bool, string) {
-		return func() (bool, string) {
-			p, msg := get(n)
-			return p == nil && strings.Contains(msg, "not found"), msg
-		}
+		return podMatches(c.Client, ns, n, cond)
 	}
 	outcomes := []outcome{
 		{what: "the restarted daemon renews the node's lease", cond: func() (bool, string) {
@@ -241,10 +234,23 @@ func TestDaemonKilledAndRestarted(t *testing.T) {
 			}
 			return l.Spec.RenewTime != nil && l.Spec.RenewTime.After(restarted), fmt.Sprint(l.Spec.RenewTime)
 		}},
+		{what: "the sync queue drained: every pod on the node synced once", cond: func() (bool, string) {
+			var synced, depth, busy float64
+			var err error
+			for _, m := range []struct {
+				v    *float64
+				name string
+			}{{&synced, "workqueue_adds_total"}, {&depth, "workqueue_depth"}, {&busy, "workqueue_unfinished_work_seconds"}} {
+				if *m.v, err = metric(metrics, m.name+`{name="syncPodsFromKubernetes"}`); err != nil {
+					return false, err.Error()
+				}
+			}
+			return synced >= float64(len(before)) && depth == 0 && busy == 0, fmt.Sprintf("adds=%v depth=%v unfinished=%vs", synced, depth, busy)
+		}},
 		{what: "the pod the backend lost ends Failed, reason ProviderLost", cond: podIs("lost", func(p *corev1.Pod) bool {
 			return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "ProviderLost" && mainContainer(p).State.Terminated != nil
 		})},
-		{what: "the pod scheduled while the daemon was down runs", cond: podIs("newcomer", running)},
+		{what: "the pod scheduled while the daemon was down runs", cond: podRunning(c.Client, ns, "newcomer")},
 		{what: "the pod that finished while the daemon was down is Succeeded, after its 2s run", cond: podIs("finishes", func(p *corev1.Pod) bool {
 			term := mainContainer(p).State.Terminated
 			if p.Status.Phase != corev1.PodSucceeded || term == nil || term.ExitCode != 0 {
@@ -258,8 +264,8 @@ func TestDaemonKilledAndRestarted(t *testing.T) {
 			run := mainContainer(p).State.Running
 			return running(p) && run != nil && p.Status.StartTime != nil && run.StartedAt.Sub(p.Status.StartTime.Time) == 14*time.Second
 		})},
-		{what: "the pod whose DeletePod hung across the crash is gone", cond: gone("deleting")},
-		{what: "the pod the backend never stops is gone after its grace period", cond: gone("unstoppable")},
+		{what: "the pod whose DeletePod hung across the crash is gone", cond: podGone(c.Client, ns, "deleting", before["deleting"].UID)},
+		{what: "the pod the backend never stops is gone after its grace period", cond: podGone(c.Client, ns, "unstoppable", before["unstoppable"].UID)},
 		{what: "the pod deleted while the daemon was down is removed from the backend", cond: func() (bool, string) {
 			_, err := os.Stat(filepath.Join(state, ns+"_orphan.json"))
 			return os.IsNotExist(err), fmt.Sprint(err)
@@ -269,9 +275,9 @@ func TestDaemonKilledAndRestarted(t *testing.T) {
 	t.Logf("daemon down %s", restarted.Sub(killed).Round(time.Millisecond))
 
 	for _, n := range adopted {
-		now, msg := get(n)
-		if now == nil {
-			t.Errorf("%s: %s", n, msg)
+		now, err := c.Client.CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("%s: %v", n, err)
 			continue
 		}
 		was, is := mainContainer(before[n]), mainContainer(now)
@@ -322,12 +328,23 @@ func TestAPIServerKilledWhilePodsFinishAndDelete(t *testing.T) {
 		heldPod.Finalizers = []string{hold}
 		createPods(t, c.Client, ns, heldPod)
 	}
+	// The backend never confirms their stop, and their grace period ends
+	// while the API server is away.
+	unstoppable := []string{"unstoppable-0", "unstoppable-1"}
+	for _, p := range unstoppable {
+		createPods(t, c.Client, ns, mockPod(p, d.name, corev1.RestartPolicyAlways, map[string]string{mock.AnnotationIgnoreStop: "true"}))
+	}
 	uids := map[string]types.UID{}
-	for _, p := range append(append(append([]string(nil), finishing...), deleting...), held...) {
+	for _, p := range slices.Concat(finishing, deleting, held, unstoppable) {
 		uids[p] = waitPod(t, c.Client, ns, p, "Running", running).UID
 	}
-	for _, p := range append(append([]string(nil), deleting...), held...) {
+	for _, p := range slices.Concat(deleting, held) {
 		if err := c.Client.CoreV1().Pods(ns).Delete(ctx, p, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range unstoppable {
+		if err := c.Client.CoreV1().Pods(ns).Delete(ctx, p, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](2)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -335,6 +352,7 @@ func TestAPIServerKilledWhilePodsFinishAndDelete(t *testing.T) {
 	if err := cp.KillComponent(controlplane.APIServer); err != nil {
 		t.Fatal(err)
 	}
+	killed := time.Now()
 	// The finishing pods exit and the deletions complete meanwhile; the
 	// daemon's writes fail and back off.
 	time.Sleep(6 * time.Second)
@@ -343,6 +361,7 @@ func TestAPIServerKilledWhilePodsFinishAndDelete(t *testing.T) {
 	}
 	back := time.Now()
 
+	inOutage := 0
 	for i, p := range finishing {
 		got := waitPod(t, c.Client, ns, p, "terminal after the outage", func(p *corev1.Pod) bool {
 			return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
@@ -353,9 +372,11 @@ func TestAPIServerKilledWhilePodsFinishAndDelete(t *testing.T) {
 		}
 		if term := mainContainer(got).State.Terminated; got.Status.Phase != want || term == nil || term.ExitCode != int32(i%2) {
 			t.Errorf("%s: %s %+v, want %s with exit code %d", p, got.Status.Phase, mainContainer(got).State, want, i%2)
+		} else if end := term.FinishedAt.Time; !end.Before(killed.Truncate(time.Second)) && !end.After(back) {
+			inOutage++
 		}
 	}
-	for _, p := range deleting {
+	for _, p := range slices.Concat(deleting, unstoppable) {
 		waitGone(t, c.Client, ns, p, uids[p])
 	}
 	for _, p := range held {
@@ -366,7 +387,8 @@ func TestAPIServerKilledWhilePodsFinishAndDelete(t *testing.T) {
 			t.Errorf("%s: deleted without its terminal status: %s %+v", p, final.Status.Phase, mainContainer(final).State)
 		}
 	}
-	t.Logf("API server back to every status written and every deleted pod removed: %s", time.Since(back).Round(time.Millisecond))
+	t.Logf("API server down %s; %d of %d pods finished meanwhile; back to every status written and every deleted pod removed: %s",
+		back.Sub(killed).Round(time.Millisecond), inOutage, n, time.Since(back).Round(time.Millisecond))
 	for _, p := range held {
 		patch := []byte(`{"metadata":{"finalizers":null}}`)
 		if _, err := c.Client.CoreV1().Pods(ns).Patch(ctx, p, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
@@ -375,4 +397,85 @@ func TestAPIServerKilledWhilePodsFinishAndDelete(t *testing.T) {
 		waitGone(t, c.Client, ns, p, uids[p])
 	}
 	checkNoPanic(t, d)
+}
+
+// TestProviderFaults runs the daemon on a provider that is down for its first
+// seconds (the provider config's faults), with pods whose calls fail for a
+// while, hang, or whose stop the backend never confirms or always fails:
+// every pod ends where it should.
+func TestProviderFaults(t *testing.T) {
+	c := testcluster.Shared(t)
+	ctx := context.Background()
+	ns := c.Namespace(t)
+	name := testcluster.UniqueName("vk")
+	cfg := mockConfig(t, name, `{"faults": {"fail-calls": "*", "fail-for": "6s"}}`)
+	started := time.Now()
+	d := startDaemon(t, c, nil, "--nodename", name, "--provider-config", cfg)
+	waitNodeReady(t, c.Client, name)
+
+	always := corev1.RestartPolicyAlways
+	createPods(t, c.Client, ns,
+		mockPod("plain", name, always, nil),
+		mockPod("flaky", name, always, map[string]string{mock.AnnotationFailCalls: "CreatePod,GetPod", mock.AnnotationFailFor: "10s"}),
+		mockPod("slow", name, always, map[string]string{mock.AnnotationHangCalls: "CreatePod", mock.AnnotationHangFor: "3s"}),
+		mockPod("unconfirmed", name, always, map[string]string{mock.AnnotationIgnoreStop: "true"}),
+		mockPod("undeletable", name, always, map[string]string{mock.AnnotationFailCalls: "DeletePod"}),
+	)
+	created := time.Now()
+	settle(t, created, []outcome{
+		{what: "a pod created while the provider is down runs once it is back", cond: podRunning(c.Client, ns, "plain")},
+		{what: "a pod whose CreatePod fails for 10s runs", cond: podRunning(c.Client, ns, "flaky")},
+		{what: "a pod whose CreatePod hangs 3s runs", cond: podRunning(c.Client, ns, "slow")},
+		{what: "the pod whose stop is never confirmed runs", cond: podRunning(c.Client, ns, "unconfirmed")},
+		{what: "the pod whose DeletePod always fails runs", cond: podRunning(c.Client, ns, "undeletable")},
+	})
+	t.Logf("pods created %s after the daemon started; the provider was down for its first 6s", created.Sub(started).Round(time.Millisecond))
+
+	uids := map[string]types.UID{}
+	for _, p := range []string{"unconfirmed", "undeletable"} {
+		pod, err := c.Client.CoreV1().Pods(ns).Get(ctx, p, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uids[p] = pod.UID
+		if err := c.Client.CoreV1().Pods(ns).Delete(ctx, p, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](3)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deleted := time.Now()
+	settle(t, deleted, []outcome{
+		{what: "the pod whose stop is never confirmed is gone after its 3s grace period", cond: podGone(c.Client, ns, "unconfirmed", uids["unconfirmed"])},
+		{what: "the pod whose DeletePod always fails is gone after its 3s grace period", cond: podGone(c.Client, ns, "undeletable", uids["undeletable"])},
+	})
+	checkNoPanic(t, d)
+}
+
+// podMatches is an outcome's condition: the pod exists and cond holds.
+func podMatches(client kubernetes.Interface, ns, name string, cond func(*corev1.Pod) bool) func() (bool, string) {
+	return func() (bool, string) {
+		p, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return cond(p), fmt.Sprintf("phase=%s reason=%s deleting=%v %+v", p.Status.Phase, p.Status.Reason, p.DeletionTimestamp != nil, mainContainer(p).State)
+	}
+}
+
+func podRunning(client kubernetes.Interface, ns, name string) func() (bool, string) {
+	return podMatches(client, ns, name, running)
+}
+
+// podGone is an outcome's condition: the pod no longer exists (or was
+// replaced by another of the same name).
+func podGone(client kubernetes.Interface, ns, name string, uid types.UID) func() (bool, string) {
+	return func() (bool, string) {
+		p, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.UID != uid, fmt.Sprintf("phase=%s deleting=%v %+v", p.Status.Phase, p.DeletionTimestamp != nil, mainContainer(p).State)
+	}
 }

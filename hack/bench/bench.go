@@ -126,10 +126,10 @@ func benchPod(name, node string) *corev1.Pod {
 	}
 }
 
-// runPass creates n pods bound to node in ns, waits until all are Running,
+// runPass creates n pods in ns, bound to the nodes in turn, waits until all are Running,
 // deletes them all gracefully and waits until all are gone.
 // afterRunning, if set, runs once all are Running, outside the timings.
-func runPass(ctx context.Context, client kubernetes.Interface, ns, node string, n, workers int, t *tracker, afterRunning func()) (*phaseResult, error) {
+func runPass(ctx context.Context, client kubernetes.Interface, ns string, nodes []string, n, workers int, t *tracker, afterRunning func()) (*phaseResult, error) {
 	t.watch(ctx, client, ns)
 	start := time.Now()
 	if err := parallel(ctx, n, workers, func(i int) error {
@@ -137,7 +137,7 @@ func runPass(ctx context.Context, client kubernetes.Interface, ns, node string, 
 		t.mu.Lock()
 		t.created[name] = time.Now()
 		t.mu.Unlock()
-		_, err := client.CoreV1().Pods(ns).Create(ctx, benchPod(name, node), metav1.CreateOptions{})
+		_, err := client.CoreV1().Pods(ns).Create(ctx, benchPod(name, nodes[i%len(nodes)]), metav1.CreateOptions{})
 		return err
 	}); err != nil {
 		return nil, fmt.Errorf("creating pods: %w", err)

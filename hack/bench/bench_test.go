@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,5 +72,24 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "latency-200.svg")); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestBenchSmokeManyNodes runs the bench with pods spread over three nodes:
+// the floor registers three, the daemon runs three with --node-count, and
+// every pod still reaches Running and is gone in both passes.
+func TestBenchSmokeManyNodes(t *testing.T) {
+	c := testcluster.Shared(t)
+	const n, nodes = 30, 3
+	results, err := run(context.Background(), config{clusterDir: c.Info.Dir, sizes: []int{n}, nodes: nodes, workers: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := results[0]
+	if r.Nodes != nodes || len(r.Floor.Latencies) != n || len(r.Daemon.Latencies) != n {
+		t.Errorf("nodes %d, latencies floor %d daemon %d; want %d nodes and %d each", r.Nodes, len(r.Floor.Latencies), len(r.Daemon.Latencies), nodes, n)
+	}
+	if !strings.Contains(report(results), fmt.Sprintf("| %d | %d |", n, nodes)) {
+		t.Errorf("report has no row for %d pods on %d nodes:\n%s", n, nodes, report(results))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -38,10 +39,31 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
+// freePorts finds count consecutive free loopback ports, for the kubelet
+// APIs of --node-count nodes, and returns the first.
+func freePorts(count int) (int, error) {
+	for range 50 {
+		base := 20000 + rand.IntN(40000-count)
+		free := true
+		for p := base; p < base+count && free; p++ {
+			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+			if err != nil {
+				free = false
+				continue
+			}
+			l.Close()
+		}
+		if free {
+			return base, nil
+		}
+	}
+	return 0, fmt.Errorf("no %d consecutive free ports on loopback", count)
+}
+
 // startDaemon runs the binary on loopback with its defaults, plus the
 // metrics endpoint (and pprof) the bench reads.
-func startDaemon(ctx context.Context, c config, info *controlplane.Info, name string) (*benchDaemon, error) {
-	api, err := freeAddr()
+func startDaemon(ctx context.Context, c config, info *controlplane.Info, name string, nodes int) (*benchDaemon, error) {
+	port, err := freePorts(nodes)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +71,6 @@ func startDaemon(ctx context.Context, c config, info *controlplane.Info, name st
 	if err != nil {
 		return nil, err
 	}
-	_, port, _ := net.SplitHostPort(api)
 	logPath := filepath.Join(os.TempDir(), name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -57,7 +78,8 @@ func startDaemon(ctx context.Context, c config, info *controlplane.Info, name st
 	}
 	args := append([]string{
 		"--provider", "mock", "--nodename", name, "--kubeconfig", info.Kubeconfig,
-		"--node-ip", "127.0.0.1", "--listen-address", "127.0.0.1", "--listen-port", port,
+		"--node-count", strconv.Itoa(nodes),
+		"--node-ip", "127.0.0.1", "--listen-address", "127.0.0.1", "--listen-port", strconv.Itoa(port),
 		"--metrics-addr", metricsAddr, "--enable-profiling", "--log-level", "warn",
 	}, c.daemonArgs...)
 	cmd := exec.CommandContext(ctx, c.binary, args...)

@@ -46,6 +46,7 @@ func logf(format string, args ...any) {
 type config struct {
 	clusterDir string
 	sizes      []int
+	nodes      int
 	workers    int
 	steady     time.Duration
 	binary     string
@@ -59,6 +60,7 @@ func main() {
 	var sizes, extra string
 	flag.StringVar(&c.clusterDir, "cluster", filepath.Join(os.TempDir(), "virtual-kubelet", "local"), "directory of a running control plane (make cluster-up)")
 	flag.StringVar(&sizes, "n", "1000,5000,10000", "comma-separated pod counts")
+	flag.IntVar(&c.nodes, "nodes", 1, "nodes the pods are spread over: the daemon runs them with --node-count, the floor registers as many")
 	flag.IntVar(&c.workers, "workers", 50, "the bench's own concurrency (pod creation, the floor's kubelet)")
 	flag.DurationVar(&c.steady, "steady", 30*time.Second, "idle window to measure the daemon's steady-state CPU with all pods Running (0: skip)")
 	flag.StringVar(&c.binary, "binary", "", "virtual-kubelet binary (default: built from ./cmd/virtual-kubelet)")
@@ -75,6 +77,10 @@ func main() {
 		}
 		c.sizes = append(c.sizes, n)
 	}
+	if c.nodes < 1 {
+		fmt.Fprintf(os.Stderr, "bench: -nodes must be at least 1, got %d\n", c.nodes)
+		os.Exit(2)
+	}
 	c.daemonArgs = strings.Fields(extra)
 	c.daemonEnv = strings.Fields(env)
 	if _, err := run(context.Background(), c); err != nil {
@@ -86,6 +92,8 @@ func main() {
 // result is one N's outcome.
 type result struct {
 	N             int
+	Nodes         int
+	IdleCPU       float64 // fraction of a core, with the nodes up and no pods
 	Floor, Daemon *phaseResult
 	Usage         processUsage
 	SteadyCPU     float64 // fraction of a core
@@ -158,15 +166,15 @@ func run(ctx context.Context, c config) ([]*result, error) {
 }
 
 func runSize(ctx context.Context, c config, info *controlplane.Info, client kubernetes.Interface, n int) (*result, error) {
-	r := &result{N: n}
+	r := &result{N: n, Nodes: max(1, c.nodes)}
 	timeout := 10*time.Minute + time.Duration(n)*100*time.Millisecond
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
 	// Floor.
 	logf("N=%d floor: the bench writes what a kubelet must", n)
-	floorNode := fmt.Sprintf("bench-floor-%d", n)
-	stopNode, err := floorNodeUp(ctx, client, floorNode)
+	floorNodes := nodeNames(fmt.Sprintf("bench-floor-%d", n), r.Nodes)
+	stopNodes, err := floorNodesUp(ctx, client, floorNodes)
 	if err != nil {
 		return nil, err
 	}
@@ -178,25 +186,28 @@ func runSize(ctx context.Context, c config, info *controlplane.Info, client kube
 	fctx, stopFloor := context.WithCancel(ctx)
 	newFloorKubelet(fctx, client, ns, c.workers, ft)
 	cpuBefore := selfCPU()
-	r.Floor, err = runPass(fctx, client, ns, floorNode, n, c.workers, ft, nil)
+	r.Floor, err = runPass(fctx, client, ns, floorNodes, n, c.workers, ft, nil)
 	r.BenchCPU.Floor = selfCPU() - cpuBefore
 	stopFloor()
-	stopNode()
-	cleanup(client, ns, floorNode)
+	stopNodes()
+	cleanup(client, ns, floorNodes)
 	if err != nil {
 		return nil, fmt.Errorf("floor: %w", err)
 	}
 	logf("N=%d floor: all Running in %s, all gone in %s", n, r.Floor.AllRunning.Round(time.Millisecond), r.Floor.AllGone.Round(time.Millisecond))
 
 	// Daemon.
-	vkNode := fmt.Sprintf("bench-vk-%d", n)
-	d, err := startDaemon(ctx, c, info, vkNode)
+	prefix := fmt.Sprintf("bench-vk-%d", n)
+	vkNodes := nodeNames(prefix, r.Nodes)
+	d, err := startDaemon(ctx, c, info, prefix, r.Nodes)
 	if err != nil {
 		return nil, err
 	}
 	defer d.stop()
-	if err := waitNodeReady(ctx, client, vkNode); err != nil {
-		return nil, fmt.Errorf("daemon: %w (log: %s)", err, d.logPath)
+	for _, name := range vkNodes {
+		if err := waitNodeReady(ctx, client, name); err != nil {
+			return nil, fmt.Errorf("daemon: node %s: %w (log: %s)", name, err, d.logPath)
+		}
 	}
 	ns, err = namespace(ctx, client, fmt.Sprintf("bench-vk-%d", n))
 	if err != nil {
@@ -205,6 +216,12 @@ func runSize(ctx context.Context, c config, info *controlplane.Info, client kube
 	callsBefore, err := apiServerPodCalls(ctx, client)
 	if err != nil {
 		return nil, err
+	}
+	if c.steady > 0 {
+		// What idle nodes cost: lease renewals and status updates.
+		before := d.usage()
+		time.Sleep(c.steady)
+		r.IdleCPU = (d.usage().CPU - before.CPU).Seconds() / c.steady.Seconds()
 	}
 	usageBefore := d.usage()
 	r.IdleRSS = usageBefore.PeakRSS
@@ -232,10 +249,10 @@ func runSize(ctx context.Context, c config, info *controlplane.Info, client kube
 		}
 	}
 	cpuBefore = selfCPU()
-	r.Daemon, err = runPass(ctx, client, ns, vkNode, n, c.workers, newTracker(n), steady)
+	r.Daemon, err = runPass(ctx, client, ns, vkNodes, n, c.workers, newTracker(n), steady)
 	r.BenchCPU.Daemon = selfCPU() - cpuBefore - steadyBench
 	if err != nil {
-		cleanup(client, ns, vkNode)
+		cleanup(client, ns, vkNodes)
 		return nil, fmt.Errorf("daemon: %w (log: %s)", err, d.logPath)
 	}
 	after := d.usage()
@@ -244,36 +261,62 @@ func runSize(ctx context.Context, c config, info *controlplane.Info, client kube
 	r.APICalls = diff(callsAfter, callsBefore)
 	r.DaemonRequests, r.Queues = d.metrics(ctx)
 	d.stop()
-	cleanup(client, ns, vkNode)
+	cleanup(client, ns, vkNodes)
 	logf("N=%d daemon: all Running in %s (%.2fx), all gone in %s (%.2fx)", n,
 		r.Daemon.AllRunning.Round(time.Millisecond), ratio(r.Daemon.AllRunning, r.Floor.AllRunning),
 		r.Daemon.AllGone.Round(time.Millisecond), ratio(r.Daemon.AllGone, r.Floor.AllGone))
 	return r, nil
 }
 
-// floorNodeUp registers the floor's node with the node library's own
-// controller, lease included, so the control plane treats it as healthy.
-func floorNodeUp(ctx context.Context, client kubernetes.Interface, name string) (func(), error) {
-	spec := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{
-			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "Bench",
-		}}},
+// nodeNames are the names of count nodes: prefix alone for one, else
+// prefix-0 ... as the daemon's --node-count names them.
+func nodeNames(prefix string, count int) []string {
+	if count == 1 {
+		return []string{prefix}
 	}
-	nc, err := node.NewNodeController(node.NaiveNodeProvider{}, spec, client.CoreV1().Nodes(),
-		node.WithNodeEnableLeaseV1(client.CoordinationV1().Leases(corev1.NamespaceNodeLease), 0))
-	if err != nil {
-		return nil, err
+	names := make([]string, count)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%d", prefix, i)
 	}
+	return names
+}
+
+// floorNodesUp registers the floor's nodes with the node library's own
+// controller, leases included, so the control plane treats them as healthy.
+func floorNodesUp(ctx context.Context, client kubernetes.Interface, names []string) (func(), error) {
 	ctx, cancel := context.WithCancel(ctx)
-	go func() { _ = nc.Run(ctx) }()
-	select {
-	case <-nc.Ready():
-	case <-nc.Done():
+	var controllers []*node.NodeController
+	stop := func() {
 		cancel()
-		return nil, nc.Err()
+		for _, nc := range controllers {
+			<-nc.Done()
+		}
 	}
-	return func() { cancel(); <-nc.Done() }, nil
+	for _, name := range names {
+		spec := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{
+				Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "Bench",
+			}}},
+		}
+		nc, err := node.NewNodeController(node.NaiveNodeProvider{}, spec, client.CoreV1().Nodes(),
+			node.WithNodeEnableLeaseV1(client.CoordinationV1().Leases(corev1.NamespaceNodeLease), 0))
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		controllers = append(controllers, nc)
+		go func() { _ = nc.Run(ctx) }()
+	}
+	for _, nc := range controllers {
+		select {
+		case <-nc.Ready():
+		case <-nc.Done():
+			stop()
+			return nil, nc.Err()
+		}
+	}
+	return stop, nil
 }
 
 // namespace makes a fresh namespace, first clearing what an earlier,
@@ -303,10 +346,13 @@ func namespace(ctx context.Context, client kubernetes.Interface, name string) (s
 	return name, err
 }
 
-func cleanup(client kubernetes.Interface, ns, node string) {
+func cleanup(client kubernetes.Interface, ns string, nodes []string) {
 	ctx := context.Background()
 	_ = client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
-	_ = client.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{})
+	_ = parallel(ctx, len(nodes), 50, func(i int) error {
+		_ = client.CoreV1().Nodes().Delete(ctx, nodes[i], metav1.DeleteOptions{})
+		return nil
+	})
 }
 
 func waitNodeReady(ctx context.Context, client kubernetes.Interface, name string) error {

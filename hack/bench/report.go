@@ -14,15 +14,15 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
 // time went.
 func report(results []*result) string {
 	var b strings.Builder
-	b.WriteString("| N | all Running: floor | daemon | ratio | p50 create→Running: floor | daemon | p99: floor | daemon | all gone: floor | daemon | ratio | daemon CPU | CPU s per 1,000 pods: floor | daemon | RSS before | peak RSS | steady CPU |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| N | nodes | all Running: floor | daemon | ratio | p50 create→Running: floor | daemon | p99: floor | daemon | all gone: floor | daemon | ratio | daemon CPU | CPU s per 1,000 pods: floor | daemon | RSS before | peak RSS | idle CPU | steady CPU |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
-		fmt.Fprintf(&b, "| %d | %s | %s | **%.2fx** | %s | %s | %s | %s | %s | %s | **%.2fx** | %.1fs | %.2f | %.2f | %.0f MiB | %.0f MiB | %.2f%% |\n",
-			r.N, ms(r.Floor.AllRunning), ms(r.Daemon.AllRunning), ratio(r.Daemon.AllRunning, r.Floor.AllRunning),
+		fmt.Fprintf(&b, "| %d | %d | %s | %s | **%.2fx** | %s | %s | %s | %s | %s | %s | **%.2fx** | %.1fs | %.2f | %.2f | %.0f MiB | %.0f MiB | %.2f%% | %.2f%% |\n",
+			r.N, r.Nodes, ms(r.Floor.AllRunning), ms(r.Daemon.AllRunning), ratio(r.Daemon.AllRunning, r.Floor.AllRunning),
 			ms(r.Floor.P50), ms(r.Daemon.P50), ms(r.Floor.P99), ms(r.Daemon.P99),
 			ms(r.Floor.AllGone), ms(r.Daemon.AllGone), ratio(r.Daemon.AllGone, r.Floor.AllGone),
 			r.Usage.CPU.Seconds(), perThousand(r.floorCPU(), r.N), perThousand(r.Usage.CPU, r.N),
-			float64(r.IdleRSS)/(1<<20), float64(r.Usage.PeakRSS)/(1<<20), 100*r.SteadyCPU)
+			float64(r.IdleRSS)/(1<<20), float64(r.Usage.PeakRSS)/(1<<20), 100*r.IdleCPU, 100*r.SteadyCPU)
 	}
 	b.WriteString("\nCPU per 1,000 pods covers creation to deletion: the daemon's process, and the floor's kubelet work (the bench's CPU in the floor pass less its CPU in the daemon pass, which drives the same pods).\n")
 	for _, r := range results {

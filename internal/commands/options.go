@@ -25,6 +25,7 @@ type Options struct {
 	ProviderConfig string
 
 	NodeName        string
+	NodeCount       int
 	OperatingSystem string
 	NodeIP          string
 	DisableTaint    bool
@@ -136,7 +137,8 @@ func (o *Options) flagGroups() []flagGroup {
 			fs.StringVar(&o.ProviderConfig, "provider-config", "", "provider configuration file")
 		}),
 		group("Node", func(fs *pflag.FlagSet) {
-			fs.StringVar(&o.NodeName, "nodename", strings.ToLower(hostname), "name of the Node to register")
+			fs.StringVar(&o.NodeName, "nodename", strings.ToLower(hostname), "name of the Node to register; with --node-count above 1, the prefix of the nodes' names")
+			fs.IntVar(&o.NodeCount, "node-count", 1, "register this many nodes from one process, named NODENAME-0 ... NODENAME-(N-1), each with its own provider, lease and kubelet API on --listen-port + i")
 			fs.StringVar(&o.OperatingSystem, "os", "linux", "operating system the node runs pods for (kubernetes.io/os label)")
 			fs.StringVar(&o.NodeIP, "node-ip", "", "the Node's InternalIP, where the API server reaches the kubelet API; default: the address of the default route's interface")
 			fs.BoolVar(&o.DisableTaint, "disable-taint", false, "register the Node without a taint, so any pod may be scheduled to it")
@@ -206,8 +208,13 @@ func (o *Options) Validate() error {
 	if _, err := provider.Get(o.Provider); err != nil {
 		return err
 	}
-	if errs := validation.IsDNS1123Subdomain(o.NodeName); len(errs) > 0 {
-		return fmt.Errorf("--nodename %q is not a valid node name: %s", o.NodeName, strings.Join(errs, "; "))
+	if o.NodeCount < 1 {
+		return fmt.Errorf("--node-count must be at least 1, got %d", o.NodeCount)
+	}
+	for _, name := range []string{o.NodeName, o.NodeNames()[o.NodeCount-1]} {
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+			return fmt.Errorf("--nodename %q is not a valid node name: %s", name, strings.Join(errs, "; "))
+		}
 	}
 	if o.NodeIP != "" && net.ParseIP(o.NodeIP) == nil {
 		return fmt.Errorf("--node-ip %q is not an IP address", o.NodeIP)
@@ -244,6 +251,9 @@ func (o *Options) Validate() error {
 	if o.ListenPort < 1 || o.ListenPort > 65535 {
 		return fmt.Errorf("--listen-port %d is not a port (1-65535)", o.ListenPort)
 	}
+	if last := int(o.ListenPort) + o.NodeCount - 1; last > 65535 {
+		return fmt.Errorf("--listen-port %d with --node-count %d needs ports up to %d, past 65535", o.ListenPort, o.NodeCount, last)
+	}
 	if net.ParseIP(o.ListenAddress) == nil {
 		return fmt.Errorf("--listen-address %q is not an IP address", o.ListenAddress)
 	}
@@ -276,4 +286,23 @@ func (o *Options) Validate() error {
 		}
 	}
 	return nil
+}
+
+// NodeNames are the names of the nodes to register: --nodename, or with
+// --node-count N above 1, NODENAME-0 to NODENAME-(N-1).
+func (o *Options) NodeNames() []string {
+	if o.NodeCount <= 1 {
+		return []string{o.NodeName}
+	}
+	names := make([]string, o.NodeCount)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%d", o.NodeName, i)
+	}
+	return names
+}
+
+// workersPerNode shares --pod-sync-workers out among the nodes, at least two
+// each: a thousand idle nodes need not hold 150,000 goroutines.
+func (o *Options) workersPerNode() int {
+	return max(2, o.PodSyncWorkers/max(1, o.NodeCount))
 }

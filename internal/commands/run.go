@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -70,65 +71,59 @@ func Run(ctx context.Context, o *Options) error {
 	}
 
 	factory := nodeutil.NewInformerFactory(client, o.FullResyncPeriod)
-	core := factory.Core().V1()
-	initProvider, err := provider.Get(o.Provider)
-	if err != nil {
-		return err
-	}
-	p, err := initProvider(ctx, provider.InitConfig{
-		ConfigPath:      o.ProviderConfig,
-		NodeName:        o.NodeName,
-		OperatingSystem: o.OperatingSystem,
-		InternalIP:      nodeIP,
-		DaemonPort:      o.ListenPort,
-		ClusterDomain:   o.ClusterDomain,
-		ResourceManager: &provider.ResourceManager{
-			ConfigMaps: core.ConfigMaps().Lister(),
-			Secrets:    core.Secrets().Lister(),
-			Services:   core.Services().Lister(),
-		},
-		KubeClient: client,
-	})
-	if err != nil {
-		return fmt.Errorf("provider %s: %w", o.Provider, err)
+	names := o.NodeNames()
+	// One node watches its own pods; many share one watch of the bound pods,
+	// dispatched by node name.
+	var pods *nodeutil.PodsByNode
+	if len(names) > 1 {
+		podFactory := informers.NewSharedInformerFactoryWithOptions(client, o.FullResyncPeriod,
+			informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.FieldSelector = "spec.nodeName!=" }),
+			informers.WithTransform(nodeutil.DropManagedFields))
+		if pods, err = nodeutil.NewPodsByNode(podFactory.Core().V1().Pods()); err != nil {
+			return err
+		}
+		metrics.RegisterPodPhases(podFactory.Core().V1().Pods().Lister())
+		podFactory.Start(ctx.Done())
+		defer podFactory.Shutdown()
 	}
 
-	n, err := nodeutil.New(nodeutil.Config{
-		Client:               client,
-		Node:                 nodeSpec(ctx, o, p),
-		Provider:             p,
-		Workers:              o.PodSyncWorkers,
-		InformerResyncPeriod: o.FullResyncPeriod,
-		DisableLease:         !o.EnableNodeLease,
-		InformerFactory:      factory,
-		ConfigurePodController: func(c *node.PodControllerConfig) {
-			c.ProviderCallObserver = metrics.ObserveProviderCall
-		},
-	})
-	if err != nil {
-		return err
+	nodes := make([]*nodeutil.Node, len(names))
+	providers := make([]provider.Provider, len(names))
+	for i, name := range names {
+		if nodes[i], providers[i], err = buildNode(withNode(ctx, name), o, name, o.ListenPort+int32(i), nodeIP, client, factory, pods); err != nil {
+			return err
+		}
 	}
-	metrics.RegisterPodPhases(n.PodLister())
-
-	servers, err := startServers(ctx, o, p, client, restCfg, nodeIP)
+	servers, err := startServers(ctx, o, client, restCfg)
 	if err != nil {
 		return err
 	}
 	defer servers.shutdown(shutdownTimeout)
+	for i, name := range names {
+		if err := servers.kubeletAPI(withNode(ctx, name), o, name, o.ListenPort+int32(i), nodeIP, providers[i]); err != nil {
+			return err
+		}
+	}
+	if pods == nil {
+		metrics.RegisterPodPhases(nodes[0].PodLister())
+	}
 
-	go func() { _ = n.Run(ctx) }()
+	running := newNodeGroup(nodes)
+	for i, n := range nodes {
+		go func() { _ = n.Run(withNode(ctx, names[i])) }()
+	}
 	defer func() {
 		cancel()
-		<-n.Done()
+		running.wait()
 	}()
 	var startup <-chan time.Time
 	if o.StartupTimeout > 0 {
 		startup = time.After(o.StartupTimeout)
 	}
 	select {
-	case <-n.Ready():
-		log.G(ctx).WithField("internalIP", nodeIP).Info("virtual node is up")
-	case <-n.Done():
+	case <-running.allReady:
+		log.G(ctx).WithField("internalIP", nodeIP).Infof("virtual node%s up", plural(len(nodes), " is", "s are"))
+	case n := <-running.firstDone:
 		return n.Err()
 	case <-startup:
 		return fmt.Errorf("the node did not come up within --startup-timeout %s", o.StartupTimeout)
@@ -140,13 +135,121 @@ func Run(ctx context.Context, o *Options) error {
 	select {
 	case <-ctx.Done():
 		log.G(ctx).Info("shutting down")
-	case <-n.Done():
+	case n := <-running.firstDone:
+		cancel()
+		running.wait()
+		return n.Err()
 	case err := <-servers.errs:
 		return err
 	}
 	cancel()
-	<-n.Done()
-	return n.Err()
+	running.wait()
+	return running.err()
+}
+
+// withNode names the node in the context's log fields.
+func withNode(ctx context.Context, name string) context.Context {
+	return log.WithLogger(ctx, log.G(ctx).WithField("node", name))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// buildNode makes one virtual node: its provider (whose kubelet API will
+// listen on port), its Node controller and pod controller.
+func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP string, client kubernetes.Interface,
+	factory informers.SharedInformerFactory, pods *nodeutil.PodsByNode) (*nodeutil.Node, provider.Provider, error) {
+	core := factory.Core().V1()
+	initProvider, err := provider.Get(o.Provider)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := initProvider(ctx, provider.InitConfig{
+		ConfigPath:      o.ProviderConfig,
+		NodeName:        name,
+		OperatingSystem: o.OperatingSystem,
+		InternalIP:      nodeIP,
+		DaemonPort:      port,
+		ClusterDomain:   o.ClusterDomain,
+		ResourceManager: &provider.ResourceManager{
+			ConfigMaps: core.ConfigMaps().Lister(),
+			Secrets:    core.Secrets().Lister(),
+			Services:   core.Services().Lister(),
+		},
+		KubeClient: client,
+	})
+	if err != nil {
+		if o.NodeCount > 1 {
+			return nil, nil, fmt.Errorf("provider %s for node %s: %w", o.Provider, name, err)
+		}
+		return nil, nil, fmt.Errorf("provider %s: %w", o.Provider, err)
+	}
+	cfg := nodeutil.Config{
+		Client:               client,
+		Node:                 nodeSpec(ctx, o, name, p),
+		Provider:             p,
+		Workers:              o.workersPerNode(),
+		InformerResyncPeriod: o.FullResyncPeriod,
+		DisableLease:         !o.EnableNodeLease,
+		InformerFactory:      factory,
+		ConfigurePodController: func(c *node.PodControllerConfig) {
+			c.ProviderCallObserver = metrics.ObserveProviderCall
+		},
+	}
+	if pods != nil {
+		cfg.PodInformer = pods.For(name)
+	}
+	n, err := nodeutil.New(cfg)
+	return n, p, err
+}
+
+// nodeGroup follows the nodes of one process: all ready, the first done.
+type nodeGroup struct {
+	nodes     []*nodeutil.Node
+	allReady  chan struct{}
+	firstDone chan *nodeutil.Node
+}
+
+func newNodeGroup(nodes []*nodeutil.Node) *nodeGroup {
+	g := &nodeGroup{nodes: nodes, allReady: make(chan struct{}), firstDone: make(chan *nodeutil.Node, len(nodes))}
+	go func() {
+		for _, n := range nodes {
+			select {
+			case <-n.Ready():
+			case <-n.Done():
+				return
+			}
+		}
+		close(g.allReady)
+	}()
+	for _, n := range nodes {
+		go func() {
+			<-n.Done()
+			g.firstDone <- n
+		}()
+	}
+	return g
+}
+
+// wait returns once every node has stopped.
+func (g *nodeGroup) wait() {
+	for _, n := range g.nodes {
+		<-n.Done()
+	}
+}
+
+// err is the first error a node stopped with.
+func (g *nodeGroup) err() error {
+	for _, n := range g.nodes {
+		if err := n.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // restConfig loads the kubeconfig (a list, as in KUBECONFIG, is merged as
@@ -203,15 +306,15 @@ func resolveNodeIP(o *Options) (string, error) {
 
 // nodeSpec is the Node the daemon registers: what schedulers and users
 // select on, what the provider says the node has, and where its kubelet API is.
-func nodeSpec(ctx context.Context, o *Options, p provider.Provider) *corev1.Node {
+func nodeSpec(ctx context.Context, o *Options, name string, p provider.Provider) *corev1.Node {
 	capacity := p.Capacity(ctx)
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: o.NodeName,
+			Name: name,
 			Labels: map[string]string{
 				"type":                             "virtual-kubelet",
 				"kubernetes.io/role":               "agent",
-				corev1.LabelHostname:               o.NodeName,
+				corev1.LabelHostname:               name,
 				corev1.LabelOSStable:               strings.ToLower(p.OperatingSystem()),
 				corev1.LabelArchStable:             runtime.GOARCH,
 				"node.kubernetes.io/instance-type": "virtual-kubelet",

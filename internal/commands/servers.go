@@ -15,6 +15,7 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -34,6 +35,11 @@ type servers struct {
 	stops []func()
 	// errs receives the error of a server that stopped on its own.
 	errs chan error
+
+	client kubernetes.Interface
+	// auth authenticates and authorizes the requests of every node's
+	// kubelet API; each node maps requests to its own name.
+	auth api.Auth
 }
 
 func (s *servers) serve(ctx context.Context, name string, srv *http.Server, l net.Listener, tlsOn bool) {
@@ -67,33 +73,29 @@ func (s *servers) shutdown(timeout time.Duration) {
 	}
 }
 
-func startServers(ctx context.Context, o *Options, p provider.Provider, client kubernetes.Interface, restCfg *rest.Config, nodeIP string) (*servers, error) {
-	s := &servers{errs: make(chan error, 2)}
-
-	handler, err := kubeletAPIHandler(ctx, o, p, client, restCfg)
+// startServers starts the metrics server and prepares what every node's
+// kubelet API server shares: the client, and one authenticator and
+// authorizer with their caches.
+func startServers(ctx context.Context, o *Options, client kubernetes.Interface, restCfg *rest.Config) (*servers, error) {
+	s := &servers{errs: make(chan error, 2), client: client}
+	clientCA, err := defaultClientCA(ctx, o, restCfg)
 	if err != nil {
 		return nil, err
 	}
-	tlsConfig, stop, err := servingTLS(ctx, o, client, nodeIP)
-	if err != nil {
+	if s.auth, err = api.NewAuth(ctx, api.AuthConfig{
+		ClientCAFile:              o.ClientCAFile,
+		ClientCA:                  clientCA,
+		Anonymous:                 o.AnonymousAuth,
+		TokenReviewClient:         client.AuthenticationV1(),
+		SubjectAccessReviewClient: client.AuthorizationV1(),
+		NodeName:                  o.NodeName,
+	}); err != nil {
 		return nil, err
 	}
-	s.stops = append(s.stops, stop)
-	l, err := listen("listen-port", net.JoinHostPort(o.ListenAddress, strconv.Itoa(int(o.ListenPort))))
-	if err != nil {
-		s.shutdown(0)
-		return nil, err
-	}
-	s.serve(ctx, "kubelet API", &http.Server{
-		Handler:           handler,
-		TLSConfig:         tlsConfig,
-		ReadHeaderTimeout: 30 * time.Second,
-	}, l, true)
 
 	if o.MetricsAddr != "" {
 		ml, err := listen("metrics-addr", o.MetricsAddr)
 		if err != nil {
-			s.shutdown(0)
 			return nil, err
 		}
 		mux := http.NewServeMux()
@@ -111,9 +113,33 @@ func startServers(ctx context.Context, o *Options, p provider.Provider, client k
 	return s, nil
 }
 
-// kubeletAPIHandler routes the kubelet API to the provider's capabilities,
-// behind the kubelet's authentication and authorization.
-func kubeletAPIHandler(ctx context.Context, o *Options, p provider.Provider, client kubernetes.Interface, restCfg *rest.Config) (http.Handler, error) {
+// kubeletAPI serves node name's kubelet API on port: the provider's
+// capabilities, behind the kubelet's authentication and authorization.
+func (s *servers) kubeletAPI(ctx context.Context, o *Options, name string, port int32, nodeIP string, p provider.Provider) error {
+	tlsConfig, stop, err := servingTLS(ctx, o, name, s.client, nodeIP)
+	if err != nil {
+		return err
+	}
+	s.stops = append(s.stops, stop)
+	l, err := listen("listen-port", net.JoinHostPort(o.ListenAddress, strconv.Itoa(int(port))))
+	if err != nil {
+		return err
+	}
+	var authz authorizer.Authorizer = s.auth
+	if o.AuthorizationMode == AuthzAlwaysAllow {
+		authz = authorizerfactory.NewAlwaysAllowAuthorizer()
+	}
+	handler := api.WithAuth(api.PodHandler(podHandlerConfig(o, p), true), api.NewAuthFrom(s.auth, authz, name))
+	s.serve(ctx, "kubelet API", &http.Server{
+		Handler:           handler,
+		TLSConfig:         tlsConfig,
+		ReadHeaderTimeout: 30 * time.Second,
+	}, l, true)
+	return nil
+}
+
+// podHandlerConfig routes the kubelet API to the provider's capabilities.
+func podHandlerConfig(o *Options, p provider.Provider) api.PodHandlerConfig {
 	cfg := api.PodHandlerConfig{
 		GetPods:               p.GetPods,
 		StreamIdleTimeout:     o.StreamIdleTimeout,
@@ -135,26 +161,7 @@ func kubeletAPIHandler(ctx context.Context, o *Options, p provider.Provider, cli
 		cfg.GetStatsSummary = sp.GetStatsSummary
 		cfg.GetMetricsResource = sp.GetMetricsResource
 	}
-
-	clientCA, err := defaultClientCA(ctx, o, restCfg)
-	if err != nil {
-		return nil, err
-	}
-	auth, err := api.NewAuth(ctx, api.AuthConfig{
-		ClientCAFile:              o.ClientCAFile,
-		ClientCA:                  clientCA,
-		Anonymous:                 o.AnonymousAuth,
-		TokenReviewClient:         client.AuthenticationV1(),
-		SubjectAccessReviewClient: client.AuthorizationV1(),
-		NodeName:                  o.NodeName,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if o.AuthorizationMode == AuthzAlwaysAllow {
-		auth = api.NewAuthFrom(auth, authorizerfactory.NewAlwaysAllowAuthorizer(), o.NodeName)
-	}
-	return api.WithAuth(api.PodHandler(cfg, true), auth), nil
+	return cfg
 }
 
 // defaultClientCA is the CA client certificates are verified against when
@@ -185,11 +192,11 @@ func defaultClientCA(ctx context.Context, o *Options, restCfg *rest.Config) ([]b
 // self-signed one for the node's name and address. Client certificates are
 // requested, and verified by the authenticator against --client-ca-file. The
 // returned function stops certificate rotation.
-func servingTLS(ctx context.Context, o *Options, client kubernetes.Interface, nodeIP string) (*tls.Config, func(), error) {
+func servingTLS(ctx context.Context, o *Options, name string, client kubernetes.Interface, nodeIP string) (*tls.Config, func(), error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert}
 	switch {
 	case o.RotateServerCerts:
-		m, err := servingCertManager(o, client, nodeIP)
+		m, err := servingCertManager(o, name, client, nodeIP)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -211,7 +218,7 @@ func servingTLS(ctx context.Context, o *Options, client kubernetes.Interface, no
 		}
 		cfg.Certificates = []tls.Certificate{pair}
 	default:
-		certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey(o.NodeName, []net.IP{net.ParseIP(nodeIP)}, []string{o.NodeName})
+		certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey(name, []net.IP{net.ParseIP(nodeIP)}, []string{name})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -229,14 +236,18 @@ func servingTLS(ctx context.Context, o *Options, client kubernetes.Interface, no
 // servingCertManager requests the kubelet serving certificate the way the
 // kubelet does (subject system:node:<name> in system:nodes, the node's name
 // and IP as SANs), keeps it in --cert-dir and renews it before it expires.
-func servingCertManager(o *Options, client kubernetes.Interface, nodeIP string) (certificate.Manager, error) {
-	store, err := certificate.NewFileStore("kubelet-server", o.CertDir, o.CertDir, "", "")
+func servingCertManager(o *Options, name string, client kubernetes.Interface, nodeIP string) (certificate.Manager, error) {
+	pair := "kubelet-server" // the kubelet's name, for a single node
+	if name != o.NodeName {
+		pair += "-" + name
+	}
+	store, err := certificate.NewFileStore(pair, o.CertDir, o.CertDir, "", "")
 	if err != nil {
 		return nil, fmt.Errorf("--cert-dir %s: %w", o.CertDir, err)
 	}
 	template := &x509.CertificateRequest{
-		Subject:     pkix.Name{CommonName: "system:node:" + o.NodeName, Organization: []string{"system:nodes"}},
-		DNSNames:    []string{o.NodeName},
+		Subject:     pkix.Name{CommonName: "system:node:" + name, Organization: []string{"system:nodes"}},
+		DNSNames:    []string{name},
 		IPAddresses: []net.IP{net.ParseIP(nodeIP)},
 	}
 	return certificate.NewManager(&certificate.Config{

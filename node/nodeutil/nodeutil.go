@@ -27,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	corev1informers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -77,6 +78,11 @@ type Config struct {
 	// PodInformerFilter). Run starts it and shuts it down when it returns.
 	// TransformPods does not apply to it.
 	PodInformerFactory informers.SharedInformerFactory
+	// PodInformer, if set, is the pod informer; the caller starts it. It
+	// must show only the node's pods, as PodsByNode.For does for nodes
+	// sharing one informer. PodInformerFactory and TransformPods do not
+	// apply to it.
+	PodInformer corev1informers.PodInformer
 	// EventRecorder, if set, records the pod controller's events instead
 	// of a recorder of the Node's own.
 	EventRecorder record.EventRecorder
@@ -85,7 +91,8 @@ type Config struct {
 // Node is a provider wired to the API server as a node.
 type Node struct {
 	cfg        Config
-	podFactory informers.SharedInformerFactory
+	podFactory informers.SharedInformerFactory // nil when Config.PodInformer is set
+	pods       corev1informers.PodInformer
 	refFactory informers.SharedInformerFactory
 	broadcast  record.EventBroadcaster
 
@@ -120,14 +127,17 @@ func New(cfg Config) (*Node, error) {
 	}
 	transform := cfg.TransformPods
 	if transform == nil {
-		transform = dropManagedFields
+		transform = DropManagedFields
 	}
 
-	n := &Node{cfg: cfg, ready: make(chan struct{}), done: make(chan struct{})}
-	n.podFactory = cfg.PodInformerFactory
-	if n.podFactory == nil {
-		n.podFactory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.InformerResyncPeriod,
-			PodInformerFilter(cfg.Node.Name), informers.WithTransform(transform))
+	n := &Node{cfg: cfg, ready: make(chan struct{}), done: make(chan struct{}), pods: cfg.PodInformer}
+	if n.pods == nil {
+		n.podFactory = cfg.PodInformerFactory
+		if n.podFactory == nil {
+			n.podFactory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.InformerResyncPeriod,
+				PodInformerFilter(cfg.Node.Name), informers.WithTransform(transform))
+		}
+		n.pods = n.podFactory.Core().V1().Pods()
 	}
 	n.refFactory = cfg.InformerFactory
 	if n.refFactory == nil {
@@ -154,7 +164,7 @@ func New(cfg Config) (*Node, error) {
 	core := n.refFactory.Core().V1()
 	pcc := node.PodControllerConfig{
 		PodClient:         cfg.Client.CoreV1(),
-		PodInformer:       n.podFactory.Core().V1().Pods(),
+		PodInformer:       n.pods,
 		ConfigMapInformer: core.ConfigMaps(),
 		SecretInformer:    core.Secrets(),
 		ServiceInformer:   core.Services(),
@@ -175,12 +185,13 @@ func New(cfg Config) (*Node, error) {
 // NewInformerFactory returns an informer factory over all namespaces whose
 // caches leave out managed fields.
 func NewInformerFactory(client kubernetes.Interface, resync time.Duration) informers.SharedInformerFactory {
-	return informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(dropManagedFields))
+	return informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(DropManagedFields))
 }
 
-// dropManagedFields trims what the informer caches keep: nothing here reads
-// managed fields, and they are a large share of every object.
-func dropManagedFields(obj any) (any, error) {
+// DropManagedFields is an informer transform that trims what the caches
+// keep: nothing here reads managed fields, and they are a large share of
+// every object.
+func DropManagedFields(obj any) (any, error) {
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
 	}
@@ -218,10 +229,12 @@ func (n *Node) Run(ctx context.Context) (retErr error) {
 	go func() { defer wg.Done(); _ = n.nodeController.Run(ctx) }()
 	go func() { defer wg.Done(); _ = n.podController.Run(ctx, n.cfg.Workers) }()
 
-	n.podFactory.Start(ctx.Done())
+	if n.podFactory != nil {
+		n.podFactory.Start(ctx.Done())
+		defer n.podFactory.Shutdown()
+	}
 	n.refFactory.Start(ctx.Done())
 	defer n.refFactory.Shutdown()
-	defer n.podFactory.Shutdown()
 	defer cancel()
 
 	for _, c := range []interface {
@@ -271,7 +284,7 @@ func (n *Node) firstErr() error {
 
 // PodLister reads the pods bound to the node from the informer's cache.
 func (n *Node) PodLister() corev1listers.PodLister {
-	return n.podFactory.Core().V1().Pods().Lister()
+	return n.pods.Lister()
 }
 
 // NodeController returns the node's NodeController.

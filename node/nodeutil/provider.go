@@ -209,7 +209,7 @@ func NewNode(name string, newProvider NewProviderFunc, opts ...NodeOpt) (*Node, 
 	}
 
 	podFactory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.InformerResyncPeriod,
-		PodInformerFilter(name), informers.WithTransform(dropManagedFields))
+		PodInformerFilter(name), informers.WithTransform(DropManagedFields))
 	refFactory := NewInformerFactory(cfg.Client, cfg.InformerResyncPeriod)
 	core := refFactory.Core().V1()
 	pods := podFactory.Core().V1().Pods().Lister()

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -36,6 +38,19 @@ type config struct {
 // configFields are the keys of a node's entry in its structured form.
 var configFields = []string{"capacity", "stateDir", "faults"}
 
+// matchPattern finds the entry whose key is a shell pattern (path.Match:
+// "vk-*", "gpu-[0-3]") matching nodeName; of several, the longest pattern,
+// the most specific, wins.
+func matchPattern(nodes map[string]json.RawMessage, nodeName string) (string, json.RawMessage, bool) {
+	best := ""
+	for key := range nodes {
+		if ok, _ := path.Match(key, nodeName); ok && (len(key) > len(best) || len(key) == len(best) && key < best) {
+			best = key
+		}
+	}
+	return best, nodes[best], best != ""
+}
+
 // loadConfig reads the config file: a JSON object keyed by node name. A
 // node's entry is either an object of resource name to quantity, its
 // capacity:
@@ -49,6 +64,9 @@ var configFields = []string{"capacity", "stateDir", "faults"}
 //	{"vk0": {"capacity": {"cpu": "32"}, "stateDir": "/var/lib/vk-mock/vk0",
 //	         "faults": {"fail-calls": "*", "fail-for": "5m"}}}
 //
+// A key may also be a shell pattern ("vk-*") for the nodes of
+// --node-count that have no entry of their own; the longest matching
+// pattern applies, and a stateDir there gets a directory per node.
 // Resources the node's entry leaves out keep their defaults. Errors name the
 // file, the node and the field.
 func loadConfig(path, nodeName string) (config, error) {
@@ -70,6 +88,10 @@ func loadConfig(path, nodeName string) (config, error) {
 		return cfg, fmt.Errorf("provider config %s: unexpected data after the JSON object", path)
 	}
 	raw, ok := nodes[nodeName]
+	pattern := ""
+	if !ok {
+		pattern, raw, ok = matchPattern(nodes, nodeName)
+	}
 	if !ok {
 		known := make([]string, 0, len(nodes))
 		for n := range nodes {
@@ -109,6 +131,10 @@ func loadConfig(path, nodeName string) (config, error) {
 		case "stateDir":
 			if err := json.Unmarshal(value, &cfg.stateDir); err != nil || cfg.stateDir == "" {
 				return fail("stateDir: must be a directory path (a non-empty string), got %s", value)
+			}
+			if pattern != "" {
+				// Nodes that share an entry keep their pods apart.
+				cfg.stateDir = filepath.Join(cfg.stateDir, nodeName)
 			}
 		case "faults":
 			var faults map[string]string

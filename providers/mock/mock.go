@@ -1,7 +1,9 @@
 // Package mock is an in-memory provider: pods "run" in the daemon's memory.
 // It backs demos and tests, and doubles as a load simulator: pod annotations
 // (see the Annotation constants) script how long containers run, their exit
-// codes, start failures, restarts and the resource usage they report.
+// codes, start failures, restarts and the resource usage they report, and
+// inject faults (failing and hanging calls, stops never confirmed). With a
+// state directory it keeps its pods across daemon restarts (see state.go).
 //
 // It implements every capability of the kubelet API: logs (deterministic
 // lines, one per log interval, with follow), exec (a small built-in command

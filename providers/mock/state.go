@@ -149,14 +149,8 @@ func openStateDir(p *Provider, dir string) (*stateDir, error) {
 	}
 	now := time.Now()
 	var replays []*replayClock
-	defer func() {
-		// Timers start only once every pod is replayed: until then the
-		// provider's clock is a replay's.
-		p.clock = realClock{}
-		for _, r := range replays {
-			r.handOver(now)
-		}
-	}()
+	// Until every pod is replayed the provider's clock is a replay's.
+	defer func() { p.clock = realClock{} }()
 	for _, e := range entries {
 		path := filepath.Join(dir, e.Name())
 		if strings.HasSuffix(e.Name(), ".json.tmp") {
@@ -176,6 +170,12 @@ func openStateDir(p *Provider, dir string) (*stateDir, error) {
 			return nil, fmt.Errorf("state directory: %s: %w (remove the file to forget the pod)", path, err)
 		}
 		replays = append(replays, r)
+	}
+	// Timers start only once every pod is replayed, and not at all for a
+	// provider that failed to start.
+	p.clock = realClock{}
+	for _, r := range replays {
+		r.handOver(now)
 	}
 	return s, nil
 }

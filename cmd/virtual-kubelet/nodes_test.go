@@ -1,0 +1,80 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vkubelet/virtual-kubelet/internal/testcluster"
+)
+
+// TestManyNodesFromOneProcess runs three nodes from one daemon: each is
+// Ready with its own lease, capacity from a name pattern, and a kubelet API
+// on a port of its own that the API server reaches (logs and exec through
+// it), and each runs only the pods bound to it.
+func TestManyNodesFromOneProcess(t *testing.T) {
+	c := testcluster.Shared(t)
+	ctx := context.Background()
+	host := c.AddHost(t, testcluster.UniqueName("h"))
+	prefix := testcluster.UniqueName("vkm")
+	cfg := filepath.Join(t.TempDir(), "mock.json")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{%q: {"cpu": "3", "pods": "30"}}`, prefix+"-*")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, c, host, "--nodename", prefix, "--node-count", "3", "--listen-port", "10300", "--provider-config", cfg)
+
+	ns := c.Namespace(t)
+	for i := range 3 {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		n := waitNodeReady(t, c.Client, name)
+		if port := n.Status.DaemonEndpoints.KubeletEndpoint.Port; port != int32(10300+i) {
+			t.Errorf("%s: kubelet endpoint port %d, want %d", name, port, 10300+i)
+		}
+		if n.Status.Capacity.Cpu().String() != "3" || n.Labels["kubernetes.io/hostname"] != name {
+			t.Errorf("%s: capacity %v labels %v", name, n.Status.Capacity, n.Labels)
+		}
+		eventually(t, name+": lease", func() (bool, string) {
+			_, err := c.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+			return err == nil, fmt.Sprint(err)
+		})
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i), Namespace: ns},
+			Spec: corev1.PodSpec{
+				NodeName:    name,
+				Containers:  []corev1.Container{{Name: "app", Image: "busybox", Env: []corev1.EnvVar{{Name: "NODE", Value: name}}}},
+				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			},
+		}
+		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		name := fmt.Sprintf("p%d", i)
+		waitPod(t, c.Client, ns, name, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+		// Through the API server to this pod's node's own port.
+		if out := kubectl(t, c, "-n", ns, "exec", name, "--", "printenv", "NODE"); strings.TrimSpace(out) != fmt.Sprintf("%s-%d", prefix, i) {
+			t.Errorf("%s: exec printed %q", name, out)
+		}
+		eventually(t, name+": a log line", func() (bool, string) {
+			out, err := c.Kubectl(ctx, "-n", ns, "logs", name)
+			return err == nil && strings.Contains(out, ns+"/"+name+"/app line"), fmt.Sprint(out, err)
+		})
+	}
+	// Each node's kubelet API lists its own pods only.
+	if out := kubectl(t, c, "get", "--raw", fmt.Sprintf("/api/v1/nodes/%s-1/proxy/pods", prefix)); !strings.Contains(out, `"p1"`) || strings.Contains(out, `"p0"`) || strings.Contains(out, `"p2"`) {
+		t.Errorf("node 1's /pods: %s", out)
+	}
+	if code, _ := d.stop(t); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+	if out := d.output.String(); strings.Contains(out, "panic") || strings.Contains(out, "DATA RACE") {
+		t.Errorf("daemon output has a panic or race:\n%s", out)
+	}
+}
