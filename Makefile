@@ -20,7 +20,7 @@ IMAGE      ?= virtual-kubelet:$(VERSION)
 LDFLAGS    := -X github.com/vkubelet/virtual-kubelet/internal/version.Version=$(VERSION) \
               -X github.com/vkubelet/virtual-kubelet/internal/version.GitCommit=$(GIT_COMMIT)
 
-.PHONY: all build build-static image test run cluster-up cluster-down controlplane bench vet fmt clean
+.PHONY: all build build-static image test run run-two-clusters cluster-up cluster-down controlplane bench vet fmt clean
 
 all: build
 
@@ -46,6 +46,12 @@ cluster-down: build ## stop it and remove its data
 
 run: build ## local control plane (unless KUBECONFIG is set) + the mock node vk0
 	@CLUSTER_DIR=$(CLUSTER_DIR) BIN=$(BIN) METRICS_SERVER=$(METRICS_SERVER) hack/run.sh
+
+# Where `make run-two-clusters` keeps cluster B (cluster A is CLUSTER_DIR).
+CLUSTER_B_DIR ?= $(or $(TMPDIR),/tmp)/virtual-kubelet/cluster-b
+
+run-two-clusters: build ## clusters A and B; node vk-b of A runs its pods in B (--provider kubernetes)
+	@CLUSTER_DIR=$(CLUSTER_DIR) CLUSTER_B_DIR=$(CLUSTER_B_DIR) BIN=$(BIN) METRICS_SERVER=$(METRICS_SERVER) hack/run-two-clusters.sh
 
 test: ## go vet, unit and e2e tests, all with -race, against a real control plane
 	@BIN=$(BIN) hack/test.sh

@@ -57,7 +57,8 @@
 // The kubelet HTTP API (logs, exec, port-forward, stats) lives in package
 // node/api.
 //
-// Spans are recorded with OpenCensus around every queue item and provider
-// call, and the logrus entry in the context (package node/log) gets node and
-// pod fields; both reach the provider through the context it is called with.
+// Spans are recorded through package node/trace (OpenCensus by default)
+// around every queue item and provider call, and the logger in the context
+// (package node/log, logrus by default) gets node and pod fields; both reach
+// the provider through the context it is called with.
 package node

@@ -314,6 +314,12 @@ func (pc *PodController) Run(ctx context.Context, podSyncWorkers int) (retErr er
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// A Run that ends before the queues run still stops their goroutines.
+	defer func() {
+		for _, q := range []*queue.Queue{pc.syncQueue, pc.statusQueue, pc.deleteQueue} {
+			q.ShutDown()
+		}
+	}()
 
 	registrations, err := pc.addEventHandlers(ctx)
 	defer func() {

@@ -29,8 +29,13 @@ const timeout = 90 * time.Second
 
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
+	eventuallyWithin(t, timeout, what, cond)
+}
+
+func eventuallyWithin(t *testing.T, limit time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
 	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, limit, true, func(context.Context) (bool, error) {
 		ok, msg := cond()
 		last = msg
 		return ok, nil
@@ -136,7 +141,7 @@ func TestNodeReadyWithLeaseAndCleanShutdown(t *testing.T) {
 
 func TestProvidersAndVersion(t *testing.T) {
 	code, out := runBinary(t, "providers")
-	if code != 0 || out != "mock" {
+	if code != 0 || out != "kubernetes\nmock" {
 		t.Errorf("providers: %d %q", code, out)
 	}
 	code, out = runBinary(t, "version")
@@ -324,12 +329,27 @@ func TestBadInputFailsCleanly(t *testing.T) {
 	if err := os.WriteFile(malformed, []byte(`{"vk0": {"cpu": "eight"}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	noRemote := filepath.Join(dir, "no-remote.yaml")
+	if err := os.WriteFile(noRemote, []byte("namespace: b\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A remote cluster that is not there: a closed port on loopback.
+	closed := filepath.Join(dir, "closed.kubeconfig")
+	kubeconfig := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters: [{name: b, cluster: {server: \"https://127.0.0.1:%d\"}}]\n"+
+		"contexts: [{name: b, context: {cluster: b}}]\ncurrent-context: b\n", freePort(t))
+	unreachable := filepath.Join(dir, "unreachable.yaml")
+	if os.WriteFile(closed, []byte(kubeconfig), 0o600) != nil || os.WriteFile(unreachable, []byte("remote: {kubeconfig: "+closed+"}\nnamespace: b\n"), 0o600) != nil {
+		t.Fatal("writing configs")
+	}
 	base := []string{"--nodename", "vk0", "--node-ip", "127.0.0.1", "--kubeconfig", c.Info.Kubeconfig, "--metrics-addr", ""}
 	cases := []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--provider", "nope"}, `unknown provider "nope" (known: mock)`},
+		{[]string{"--provider", "nope"}, `unknown provider "nope" (known: kubernetes, mock)`},
+		{[]string{"--provider", "kubernetes"}, "provider kubernetes: --provider-config is required"},
+		{[]string{"--provider", "kubernetes", "--provider-config", noRemote}, "provider kubernetes: provider config " + noRemote + ": remote: set remote.kubeconfig"},
+		{[]string{"--provider", "kubernetes", "--provider-config", unreachable}, "provider kubernetes: remote cluster https://127.0.0.1:"},
 		{[]string{"--provider", "mock", "--provider-config", filepath.Join(dir, "missing.json")}, "provider mock: provider config: open " + filepath.Join(dir, "missing.json")},
 		{[]string{"--provider", "mock", "--provider-config", malformed}, `node "vk0": cpu: invalid quantity "eight"`},
 		{[]string{"--provider", "mock", "--kubeconfig", filepath.Join(dir, "nope")}, "kubeconfig: stat " + filepath.Join(dir, "nope")},

@@ -90,41 +90,9 @@ func TestKubectlAgainstVirtualNode(t *testing.T) {
 	}
 
 	// kubectl port-forward to the mock's echo server on 8080.
-	local := freePort(t)
-	pfCtx, stopPF := context.WithCancel(ctx)
-	defer stopPF()
-	pf := exec.CommandContext(pfCtx, filepath.Join(c.Info.BinDir, "kubectl"), "--kubeconfig", c.Info.Kubeconfig, "-n", ns,
-		"port-forward", "pod/web", fmt.Sprintf("%d:8080", local))
-	stdout, _ := pf.StdoutPipe()
-	if err := pf.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(stdout).ReadString('\n')
-		ready <- line
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case line := <-ready:
-		if !strings.Contains(line, "Forwarding from") {
-			t.Fatalf("kubectl port-forward: %q", line)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("kubectl port-forward did not start")
-	}
-	conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(local)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = conn.Write([]byte("ping through port-forward\n"))
-	echo, err := bufio.NewReader(conn).ReadString('\n')
-	conn.Close()
-	if err != nil || echo != "ping through port-forward\n" {
+	if echo, err := portForwardEcho(t, c, ns, "web", 8080, "ping through port-forward\n"); err != nil || echo != "ping through port-forward\n" {
 		t.Errorf("port-forward echo: %v %q", err, echo)
 	}
-	stopPF()
-	_ = pf.Wait()
 
 	// Stats through the API server's node proxy, as metrics-server reads them.
 	raw, err := kubectl("", "get", "--raw", "/api/v1/nodes/"+d.name+"/proxy/stats/summary")
@@ -139,4 +107,44 @@ func TestKubectlAgainstVirtualNode(t *testing.T) {
 	if err != nil || !strings.Contains(metrics, `container_memory_working_set_bytes{container="app",namespace="`+ns+`",pod="web"} 6.7108864e+07`) {
 		t.Errorf("metrics/resource: %v\n%s", err, metrics)
 	}
+}
+
+// portForwardEcho runs kubectl port-forward to port of pod, sends line
+// through it and returns what comes back, up to the first newline.
+func portForwardEcho(t *testing.T, c *testcluster.Cluster, ns, pod string, port int, line string) (string, error) {
+	t.Helper()
+	local := freePort(t)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	pf := exec.CommandContext(ctx, filepath.Join(c.Info.BinDir, "kubectl"), "--kubeconfig", c.Info.Kubeconfig, "-n", ns,
+		"port-forward", "pod/"+pod, fmt.Sprintf("%d:%d", local, port))
+	stdout, _ := pf.StdoutPipe()
+	if err := pf.Start(); err != nil {
+		return "", err
+	}
+	defer func() { stop(); _ = pf.Wait() }()
+	ready := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		ready <- line
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case first := <-ready:
+		if !strings.Contains(first, "Forwarding from") {
+			return "", fmt.Errorf("kubectl port-forward: %q", first)
+		}
+	case <-time.After(30 * time.Second):
+		return "", errors.New("kubectl port-forward did not start")
+	}
+	conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(local)))
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := conn.Write([]byte(line)); err != nil {
+		return "", err
+	}
+	return bufio.NewReader(conn).ReadString('\n')
 }

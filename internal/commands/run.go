@@ -345,6 +345,12 @@ func nodeSpec(ctx context.Context, o *Options, name string, p provider.Provider)
 		}
 		n.Spec.Taints = []corev1.Taint{{Key: o.TaintKey, Value: value, Effect: corev1.TaintEffect(o.TaintEffect)}}
 	}
+	if d, ok := p.(provider.NodeDecorator); ok {
+		for k, v := range d.NodeLabels() {
+			n.Labels[k] = v
+		}
+		n.Spec.Taints = append(n.Spec.Taints, d.NodeTaints()...)
+	}
 	return n
 }
 

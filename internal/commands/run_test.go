@@ -51,10 +51,5 @@ current-context: c
 	if code == 0 || !strings.Contains(stderr, "did not come up within --startup-timeout 1s") {
 		t.Fatalf("exit %d, stderr %q; want the startup timeout", code, stderr)
 	}
-	goleak.VerifyNone(t, before,
-		// Known, and not Run's: a PodController whose Run returns before
-		// its caches sync leaves its never-started queues' goroutines.
-		goleak.IgnoreTopFunction("k8s.io/client-go/util/workqueue.(*Typed[...]).updateUnfinishedWorkLoop"),
-		goleak.IgnoreTopFunction("k8s.io/client-go/util/workqueue.(*delayingType[...]).waitingLoop"),
-	)
+	goleak.VerifyNone(t, before)
 }

@@ -71,6 +71,12 @@ type (
 		GetStatsSummary(context.Context) (*statsv1alpha1.Summary, error)
 		GetMetricsResource(context.Context) ([]*dto.MetricFamily, error)
 	}
+	// NodeDecorator adds labels and taints of the provider's own (from its
+	// config) to the Node the daemon registers.
+	NodeDecorator interface {
+		NodeLabels() map[string]string
+		NodeTaints() []corev1.Taint
+	}
 )
 
 // ResourceManager reads the objects pods refer to.

@@ -13,18 +13,23 @@
 //
 //	mux := http.NewServeMux()
 //	api.AttachPodRoutes(api.PodHandlerConfig{
-//		RunInContainer:    p.RunInContainer,
-//		AttachToContainer: p.AttachToContainer,
-//		GetContainerLogs:  p.GetContainerLogs,
-//		GetPods:           p.GetPods,
-//		GetStatsSummary:   p.GetStatsSummary,
-//		PortForward:       p.PortForward,
+//		RunInContainer:     p.RunInContainer,
+//		AttachToContainer:  p.AttachToContainer,
+//		GetContainerLogs:   p.GetContainerLogs,
+//		GetPods:            p.GetPods,
+//		GetStatsSummary:    p.GetStatsSummary,
+//		GetMetricsResource: api.MetricsResourceFromSummary(p.GetStatsSummary),
+//		PortForward:        p.PortForward,
 //	}, mux, false)
 //
 // The routes are those of the kubelet: /containerLogs, /exec, /attach,
 // /portForward, /pods, /stats/summary, /metrics/resource and /healthz, and
 // with debug true /runningpods/. The Handle* functions serve one route
-// each, for a mux built by hand. A route whose function is nil answers 501 Not Implemented. An
+// each, for a mux built by hand. A route whose function is nil answers 501
+// Not Implemented. /metrics/resource, which metrics-server scrapes for
+// `kubectl top` and the HorizontalPodAutoscaler, serves the metric families
+// GetMetricsResource returns; MetricsResourceFromSummary builds them from
+// the stats summary in the kubelet's format. An
 // error of kind errdefs.NotFound answers 404, errdefs.InvalidInput 400.
 //
 // Exec and attach speak the remotecommand protocols v1 to v4 over SPDY and

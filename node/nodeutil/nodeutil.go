@@ -316,6 +316,11 @@ func (n *Node) WaitReady(ctx context.Context, timeout time.Duration) error {
 	case <-n.ready:
 		return nil
 	case <-n.done:
+		select {
+		case <-n.ready: // it was ready before it stopped
+			return nil
+		default:
+		}
 		if err := n.Err(); err != nil {
 			return fmt.Errorf("node stopped before it was ready: %w", err)
 		}

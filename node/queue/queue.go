@@ -166,6 +166,10 @@ func (q *Queue) Run(ctx context.Context, workers int) {
 	wg.Wait()
 }
 
+// ShutDown stops the queue, and the goroutines it started, without running
+// it: for a caller that returns before Run. Keys are no longer accepted.
+func (q *Queue) ShutDown() { q.q.ShutDown() }
+
 func (q *Queue) handleNext(ctx context.Context) bool {
 	key, shutdown := q.q.Get()
 	if shutdown {

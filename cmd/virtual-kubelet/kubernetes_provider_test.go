@@ -1,0 +1,471 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/vkubelet/virtual-kubelet/internal/controlplane"
+	"github.com/vkubelet/virtual-kubelet/internal/nethost"
+	"github.com/vkubelet/virtual-kubelet/internal/testcluster"
+	k8sprovider "github.com/vkubelet/virtual-kubelet/providers/kubernetes"
+	"github.com/vkubelet/virtual-kubelet/providers/mock"
+)
+
+// twoClusters is the kubernetes provider's setup: a virtual node in cluster
+// A (the shared cluster) whose pods run in cluster B (a private one), where a
+// mock virtual node stands for B's workers.
+type twoClusters struct {
+	t        *testing.T // the parent test: daemons live as long as it
+	a, b     *testcluster.Cluster
+	node     *daemon       // the kubernetes provider's daemon, in a node host of A
+	host     *nethost.Host // its node host, for restarts
+	config   string        // its --provider-config
+	remoteNS string        // where the pods run in B
+	ns       string        // the test's namespace in A
+}
+
+func startTwoClusters(t *testing.T) *twoClusters {
+	t.Helper()
+	// B runs metrics-server, for the stats of its pods.
+	metricsServer, err := testcluster.MetricsServerBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := &twoClusters{t: t, a: testcluster.Shared(t), b: testcluster.Private(t, func(cfg *controlplane.Config) { cfg.MetricsServerBin = metricsServer })}
+	worker := startDaemon(t, tc.b, tc.b.AddHost(t, testcluster.UniqueName("w")))
+	waitNodeReady(t, tc.b.Client, worker.name)
+	tc.remoteNS = tc.b.Namespace(t)
+	tc.ns = tc.a.Namespace(t)
+
+	// B's API server as a node host of A reaches it: its node network's
+	// gateway, through the root namespace.
+	tc.config = filepath.Join(t.TempDir(), "provider.yaml")
+	cfg := fmt.Sprintf(`remote:
+  kubeconfig: %s
+  qps: 100
+  burst: 200
+namespace: %s
+capacity: {cpu: "64", memory: 256Gi, pods: "2000"}
+node:
+  labels: {example.com/backend: cluster-b}
+pods:
+  tolerations: [{key: virtual-kubelet.io/provider, operator: Exists}]
+`, tc.b.Info.NodeKubeconfig, tc.remoteNS)
+	if err := os.WriteFile(tc.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	host := tc.a.AddHost(t, testcluster.UniqueName("h"))
+	tc.host = host
+	tc.node = startDaemon(t, tc.a, host, "--provider", "kubernetes", "--provider-config", tc.config)
+	n := waitNodeReady(t, tc.a.Client, tc.node.name)
+	if n.Labels["example.com/backend"] != "cluster-b" || n.Status.Capacity.Pods().Value() != 2000 {
+		t.Fatalf("node labels or capacity from the provider config: %v %v", n.Labels, n.Status.Capacity)
+	}
+	return tc
+}
+
+// kubectl runs A's kubectl in the test's namespace.
+func (tc *twoClusters) kubectl(stdin string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(tc.a.Info.BinDir, "kubectl"), append([]string{"--kubeconfig", tc.a.Info.Kubeconfig, "-n", tc.ns}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// remotePods lists this node's pods in B, keyed by A's name.
+func (tc *twoClusters) remotePods(t *testing.T) map[string][]corev1.Pod {
+	t.Helper()
+	list, err := tc.b.Client.CoreV1().Pods(tc.remoteNS).List(context.Background(), metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{k8sprovider.LabelNode: tc.node.name}).String(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]corev1.Pod{}
+	for _, p := range list.Items {
+		name := p.Annotations[k8sprovider.AnnotationSourceName]
+		out[name] = append(out[name], p)
+	}
+	return out
+}
+
+func (tc *twoClusters) pod(name string, containers ...corev1.Container) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       corev1.PodSpec{NodeName: tc.node.name, Tolerations: tolerate, Containers: containers},
+	}
+}
+
+func (tc *twoClusters) create(t *testing.T, pod *corev1.Pod) {
+	t.Helper()
+	if _, err := tc.a.Client.CoreV1().Pods(tc.ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func isRunning(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodRunning && p.Status.PodIP != ""
+}
+
+// TestKubernetesProvider runs a virtual node of A whose pods run in B, and
+// drives it through A with kubectl: a Deployment, ConfigMaps and Secrets,
+// the kubelet API, deletion, pods lost in B, an outage of B's API server and
+// a restart of the daemon. The outage comes last: B takes a while to
+// recover from it (its own node goes NotReady and is tainted).
+func TestKubernetesProvider(t *testing.T) {
+	tc := startTwoClusters(t)
+	ctx := context.Background()
+
+	t.Run("deployment of 20 replicas runs in B", func(t *testing.T) {
+		manifest := fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 20
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: %s}
+      tolerations: [{key: virtual-kubelet.io/provider, operator: Exists}]
+      containers: [{name: web, image: nginx}]
+`, tc.node.name)
+		start := time.Now()
+		if out, err := tc.kubectl(manifest, "apply", "-f", "-"); err != nil {
+			t.Fatalf("kubectl apply: %v\n%s", err, out)
+		}
+		eventually(t, "20 pods Running in A with B's pod IPs", func() (bool, string) {
+			pods, err := tc.a.Client.CoreV1().Pods(tc.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+			if err != nil {
+				return false, err.Error()
+			}
+			remote := tc.remotePods(t)
+			matched := 0
+			for _, p := range pods.Items {
+				r := remote[p.Name]
+				if isRunning(&p) && len(r) == 1 && r[0].Status.PodIP == p.Status.PodIP && r[0].Labels[k8sprovider.LabelSourceUID] == string(p.UID) {
+					matched++
+				}
+			}
+			return matched == 20, fmt.Sprintf("%d of %d Running with B's IP", matched, len(pods.Items))
+		})
+		t.Logf("20 replicas Running through A→B in %s", time.Since(start).Round(10*time.Millisecond))
+
+		// What B runs: no scheduling of A's, no token of A's.
+		for _, rs := range tc.remotePods(t) {
+			r := rs[0]
+			if r.Spec.NodeSelector != nil || r.Spec.AutomountServiceAccountToken == nil || *r.Spec.AutomountServiceAccountToken {
+				t.Errorf("remote pod %s: nodeSelector %v, automountServiceAccountToken %v", r.Name, r.Spec.NodeSelector, r.Spec.AutomountServiceAccountToken)
+			}
+			for _, v := range r.Spec.Volumes {
+				if strings.HasPrefix(v.Name, "kube-api-access") {
+					t.Errorf("remote pod %s mounts A's service account token volume %s", r.Name, v.Name)
+				}
+			}
+			break
+		}
+	})
+
+	t.Run("configmap and secret", func(t *testing.T) {
+		if _, err := tc.a.Client.CoreV1().ConfigMaps(tc.ns).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"color": "blue"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tc.a.Client.CoreV1().Secrets(tc.ns).Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "creds"}, StringData: map[string]string{"password": "hunter2"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pod := tc.pod("configured", corev1.Container{
+			Name: "app", Image: "busybox",
+			Env: []corev1.EnvVar{{Name: "COLOR", ValueFrom: &corev1.EnvVarSource{
+				ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}, Key: "color"}}}},
+			VolumeMounts: []corev1.VolumeMount{{Name: "settings", MountPath: "/etc/settings"}, {Name: "creds", MountPath: "/etc/creds"}},
+		})
+		pod.Spec.Volumes = []corev1.Volume{
+			{Name: "settings", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}}}},
+			{Name: "creds", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "creds"}}},
+		}
+		tc.create(t, pod)
+		waitPod(t, tc.a.Client, tc.ns, "configured", "Running", isRunning)
+		out, err := tc.kubectl("", "exec", "configured", "--", "printenv", "COLOR")
+		if err != nil || out != "blue\n" {
+			t.Errorf("kubectl exec printenv COLOR: %v %q", err, out)
+		}
+		remote := tc.remotePods(t)["configured"][0]
+		cmName, secretName := remote.Spec.Volumes[0].ConfigMap.Name, remote.Spec.Volumes[1].Secret.SecretName
+		secret, err := tc.b.Client.CoreV1().Secrets(tc.remoteNS).Get(ctx, secretName, metav1.GetOptions{})
+		if err != nil || string(secret.Data["password"]) != "hunter2" {
+			t.Errorf("secret copy %s in B: %v %v", secretName, err, secret)
+		}
+		// Changes in A reach the copy in B.
+		if _, err := tc.kubectl("", "patch", "configmap", "settings", "-p", `{"data":{"color":"green"}}`); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "configmap copy in B updated", func() (bool, string) {
+			cm, err := tc.b.Client.CoreV1().ConfigMaps(tc.remoteNS).Get(ctx, cmName, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return cm.Data["color"] == "green", fmt.Sprint(cm.Data)
+		})
+	})
+
+	t.Run("logs exec port-forward", func(t *testing.T) {
+		shell := tc.pod("shell", corev1.Container{Name: "app", Image: "busybox", Ports: []corev1.ContainerPort{{ContainerPort: 8080}}})
+		shell.Annotations = map[string]string{mock.AnnotationCPUUsage: "250m", mock.AnnotationMemoryUsage: "64Mi"} // for B's mock node
+		tc.create(t, shell)
+		waitPod(t, tc.a.Client, tc.ns, "shell", "Running", isRunning)
+		remote := tc.remotePods(t)["shell"][0]
+		prefix := remote.Namespace + "/" + remote.Name + "/app line " // the mock's log lines in B
+		eventually(t, "two log lines", func() (bool, string) {
+			out, err := tc.kubectl("", "logs", "shell", "--tail=2")
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			return err == nil && len(lines) == 2 && strings.HasPrefix(lines[0], prefix), out
+		})
+		if out, err := tc.kubectl("", "logs", "shell", "--since=1h", "--timestamps"); err != nil || !strings.Contains(out, prefix) {
+			t.Errorf("kubectl logs --since --timestamps: %v %q", err, out)
+		}
+		fctx, stop := context.WithTimeout(ctx, 20*time.Second)
+		defer stop()
+		follow := exec.CommandContext(fctx, filepath.Join(tc.a.Info.BinDir, "kubectl"), "--kubeconfig", tc.a.Info.Kubeconfig, "-n", tc.ns, "logs", "-f", "--tail=0", "shell")
+		stdout, _ := follow.StdoutPipe()
+		if err := follow.Start(); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, len(prefix))
+		if _, err := stdout.Read(buf); err != nil || !strings.HasPrefix(prefix, string(buf)) {
+			t.Errorf("kubectl logs -f: no new line: %v %q", err, buf)
+		}
+		stop()
+		_ = follow.Wait()
+		if out, err := tc.kubectl("", "logs", "shell", "--previous"); err == nil {
+			t.Errorf("kubectl logs --previous of a container that never restarted must fail: %q", out)
+		}
+
+		out, err := tc.kubectl("from stdin\n", "exec", "-i", "shell", "--", "cat")
+		if err != nil || out != "from stdin\n" {
+			t.Errorf("kubectl exec -i cat: %v %q", err, out)
+		}
+		out, err = tc.kubectl("", "exec", "shell", "--", "sh", "-c", "exit 42")
+		var exitErr *exec.ExitError
+		if !errors.As(err, &exitErr) || exitErr.ExitCode() != 42 {
+			t.Errorf("kubectl exec exit 42: %v %q", err, out)
+		}
+		if echo, err := portForwardEcho(t, tc.a, tc.ns, "shell", 8080, "across clusters\n"); err != nil || echo != "across clusters\n" {
+			t.Errorf("port-forward echo: %v %q", err, echo)
+		}
+
+		// Stats: B's mock node → B's metrics-server → this node's summary in
+		// A (and, where A runs metrics-server, kubectl top in A).
+		start := time.Now()
+		eventually(t, "stats/summary in A with the usage of the pod in B", func() (bool, string) {
+			out, err := tc.kubectl("", "get", "--raw", "/api/v1/nodes/"+tc.node.name+"/proxy/stats/summary")
+			var summary statsv1alpha1.Summary
+			if err != nil || json.Unmarshal([]byte(out), &summary) != nil {
+				return false, out
+			}
+			for _, p := range summary.Pods {
+				if p.PodRef.Name == "shell" && p.PodRef.Namespace == tc.ns && p.CPU != nil && *p.CPU.UsageNanoCores == 250_000_000 &&
+					*p.Memory.WorkingSetBytes == 64<<20 {
+					return true, ""
+				}
+			}
+			return false, out
+		})
+		t.Logf("stats of a pod in B visible in A's stats/summary %s after its logs were", time.Since(start).Round(100*time.Millisecond))
+		if tc.a.Info.MetricsServer != "" {
+			eventually(t, "kubectl top pod in A", func() (bool, string) {
+				out, err := tc.kubectl("", "top", "pod", "shell", "--no-headers")
+				return err == nil && strings.Join(strings.Fields(out), " ") == "shell 250m 64Mi", out
+			})
+			t.Logf("kubectl top pod in A %s after its logs were", time.Since(start).Round(100*time.Millisecond))
+		}
+	})
+
+	t.Run("delete graceful and force", func(t *testing.T) {
+		grace := int64(7)
+		p := tc.pod("graceful", corev1.Container{Name: "app", Image: "busybox"})
+		p.Spec.TerminationGracePeriodSeconds = &grace
+		tc.create(t, p)
+		tc.create(t, tc.pod("forced", corev1.Container{Name: "app", Image: "busybox"}))
+		waitPod(t, tc.a.Client, tc.ns, "graceful", "Running", isRunning)
+		waitPod(t, tc.a.Client, tc.ns, "forced", "Running", isRunning)
+
+		seen := watchRemoteGrace(t, tc.b.Client, tc.remoteNS, tc.remotePods(t)["graceful"][0].Name)
+		if out, err := tc.kubectl("", "delete", "pod", "graceful", "--grace-period=5", "--wait=false"); err != nil {
+			t.Fatalf("kubectl delete: %v %s", err, out)
+		}
+		if out, err := tc.kubectl("", "delete", "pod", "forced", "--force", "--grace-period=0"); err != nil {
+			t.Fatalf("kubectl delete --force: %v %s", err, out)
+		}
+		eventually(t, "both pods gone from A and B", func() (bool, string) {
+			remote := tc.remotePods(t)
+			_, errA := tc.a.Client.CoreV1().Pods(tc.ns).Get(ctx, "graceful", metav1.GetOptions{})
+			return len(remote["graceful"])+len(remote["forced"]) == 0 && errA != nil, fmt.Sprintf("in B: %d graceful %d forced; A: %v", len(remote["graceful"]), len(remote["forced"]), errA)
+		})
+		if g := <-seen; g != 5 {
+			t.Errorf("B's pod was deleted with grace %d, want A's 5", g)
+		}
+	})
+
+	t.Run("pod deleted in B is lost", func(t *testing.T) {
+		tc.create(t, tc.pod("doomed", corev1.Container{Name: "app", Image: "busybox"}))
+		waitPod(t, tc.a.Client, tc.ns, "doomed", "Running", isRunning)
+		r := tc.remotePods(t)["doomed"][0]
+		if err := tc.b.Client.CoreV1().Pods(tc.remoteNS).Delete(ctx, r.Name, deleteNow); err != nil {
+			t.Fatal(err)
+		}
+		waitPod(t, tc.a.Client, tc.ns, "doomed", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+		time.Sleep(2 * time.Second)
+		if n := len(tc.remotePods(t)["doomed"]); n != 0 {
+			t.Errorf("a pod lost in B was created again (%d in B)", n)
+		}
+	})
+
+	t.Run("daemon killed and restarted", func(t *testing.T) {
+		before := tc.remotePods(t)
+		tc.node.Kill()
+		// While it is down, a pod of A goes away for good: its pod in B is
+		// an orphan the restarted daemon must remove.
+		var victim string
+		for name := range before {
+			if strings.HasPrefix(name, "web-") {
+				victim = name
+				break
+			}
+		}
+		if err := tc.a.Client.CoreV1().Pods(tc.ns).Delete(ctx, victim, deleteNow); err != nil {
+			t.Fatal(err)
+		}
+		restarted := time.Now()
+		tc.node = startDaemon(tc.t, tc.a, tc.host, "--provider", "kubernetes", "--provider-config", tc.config, "--nodename", tc.node.name)
+		waitNodeReady(t, tc.a.Client, tc.node.name)
+		eventually(t, "every pod of A once in B, the orphan gone", func() (bool, string) {
+			pods, err := tc.a.Client.CoreV1().Pods(tc.ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			remote := tc.remotePods(t)
+			var problems []string
+			for _, p := range pods.Items {
+				if p.Status.Phase == corev1.PodFailed {
+					continue
+				}
+				if rs := remote[p.Name]; len(rs) != 1 || !isRunning(&p) {
+					problems = append(problems, fmt.Sprintf("%s: %d in B, %s in A", p.Name, len(rs), p.Status.Phase))
+				}
+			}
+			if len(remote[victim]) != 0 {
+				problems = append(problems, "orphan "+victim+" still in B")
+			}
+			sort.Strings(problems)
+			return len(problems) == 0, strings.Join(problems, "; ")
+		})
+		t.Logf("restarted daemon caught up in %s", time.Since(restarted).Round(10*time.Millisecond))
+		after := tc.remotePods(t)
+		for name, rs := range before {
+			if name != victim && (len(after[name]) != 1 || after[name][0].UID != rs[0].UID) {
+				t.Errorf("pod %s in B was not adopted as it was (%d now)", name, len(after[name]))
+			}
+		}
+	})
+
+	t.Run("B's API server stops and returns", func(t *testing.T) {
+		waitNodeReady(t, tc.a.Client, tc.node.name)
+		before := tc.remotePods(t)
+		cp := tc.b.ControlPlane(t)
+		if err := cp.StopComponent(controlplane.APIServer); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		eventuallyWithin(t, 3*time.Minute, "node NotReady while B is down", func() (bool, string) {
+			ready, err := nodeReady(tc.a.Client, tc.node.name)
+			return err == nil && !ready, fmt.Sprintf("ready %v, %v", ready, err)
+		})
+		t.Logf("node NotReady %s after B's API server stopped", time.Since(start).Round(time.Second))
+		if err := cp.StartComponent(ctx, controlplane.APIServer); err != nil {
+			t.Fatal(err)
+		}
+		waitNodeReady(t, tc.a.Client, tc.node.name)
+		after := tc.remotePods(t)
+		if len(after) != len(before) {
+			t.Errorf("pods in B: %d before the outage, %d after", len(before), len(after))
+		}
+		for name, rs := range before {
+			if len(after[name]) != 1 || after[name][0].UID != rs[0].UID {
+				t.Errorf("pod %s in B was lost or replaced in the outage", name)
+			}
+		}
+		pods, err := tc.a.Client.CoreV1().Pods(tc.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if !isRunning(&p) {
+				t.Errorf("pod %s is %s after the outage", p.Name, p.Status.Phase)
+			}
+		}
+	})
+}
+
+// watchRemoteGrace reports the grace period B's pod name is deleted with.
+func watchRemoteGrace(t *testing.T, client kubernetes.Interface, ns, name string) <-chan int64 {
+	t.Helper()
+	w, err := client.CoreV1().Pods(ns).Watch(context.Background(), metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan int64, 1)
+	go func() {
+		defer w.Stop()
+		timeout := time.After(timeout)
+		for {
+			select {
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					out <- -1
+					return
+				}
+				if p, isPod := ev.Object.(*corev1.Pod); isPod && ev.Type != watch.Error && p.DeletionGracePeriodSeconds != nil {
+					out <- *p.DeletionGracePeriodSeconds
+					return
+				}
+			case <-timeout:
+				out <- -1
+				return
+			}
+		}
+	}()
+	return out
+}
+
+func nodeReady(client kubernetes.Interface, name string) (bool, error) {
+	n, err := client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue, nil
+		}
+	}
+	return false, nil
+}

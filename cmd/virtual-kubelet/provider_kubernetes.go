@@ -1,0 +1,13 @@
+//go:build !no_kubernetes_provider
+
+package main
+
+// The kubernetes provider (pods run in another cluster) is compiled in
+// unless the no_kubernetes_provider tag is given.
+
+import (
+	"github.com/vkubelet/virtual-kubelet/internal/provider"
+	"github.com/vkubelet/virtual-kubelet/providers/kubernetes"
+)
+
+func init() { provider.Register("kubernetes", kubernetes.New) }

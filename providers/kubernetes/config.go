@@ -1,0 +1,200 @@
+package kubernetes
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+)
+
+// Config is the --provider-config file, in YAML or JSON:
+//
+//	remote:
+//	  kubeconfig: /etc/vk/cluster-b.kubeconfig   # or inCluster: true
+//	  qps: 50
+//	  burst: 100
+//	namespace: from-a            # every pod in this namespace of B
+//	# namespacePrefix: a-        # or: B namespace = prefix + A's namespace
+//	capacity:                    # fixed; or deriveCapacity: true
+//	  cpu: "64"
+//	  memory: 256Gi
+//	  pods: "1000"
+//	node:
+//	  labels: {topology.kubernetes.io/region: b}
+//	  taints: [{key: burst, value: "true", effect: NoSchedule}]
+//	pods:                        # scheduling in B
+//	  nodeSelector: {pool: burst}
+//	  tolerations: [{key: virtual-kubelet.io/provider, operator: Exists}]
+//	  schedulerName: default-scheduler
+type Config struct {
+	Remote          RemoteConfig        `json:"remote"`
+	Namespace       string              `json:"namespace,omitempty"`
+	NamespacePrefix string              `json:"namespacePrefix,omitempty"`
+	Capacity        map[string]string   `json:"capacity,omitempty"`
+	DeriveCapacity  bool                `json:"deriveCapacity,omitempty"`
+	Node            NodeConfig          `json:"node,omitempty"`
+	Pods            RemotePodScheduling `json:"pods,omitempty"`
+}
+
+// RemoteConfig says how to reach cluster B.
+type RemoteConfig struct {
+	Kubeconfig string  `json:"kubeconfig,omitempty"`
+	InCluster  bool    `json:"inCluster,omitempty"`
+	QPS        float32 `json:"qps,omitempty"`
+	Burst      int     `json:"burst,omitempty"`
+}
+
+// NodeConfig is what the virtual node in A carries besides the defaults.
+type NodeConfig struct {
+	Labels map[string]string `json:"labels,omitempty"`
+	Taints []corev1.Taint    `json:"taints,omitempty"`
+}
+
+// RemotePodScheduling replaces A's scheduling constraints on the pods in B.
+type RemotePodScheduling struct {
+	NodeSelector  map[string]string   `json:"nodeSelector,omitempty"`
+	Tolerations   []corev1.Toleration `json:"tolerations,omitempty"`
+	SchedulerName string              `json:"schedulerName,omitempty"`
+}
+
+// Defaults of the remote client's rate limit.
+const (
+	DefaultQPS   = 50
+	DefaultBurst = 100
+)
+
+// LoadConfig reads and validates the config file. Errors name the file and
+// the field.
+func LoadConfig(path string) (*Config, error) {
+	if path == "" {
+		return nil, errors.New("--provider-config is required: it names the remote cluster (see providers/kubernetes.Config)")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("provider config: %w", err)
+	}
+	var cfg Config
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		return nil, fmt.Errorf("provider config %s: %v", path, err)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("provider config %s: %w", path, err)
+	}
+	return &cfg, nil
+}
+
+func (c *Config) validate() error {
+	r := &c.Remote
+	switch {
+	case r.Kubeconfig == "" && !r.InCluster:
+		return errors.New("remote: set remote.kubeconfig (a path) or remote.inCluster: true")
+	case r.Kubeconfig != "" && r.InCluster:
+		return errors.New("remote: remote.kubeconfig and remote.inCluster are exclusive")
+	case r.QPS < 0:
+		return fmt.Errorf("remote.qps: must not be negative, got %v", r.QPS)
+	case r.Burst < 0:
+		return fmt.Errorf("remote.burst: must not be negative, got %d", r.Burst)
+	}
+	if r.Kubeconfig != "" {
+		if _, err := os.Stat(r.Kubeconfig); err != nil {
+			return fmt.Errorf("remote.kubeconfig: %w", err)
+		}
+	}
+	switch {
+	case c.Namespace == "" && c.NamespacePrefix == "":
+		return errors.New("namespace: set namespace (one namespace in the remote cluster) or namespacePrefix (one per source namespace)")
+	case c.Namespace != "" && c.NamespacePrefix != "":
+		return errors.New("namespace and namespacePrefix are exclusive")
+	case c.Namespace != "":
+		if errs := validation.IsDNS1123Label(c.Namespace); len(errs) > 0 {
+			return fmt.Errorf("namespace: %q: %s", c.Namespace, strings.Join(errs, "; "))
+		}
+	default:
+		// The longest source namespace must still fit a label.
+		if errs := validation.IsDNS1123Label(c.NamespacePrefix + "x"); len(errs) > 0 || len(c.NamespacePrefix) > 20 {
+			return fmt.Errorf("namespacePrefix: %q must be at most 20 lower-case letters, digits or '-', starting with a letter or digit", c.NamespacePrefix)
+		}
+	}
+	if c.DeriveCapacity && len(c.Capacity) > 0 {
+		return errors.New("capacity and deriveCapacity are exclusive")
+	}
+	for name, v := range c.Capacity {
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return fmt.Errorf("capacity.%s: invalid quantity %q: %v", name, v, err)
+		}
+		if q.Sign() < 0 {
+			return fmt.Errorf("capacity.%s: quantity %q must not be negative", name, v)
+		}
+	}
+	for k, v := range c.Node.Labels {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			return fmt.Errorf("node.labels: key %q: %s", k, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			return fmt.Errorf("node.labels.%s: value %q: %s", k, v, strings.Join(errs, "; "))
+		}
+	}
+	for i, t := range c.Node.Taints {
+		if errs := validation.IsQualifiedName(t.Key); len(errs) > 0 {
+			return fmt.Errorf("node.taints[%d].key: %q: %s", i, t.Key, strings.Join(errs, "; "))
+		}
+		switch t.Effect {
+		case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+		default:
+			return fmt.Errorf("node.taints[%d].effect: %q must be NoSchedule, PreferNoSchedule or NoExecute", i, t.Effect)
+		}
+	}
+	for k := range c.Pods.NodeSelector {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			return fmt.Errorf("pods.nodeSelector: key %q: %s", k, strings.Join(errs, "; "))
+		}
+	}
+	for i, t := range c.Pods.Tolerations {
+		if t.Operator != "" && t.Operator != corev1.TolerationOpEqual && t.Operator != corev1.TolerationOpExists {
+			return fmt.Errorf("pods.tolerations[%d].operator: %q must be Equal or Exists", i, t.Operator)
+		}
+	}
+	return nil
+}
+
+// capacity returns the fixed capacity; validate has checked the quantities.
+func (c *Config) capacity() corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for name, v := range c.Capacity {
+		out[corev1.ResourceName(name)] = resource.MustParse(v)
+	}
+	return out
+}
+
+// restConfig is the client configuration for cluster B.
+func (c *Config) restConfig() (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if c.Remote.InCluster {
+		cfg, err = rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("remote.inCluster: %v", err)
+		}
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", c.Remote.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("remote.kubeconfig %s: %v", c.Remote.Kubeconfig, err)
+		}
+	}
+	cfg.QPS, cfg.Burst = DefaultQPS, DefaultBurst
+	if c.Remote.QPS > 0 {
+		cfg.QPS = c.Remote.QPS
+	}
+	if c.Remote.Burst > 0 {
+		cfg.Burst = c.Remote.Burst
+	}
+	return cfg, nil
+}

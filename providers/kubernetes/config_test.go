@@ -1,0 +1,72 @@
+package kubernetes
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func writeConfig(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestLoadConfig(t *testing.T) {
+	kubeconfig := writeConfig(t, "apiVersion: v1\nkind: Config\n")
+	good := `remote: {kubeconfig: ` + kubeconfig + `, qps: 20, burst: 40}
+namespace: from-a
+capacity: {cpu: "8", pods: "100"}
+node:
+  labels: {region: b}
+  taints: [{key: burst, value: "yes", effect: NoSchedule}]
+pods:
+  nodeSelector: {pool: burst}
+  tolerations: [{key: burst, operator: Exists}]
+`
+	cfg, err := LoadConfig(writeConfig(t, good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := cfg.capacity()[corev1.ResourcePods]
+	if cfg.Namespace != "from-a" || cfg.Remote.QPS != 20 || pods.Value() != 100 ||
+		cfg.Node.Taints[0].Effect != corev1.TaintEffectNoSchedule || cfg.Pods.NodeSelector["pool"] != "burst" {
+		t.Errorf("config: %+v", cfg)
+	}
+	// The same in JSON.
+	if _, err := LoadConfig(writeConfig(t, `{"remote": {"inCluster": true}, "namespacePrefix": "a-", "deriveCapacity": true}`)); err != nil {
+		t.Errorf("JSON config: %v", err)
+	}
+
+	for _, tt := range []struct{ config, want string }{
+		{``, "remote: set remote.kubeconfig"},
+		{`remote: {inCluster: true}`, "namespace: set namespace"},
+		{`remote: {inCluster: true, kubeconfig: /x}` + "\nnamespace: a", "exclusive"},
+		{`remote: {kubeconfig: /does/not/exist}` + "\nnamespace: a", "remote.kubeconfig: stat /does/not/exist"},
+		{`remote: {inCluster: true, qps: -1}` + "\nnamespace: a", "remote.qps: must not be negative"},
+		{`remote: {inCluster: true}` + "\nnamespace: Not_A_Label", `namespace: "Not_A_Label"`},
+		{`remote: {inCluster: true}` + "\nnamespace: a\nnamespacePrefix: b-", "namespace and namespacePrefix are exclusive"},
+		{`remote: {inCluster: true}` + "\nnamespacePrefix: UPPER-", "namespacePrefix"},
+		{`remote: {inCluster: true}` + "\nnamespace: a\ncapacity: {cpu: lots}", `capacity.cpu: invalid quantity "lots"`},
+		{`remote: {inCluster: true}` + "\nnamespace: a\ncapacity: {cpu: \"1\"}\nderiveCapacity: true", "capacity and deriveCapacity are exclusive"},
+		{`remote: {inCluster: true}` + "\nnamespace: a\nnode: {taints: [{key: k, effect: Sometimes}]}", `node.taints[0].effect: "Sometimes"`},
+		{`remote: {inCluster: true}` + "\nnamespace: a\nnode: {labels: {\"bad key!\": v}}", `node.labels: key "bad key!"`},
+		{`remote: {inCluster: true}` + "\nnamespace: a\npods: {tolerations: [{key: k, operator: Maybe}]}", `pods.tolerations[0].operator: "Maybe"`},
+		{`remote: {inCluster: true}` + "\nnamespace: a\nnamspace: typo", `unknown field "namspace"`},
+		{`remote: [1, 2]`, "remote"},
+	} {
+		_, err := LoadConfig(writeConfig(t, tt.config))
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "provider config ") {
+			t.Errorf("config %q: error %v, want one containing %q", tt.config, err, tt.want)
+		}
+	}
+	if _, err := LoadConfig(""); err == nil || !strings.Contains(err.Error(), "--provider-config is required") {
+		t.Errorf("no config: %v", err)
+	}
+}

@@ -1,0 +1,391 @@
+// Package kubernetes is a provider that runs a virtual node's pods in
+// another Kubernetes cluster: each pod bound to the node in cluster A
+// becomes a pod in cluster B, named after it and linked back to it by labels
+// and an annotation (see LabelNode and friends). B's pod status flows back
+// to A from an informer on B; logs, exec, attach and port-forward are
+// proxied to B's API server.
+//
+// What crosses over: the pod's spec with A's scheduling stripped (B's comes
+// from the config), its environment resolved by the pod controller (env
+// values are plain, including those from Secrets), and copies of the
+// ConfigMaps and Secrets its volumes use, kept in sync with A. The
+// ServiceAccount token volume does not cross: B cannot issue A's tokens, so
+// the pod in B runs with automountServiceAccountToken false.
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+	"k8s.io/utils/ptr"
+
+	"github.com/vkubelet/virtual-kubelet/internal/provider"
+	"github.com/vkubelet/virtual-kubelet/node/errdefs"
+	"github.com/vkubelet/virtual-kubelet/node/log"
+)
+
+// sourceIndex indexes B's pods by A's namespace/name.
+const sourceIndex = "source"
+
+// Provider runs pods in the remote cluster. Create it with New.
+type Provider struct {
+	cfg   *Config
+	names namer
+	provider.NodeBasics
+	nodeName  string
+	capacity  corev1.ResourceList
+	startedAt time.Time
+
+	remote       kubernetes.Interface
+	remoteConfig *rest.Config
+	pods         cache.SharedIndexInformer
+	local        *provider.ResourceManager
+	objects      *objectSync
+	stats        *remoteStats
+
+	mu     sync.Mutex
+	notify func(*corev1.Pod)
+
+	namespaces sync.Map // per-source namespaces known to exist in B
+}
+
+var (
+	_ provider.Provider            = (*Provider)(nil)
+	_ provider.LogsProvider        = (*Provider)(nil)
+	_ provider.ExecProvider        = (*Provider)(nil)
+	_ provider.AttachProvider      = (*Provider)(nil)
+	_ provider.PortForwardProvider = (*Provider)(nil)
+	_ provider.StatsProvider       = (*Provider)(nil)
+)
+
+// New builds the provider from --provider-config (see Config), connects to
+// the remote cluster and waits until its informer has synced, so GetPod and
+// GetPods answer from a complete view of B from the start.
+func New(ctx context.Context, ic provider.InitConfig) (provider.Provider, error) {
+	cfg, err := LoadConfig(ic.ConfigPath)
+	if err != nil {
+		return nil, err
+	}
+	restCfg, err := cfg.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	remote, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return nil, fmt.Errorf("remote cluster: %w", err)
+	}
+	remoteMetrics, err := metricsclient.NewForConfig(restCfg)
+	if err != nil {
+		return nil, fmt.Errorf("remote cluster: %w", err)
+	}
+	p := &Provider{
+		cfg:          cfg,
+		names:        namer{namespace: cfg.Namespace, prefix: cfg.NamespacePrefix},
+		NodeBasics:   provider.NodeBasicsFrom(ic),
+		nodeName:     ic.NodeName,
+		startedAt:    time.Now(),
+		remote:       remote,
+		remoteConfig: restCfg,
+		local:        ic.ResourceManager,
+		stats:        &remoteStats{client: remoteMetrics, cpu: map[cpuKey]*cpuCounter{}},
+	}
+	if err := p.checkRemote(ctx); err != nil {
+		return nil, err
+	}
+	if cfg.DeriveCapacity {
+		if p.capacity, err = p.remoteCapacity(ctx); err != nil {
+			return nil, err
+		}
+	} else {
+		p.capacity = cfg.capacity()
+	}
+
+	// Only this node's pods, in the one namespace or in all of them.
+	selector := labels.SelectorFromSet(labels.Set{LabelNode: ic.NodeName}).String()
+	factory := informers.NewSharedInformerFactoryWithOptions(remote, 0,
+		informers.WithNamespace(cfg.Namespace), // "" is all namespaces
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
+	p.pods = factory.Core().V1().Pods().Informer()
+	if err := p.pods.AddIndexers(cache.Indexers{sourceIndex: indexBySource}); err != nil {
+		return nil, err
+	}
+	if _, err := p.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { p.remoteChanged(obj) },
+		UpdateFunc: func(_, obj any) { p.remoteChanged(obj) },
+		DeleteFunc: p.remoteDeleted,
+	}); err != nil {
+		return nil, err
+	}
+	p.objects = newObjectSync(p, factory.Core().V1().ConfigMaps().Lister(), factory.Core().V1().Secrets().Lister())
+	factory.Core().V1().ConfigMaps().Informer()
+	factory.Core().V1().Secrets().Informer()
+	factory.Start(ctx.Done())
+	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for typ, ok := range factory.WaitForCacheSync(syncCtx.Done()) {
+		if !ok {
+			return nil, fmt.Errorf("remote cluster: the %v informer did not sync within a minute", typ)
+		}
+	}
+	go p.objects.run(ctx)
+	return p, nil
+}
+
+// checkRemote fails early, with the server named, when B cannot be reached
+// or the one remote namespace does not exist.
+func (p *Provider) checkRemote(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := p.Ping(ctx); err != nil {
+		return fmt.Errorf("remote cluster %s: %w", p.remoteConfig.Host, err)
+	}
+	if p.cfg.Namespace != "" {
+		if _, err := p.remote.CoreV1().Namespaces().Get(ctx, p.cfg.Namespace, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("namespace %q in the remote cluster: %w", p.cfg.Namespace, err)
+		}
+	}
+	return nil
+}
+
+func indexBySource(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	ns, name, _, ok := sourceOf(pod)
+	if !ok {
+		return nil, nil
+	}
+	return []string{ns + "/" + name}, nil
+}
+
+// NotifyPods implements node.PodNotifier.
+func (p *Provider) NotifyPods(_ context.Context, f func(*corev1.Pod)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.notify = f
+}
+
+func (p *Provider) send(pod *corev1.Pod) {
+	p.mu.Lock()
+	f := p.notify
+	p.mu.Unlock()
+	if f != nil {
+		f(pod)
+	}
+}
+
+func (p *Provider) remoteChanged(obj any) {
+	remote, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	if _, _, _, ok := sourceOf(remote); ok {
+		p.send(p.localPod(remote))
+	}
+}
+
+// remoteDeleted reports the final status of a pod gone from B: its last
+// status when that was terminal (we deleted it and B's kubelet stopped it),
+// else Failed with every container terminated, as a pod deleted in B behind
+// our back is lost: it is not created again.
+func (p *Provider) remoteDeleted(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	remote, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	if _, _, _, ok := sourceOf(remote); !ok {
+		return
+	}
+	pod := p.localPod(remote)
+	if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+		pod.Status.Phase = corev1.PodFailed
+		pod.Status.Reason = "RemotePodDeleted"
+		pod.Status.Message = "the pod was deleted in the remote cluster"
+		now := metav1.Now()
+		for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+			for i := range list {
+				if list[i].State.Terminated == nil {
+					list[i].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+						ExitCode: 137, Reason: "ContainerStatusUnknown", FinishedAt: now,
+						Message: "the pod was deleted in the remote cluster",
+					}}
+					list[i].Ready = false
+					list[i].Started = ptr.To(false)
+				}
+			}
+		}
+	}
+	p.send(pod)
+}
+
+// remoteFor returns B's pod for A's namespace/name: the one not being
+// deleted when an older one of the same source is still terminating.
+func (p *Provider) remoteFor(namespace, name string) (*corev1.Pod, error) {
+	objs, err := p.pods.GetIndexer().ByIndex(sourceIndex, namespace+"/"+name)
+	if err != nil {
+		return nil, err
+	}
+	var found *corev1.Pod
+	for _, obj := range objs {
+		pod := obj.(*corev1.Pod)
+		if found == nil || (found.DeletionTimestamp != nil && pod.DeletionTimestamp == nil) {
+			found = pod
+		}
+	}
+	if found == nil {
+		return nil, errdefs.NotFoundf("pod %s/%s is not in the remote cluster", namespace, name)
+	}
+	return found, nil
+}
+
+// CreatePod copies the ConfigMaps and Secrets the pod's volumes use, then
+// creates the pod in B.
+func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
+	remote := p.remotePod(pod)
+	if err := p.ensureNamespace(ctx, remote.Namespace, pod.Namespace); err != nil {
+		return err
+	}
+	if err := p.objects.copyFor(ctx, pod); err != nil {
+		return err
+	}
+	_, err := p.remote.CoreV1().Pods(remote.Namespace).Create(ctx, remote, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		existing, getErr := p.remote.CoreV1().Pods(remote.Namespace).Get(ctx, remote.Name, metav1.GetOptions{})
+		if getErr != nil {
+			return getErr
+		}
+		if _, _, uid, _ := sourceOf(existing); uid == pod.UID {
+			return nil // created by an earlier attempt
+		}
+		// An older pod of the same name is still terminating in B; the
+		// controller retries until it is gone.
+		return fmt.Errorf("pod %s/%s: an older pod of the same name is still in the remote cluster", remote.Namespace, remote.Name)
+	}
+	if apierrors.IsNotFound(err) {
+		p.namespaces.Delete(remote.Namespace) // deleted in B: created again on the retry
+	}
+	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+		return errdefs.AsInvalidInput(err)
+	}
+	if err == nil {
+		log.G(ctx).WithField("remote", remote.Namespace+"/"+remote.Name).Debug("kubernetes: pod created in the remote cluster")
+	}
+	return err
+}
+
+// ensureNamespace creates a per-source namespace in B on first use.
+func (p *Provider) ensureNamespace(ctx context.Context, namespace, source string) error {
+	if p.cfg.Namespace != "" {
+		return nil
+	}
+	if _, known := p.namespaces.Load(namespace); known {
+		return nil
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:   namespace,
+		Labels: map[string]string{LabelNode: p.nodeName, LabelSourceNamespace: source},
+	}}
+	_, err := p.remote.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s in the remote cluster: %w", namespace, err)
+	}
+	p.namespaces.Store(namespace, true)
+	return nil
+}
+
+// UpdatePod carries over what a pod update may change: container images
+// (the kubelet restarts such containers; B's does the same).
+func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
+	current, err := p.remoteFor(pod.Namespace, pod.Name)
+	if err != nil {
+		return err
+	}
+	want := p.remotePod(pod)
+	updated := current.DeepCopy()
+	changed := false
+	for i := range updated.Spec.Containers {
+		for _, c := range want.Spec.Containers {
+			if c.Name == updated.Spec.Containers[i].Name && c.Image != updated.Spec.Containers[i].Image {
+				updated.Spec.Containers[i].Image = c.Image
+				changed = true
+			}
+		}
+	}
+	if !changed {
+		return nil
+	}
+	_, err = p.remote.CoreV1().Pods(current.Namespace).Update(ctx, updated, metav1.UpdateOptions{})
+	return err
+}
+
+// DeletePod deletes B's pod with A's grace period; its final status comes
+// back through the informer.
+func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
+	remote, err := p.remoteFor(pod.Namespace, pod.Name)
+	if err != nil {
+		return err
+	}
+	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &remote.UID}}
+	switch {
+	case pod.DeletionGracePeriodSeconds != nil:
+		opts.GracePeriodSeconds = ptr.To(*pod.DeletionGracePeriodSeconds)
+	case pod.Spec.TerminationGracePeriodSeconds != nil:
+		opts.GracePeriodSeconds = ptr.To(*pod.Spec.TerminationGracePeriodSeconds)
+	}
+	err = p.remote.CoreV1().Pods(remote.Namespace).Delete(ctx, remote.Name, opts)
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return errdefs.NotFoundf("pod %s/%s is no longer in the remote cluster", pod.Namespace, pod.Name)
+	}
+	return err
+}
+
+// GetPod answers from B's informer.
+func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Pod, error) {
+	remote, err := p.remoteFor(namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	return p.localPod(remote), nil
+}
+
+// GetPodStatus answers from B's informer.
+func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*corev1.PodStatus, error) {
+	pod, err := p.GetPod(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	return &pod.Status, nil
+}
+
+// GetPods lists this node's pods in B, as A knows them: the pod controller
+// deletes those A no longer has (orphans) and adopts the others.
+func (p *Provider) GetPods(context.Context) ([]*corev1.Pod, error) {
+	var out []*corev1.Pod
+	for _, obj := range p.pods.GetStore().List() {
+		remote := obj.(*corev1.Pod)
+		if _, _, _, ok := sourceOf(remote); ok {
+			out = append(out, p.localPod(remote))
+		}
+	}
+	return out, nil
+}
+
+// String names the provider in logs.
+func (p *Provider) String() string {
+	return fmt.Sprintf("kubernetes provider for node %s (remote %s)", p.nodeName, p.remoteConfig.Host)
+}
