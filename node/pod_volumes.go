@@ -219,6 +219,13 @@ func (pc *PodController) volumeSourceChanged(obj any) {
 	}
 }
 
+// shutDownVolumes stops the volume queue's goroutines, if there is one.
+func (pc *PodController) shutDownVolumes() {
+	if pc.volumes != nil {
+		pc.volumes.queue.ShutDown()
+	}
+}
+
 // runVolumes runs the volume queue, if there is one, until ctx ends.
 func (pc *PodController) runVolumes(ctx context.Context, workers int) {
 	if pc.volumes != nil {

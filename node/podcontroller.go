@@ -319,6 +319,7 @@ func (pc *PodController) Run(ctx context.Context, podSyncWorkers int) (retErr er
 		for _, q := range []*queue.Queue{pc.syncQueue, pc.statusQueue, pc.deleteQueue} {
 			q.ShutDown()
 		}
+		pc.shutDownVolumes()
 	}()
 
 	registrations, err := pc.addEventHandlers(ctx)
