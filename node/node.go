@@ -383,6 +383,11 @@ func (n *NodeController) controlLoop(ctx context.Context) error {
 				n.renewLease(ctx)
 			}
 		case <-status:
+			// The periodic write refreshes the conditions' heartbeats: an
+			// unhealthy provider gets none, so the node goes NotReady.
+			if !healthy {
+				continue
+			}
 			if err := n.writeStatus(ctx); err != nil {
 				return err
 			}
