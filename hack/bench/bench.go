@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -224,10 +225,11 @@ func parallel(ctx context.Context, n, workers int, f func(int) error) error {
 	return firstErr
 }
 
-// floorKubelet is the least any kubelet must do for the bench's pods: one
-// status write when a pod arrives, and, when it is deleted, its terminal
-// status and the final delete with grace period 0. It runs with many
-// workers and no client-side rate limit, so it measures the API server.
+// floorKubelet is the least any kubelet must do for the bench's pods: the
+// pod's bound service-account token and one status write when a pod
+// arrives, and, when it is deleted, its terminal status and the final delete
+// with grace period 0. It runs with many workers and no client-side rate
+// limit, so it measures the API server.
 type floorKubelet struct {
 	client  kubernetes.Interface
 	ns      string
@@ -256,6 +258,7 @@ func (k *floorKubelet) work(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case p := <-k.arrive:
+			k.requestTokens(ctx, p)
 			k.patch(ctx, p, runningStatus(p))
 		case p := <-k.deleted:
 			k.patch(ctx, p, terminatedStatus(p))
@@ -264,6 +267,33 @@ func (k *floorKubelet) work(ctx context.Context) {
 			})
 			if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
 				logf("floor: delete %s: %v", p.Name, err)
+			}
+		}
+	}
+}
+
+// requestTokens asks for the bound service-account token of each projected
+// token source the pod mounts (the kube-api-access volume the API server
+// adds), as a kubelet must before it starts the pod's containers.
+func (k *floorKubelet) requestTokens(ctx context.Context, p *corev1.Pod) {
+	for _, v := range p.Spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for _, src := range v.Projected.Sources {
+			t := src.ServiceAccountToken
+			if t == nil {
+				continue
+			}
+			req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+				ExpirationSeconds: t.ExpirationSeconds,
+				BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID},
+			}}
+			if t.Audience != "" {
+				req.Spec.Audiences = []string{t.Audience}
+			}
+			if _, err := k.client.CoreV1().ServiceAccounts(k.ns).CreateToken(ctx, p.Spec.ServiceAccountName, req, metav1.CreateOptions{}); err != nil && ctx.Err() == nil {
+				logf("floor: token for %s: %v", p.Name, err)
 			}
 		}
 	}
