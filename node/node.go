@@ -61,7 +61,10 @@ type NodeController struct { //nolint:revive
 	// name of the Node; the provider's updates cannot change it.
 	name string
 
-	leases        coordclientset.LeaseInterface
+	leases coordclientset.LeaseInterface
+	// lease is the lease as our last write left it, nil when unknown; only
+	// the control loop uses it.
+	lease         *coordinationv1.Lease
 	leaseDuration int32
 	renewInterval time.Duration
 
@@ -767,27 +770,50 @@ func (n *NodeController) leaseObject(renew time.Time) *coordinationv1.Lease {
 // ensureLease creates the node's lease, or takes over an existing one.
 func (n *NodeController) ensureLease(ctx context.Context) error {
 	want := n.leaseObject(time.Now())
-	_, err := n.leases.Create(ctx, want, metav1.CreateOptions{})
+	created, err := n.leases.Create(ctx, want, metav1.CreateOptions{})
+	if err == nil {
+		n.lease = created
+		return nil
+	}
 	if !apierrors.IsAlreadyExists(err) {
 		return err
 	}
+	n.lease = nil
 	return n.updateLease(ctx)
 }
 
-// updateLease renews the existing lease, fixing its holder, duration and
-// owner on the way.
+// updateLease renews the lease, fixing its holder, duration and owner on the
+// way. Like the kubelet, it writes over the copy its last write returned and
+// reads the lease only when it has no copy or the copy is stale: an idle
+// node costs one request per renewal.
 func (n *NodeController) updateLease(ctx context.Context) error {
-	existing, err := n.leases.Get(ctx, n.name, metav1.GetOptions{})
-	if err != nil {
-		return err
+	for {
+		cached := n.lease
+		existing := cached
+		if existing == nil {
+			got, err := n.leases.Get(ctx, n.name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			existing = got
+		}
+		update := existing.DeepCopy()
+		want := n.leaseObject(time.Now())
+		update.Spec.HolderIdentity = want.Spec.HolderIdentity
+		update.Spec.LeaseDurationSeconds = want.Spec.LeaseDurationSeconds
+		update.Spec.RenewTime = want.Spec.RenewTime
+		update.OwnerReferences = want.OwnerReferences
+		updated, err := n.leases.Update(ctx, update, metav1.UpdateOptions{})
+		if err == nil {
+			n.lease = updated
+			return nil
+		}
+		n.lease = nil
+		if cached == nil || !apierrors.IsConflict(err) {
+			return err
+		}
+		// Someone else wrote the lease since: read it and try once more.
 	}
-	want := n.leaseObject(time.Now())
-	existing.Spec.HolderIdentity = want.Spec.HolderIdentity
-	existing.Spec.LeaseDurationSeconds = want.Spec.LeaseDurationSeconds
-	existing.Spec.RenewTime = want.Spec.RenewTime
-	existing.OwnerReferences = want.OwnerReferences
-	_, err = n.leases.Update(ctx, existing, metav1.UpdateOptions{})
-	return err
 }
 
 // renewLease is one heartbeat. A lease that is gone is created again (the

@@ -1,10 +1,18 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -184,5 +192,54 @@ func TestHasDuplicateTypes(t *testing.T) {
 		if got := hasDuplicateTypes(tc.addresses); got != tc.want {
 			t.Errorf("hasDuplicateTypes(%v) = %v, want %v", tc.addresses, got, tc.want)
 		}
+	}
+}
+
+// TestLeaseRenewalIsOneRequest: renewals write over the lease the last write
+// returned, with no read, as the kubelet does; a stale copy (someone else
+// wrote the lease) costs one read and the renewal still succeeds.
+func TestLeaseRenewalIsOneRequest(t *testing.T) {
+	client := fake.NewClientset()
+	n, err := NewNodeController(NaiveNodeProvider{}, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "vk", UID: "u"}},
+		client.CoreV1().Nodes(), WithNodeEnableLeaseV1(client.CoordinationV1().Leases(corev1.NamespaceNodeLease), 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := n.ensureLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	client.ClearActions()
+	for range 3 {
+		if err := n.updateLease(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	verbs := map[string]int{}
+	for _, a := range client.Actions() {
+		verbs[a.GetVerb()]++
+	}
+	if verbs["update"] != 3 || verbs["get"] != 0 {
+		t.Errorf("three renewals made %v, want 3 updates and no get", verbs)
+	}
+
+	// Another writer: the cached copy's resource version is stale.
+	client.PrependReactor("update", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if action.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease).ResourceVersion == "stale" {
+			return true, nil, apierrors.NewConflict(coordinationv1.Resource("leases"), "vk", errors.New("stale"))
+		}
+		return false, nil, nil
+	})
+	n.lease.ResourceVersion = "stale"
+	client.ClearActions()
+	if err := n.updateLease(ctx); err != nil {
+		t.Fatalf("renewal over a stale copy: %v", err)
+	}
+	verbs = map[string]int{}
+	for _, a := range client.Actions() {
+		verbs[a.GetVerb()]++
+	}
+	if verbs["get"] != 1 || verbs["update"] != 2 {
+		t.Errorf("renewal over a stale copy made %v, want a conflict, one get and a second update", verbs)
 	}
 }
