@@ -40,6 +40,9 @@ type servers struct {
 	// auth authenticates and authorizes the requests of every node's
 	// kubelet API; each node maps requests to its own name.
 	auth api.Auth
+	// selfSigned is the serving certificate of every node when none is
+	// given, made once.
+	selfSigned *tls.Certificate
 }
 
 func (s *servers) serve(ctx context.Context, name string, srv *http.Server, l net.Listener, tlsOn bool) {
@@ -116,7 +119,7 @@ func startServers(ctx context.Context, o *Options, client kubernetes.Interface, 
 // kubeletAPI serves node name's kubelet API on port: the provider's
 // capabilities, behind the kubelet's authentication and authorization.
 func (s *servers) kubeletAPI(ctx context.Context, o *Options, name string, port int32, nodeIP string, p provider.Provider) error {
-	tlsConfig, stop, err := servingTLS(ctx, o, name, s.client, nodeIP)
+	tlsConfig, stop, err := s.servingTLS(ctx, o, name, nodeIP)
 	if err != nil {
 		return err
 	}
@@ -192,11 +195,11 @@ func defaultClientCA(ctx context.Context, o *Options, restCfg *rest.Config) ([]b
 // self-signed one for the node's name and address. Client certificates are
 // requested, and verified by the authenticator against --client-ca-file. The
 // returned function stops certificate rotation.
-func servingTLS(ctx context.Context, o *Options, name string, client kubernetes.Interface, nodeIP string) (*tls.Config, func(), error) {
+func (s *servers) servingTLS(ctx context.Context, o *Options, name string, nodeIP string) (*tls.Config, func(), error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert}
 	switch {
 	case o.RotateServerCerts:
-		m, err := servingCertManager(o, name, client, nodeIP)
+		m, err := servingCertManager(o, name, s.client, nodeIP)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -218,17 +221,23 @@ func servingTLS(ctx context.Context, o *Options, name string, client kubernetes.
 		}
 		cfg.Certificates = []tls.Certificate{pair}
 	default:
-		certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey(name, []net.IP{net.ParseIP(nodeIP)}, []string{name})
-		if err != nil {
-			return nil, nil, err
+		// One key pair for every node of the process, with every node's
+		// name: a thousand RSA keys would take minutes to make.
+		if s.selfSigned == nil {
+			names := o.NodeNames()
+			certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey(names[0], []net.IP{net.ParseIP(nodeIP)}, names)
+			if err != nil {
+				return nil, nil, err
+			}
+			pair, err := tls.X509KeyPair(certPEM, keyPEM)
+			if err != nil {
+				return nil, nil, err
+			}
+			s.selfSigned = &pair
+			log.G(ctx).Warn("serving the kubelet API with a self-signed certificate: API servers that verify kubelet certificates " +
+				"(--kubelet-certificate-authority) will refuse it; pass --tls-cert-file and --tls-private-key-file, or --rotate-server-certificates")
 		}
-		pair, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			return nil, nil, err
-		}
-		cfg.Certificates = []tls.Certificate{pair}
-		log.G(ctx).Warn("serving the kubelet API with a self-signed certificate: API servers that verify kubelet certificates " +
-			"(--kubelet-certificate-authority) will refuse it; pass --tls-cert-file and --tls-private-key-file, or --rotate-server-certificates")
+		cfg.Certificates = []tls.Certificate{*s.selfSigned}
 	}
 	return cfg, func() {}, nil
 }
