@@ -30,14 +30,14 @@ import (
 
 // Provider is the mock provider. Create it with New.
 type Provider struct {
-	nodeName   string
-	os         string
-	internalIP string
-	daemonPort int32
-	domain     string
-	capacity   corev1.ResourceList
-	startedAt  time.Time
-	faults     *faults
+	// NodeBasics answers NodeAddresses, NodeDaemonEndpoints and
+	// OperatingSystem from the init config.
+	provider.NodeBasics
+	nodeName  string
+	domain    string
+	capacity  corev1.ResourceList
+	startedAt time.Time
+	faults    *faults
 	// state, if set, keeps the pods across restarts.
 	state *stateDir
 	// clock is real but while pods kept in state are replayed.
@@ -79,9 +79,7 @@ func New(_ context.Context, cfg provider.InitConfig) (provider.Provider, error) 
 	now := time.Now()
 	p := &Provider{
 		nodeName:   cfg.NodeName,
-		os:         cfg.OperatingSystem,
-		internalIP: cfg.InternalIP,
-		daemonPort: cfg.DaemonPort,
+		NodeBasics: provider.NodeBasicsFrom(cfg),
 		domain:     cfg.ClusterDomain,
 		capacity:   conf.capacity,
 		startedAt:  now,
@@ -237,34 +235,8 @@ func (p *Provider) Capacity(context.Context) corev1.ResourceList { return p.capa
 
 // NodeConditions reports the node Ready with no pressure.
 func (p *Provider) NodeConditions(context.Context) []corev1.NodeCondition {
-	since := metav1.NewTime(p.startedAt)
-	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
-		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastTransitionTime: since}
-	}
-	return []corev1.NodeCondition{
-		cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "mock provider is ready"),
-		cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "mock provider has sufficient memory"),
-		cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "mock provider has no disk pressure"),
-		cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "mock provider has sufficient PID"),
-		cond(corev1.NodeNetworkUnavailable, corev1.ConditionFalse, "RouteCreated", "mock provider has a network"),
-	}
+	return provider.HealthyConditions(p.startedAt, "mock provider")
 }
-
-// NodeAddresses reports the InternalIP the daemon was given.
-func (p *Provider) NodeAddresses(context.Context) []corev1.NodeAddress {
-	if p.internalIP == "" {
-		return nil
-	}
-	return []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: p.internalIP}}
-}
-
-// NodeDaemonEndpoints reports the kubelet API port.
-func (p *Provider) NodeDaemonEndpoints(context.Context) *corev1.NodeDaemonEndpoints {
-	return &corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: p.daemonPort}}
-}
-
-// OperatingSystem implements provider.Provider.
-func (p *Provider) OperatingSystem() string { return p.os }
 
 // allocateIP hands out pod IPs from 10.244.0.0/16; p.mu must be held.
 func (p *Provider) allocateIP() string {

@@ -443,15 +443,15 @@ func (ps *podState) status() corev1.PodStatus {
 	// controller, which derives them from these statuses as a kubelet does.
 	status := corev1.PodStatus{
 		Phase:                 ps.phase(),
-		HostIP:                ps.p.internalIP,
+		HostIP:                ps.p.InternalIP,
 		InitContainerStatuses: statuses(ps.init),
 		ContainerStatuses:     statuses(ps.containers),
 		// Like the kubelet, no readiness for ephemeral containers.
 		EphemeralContainerStatuses: statuses(ps.ephemeral),
 		StartTime:                  &created,
 	}
-	if ps.p.internalIP != "" {
-		status.HostIPs = []corev1.HostIP{{IP: ps.p.internalIP}}
+	if ps.p.InternalIP != "" {
+		status.HostIPs = []corev1.HostIP{{IP: ps.p.InternalIP}}
 	}
 	if ps.started {
 		status.PodIP, status.PodIPs = ps.ip, []corev1.PodIP{{IP: ps.ip}}
