@@ -8,6 +8,7 @@ import (
 	"github.com/vkubelet/virtual-kubelet/node/queue"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -149,5 +150,48 @@ func TestSkipDownwardAPIResolution(t *testing.T) {
 	}
 	if e := got.Spec.Containers[0].Env; len(e) != 1 || e[0].ValueFrom == nil || e[0].ValueFrom.ConfigMapKeyRef == nil {
 		t.Errorf("env was resolved: %+v", e)
+	}
+}
+
+// TestKeepEnvObjectRefs: the provider gets ConfigMap references as written
+// (the ConfigMap exists: it is read, not inlined) and downward API fields
+// resolved.
+func TestKeepEnvObjectRefs(t *testing.T) {
+	ref := &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}, Key: "k"}}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u1"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{
+			{Name: "A", ValueFrom: ref},
+			{Name: "NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		}}}},
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg"}, Data: map[string]string{"k": "value"}}
+	client := fake.NewClientset(pod, cm)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	podInformer, cmInformer := factory.Core().V1().Pods(), factory.Core().V1().ConfigMaps()
+	p := &recordingProvider{}
+	pc, err := NewPodController(PodControllerConfig{
+		PodClient: client.CoreV1(), PodInformer: podInformer, ConfigMapInformer: cmInformer,
+		EventRecorder: record.NewFakeRecorder(10), Provider: p,
+		KeepEnvObjectRefs: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := podInformer.Informer().GetIndexer().Add(pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmInformer.Informer().GetIndexer().Add(cm); err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.syncPodFromKubernetes(context.Background(), "ns/p"); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.created) != 1 {
+		t.Fatalf("CreatePod called %d times, want 1", len(p.created))
+	}
+	want := []corev1.EnvVar{{Name: "A", ValueFrom: ref}, {Name: "NAME", Value: "p"}}
+	if e := p.created[0].Spec.Containers[0].Env; !apiequality.Semantic.DeepEqual(e, want) {
+		t.Errorf("env = %+v, want %+v", e, want)
 	}
 }

@@ -138,6 +138,16 @@ type PodControllerConfig struct {
 	// them themselves.
 	SkipDownwardAPIResolution bool
 
+	// KeepEnvObjectRefs hands pods to the provider with their env and
+	// envFrom references to ConfigMaps and Secrets as written and the rest
+	// of their environment resolved (downward API, service links), for a
+	// provider that copies those objects to where it runs the pod and lets
+	// the runtime there read them, so no Secret value is written into the
+	// pod it creates. $(VAR) references are left to that runtime too. A
+	// missing mandatory ConfigMap or Secret holds the pod back as usual.
+	// SkipDownwardAPIResolution, when also set, wins.
+	KeepEnvObjectRefs bool
+
 	// GracePeriodMargin is how long after a deleted pod's deletion
 	// timestamp (the end of its grace period) the controller waits for the
 	// provider to report it stopped (default DefaultGracePeriodMargin).
@@ -231,6 +241,7 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 	}
 	pc.syncedFuncs = append(pc.syncedFuncs, cfg.PodInformer.Informer().HasSynced)
 	pc.env.Node = cfg.Node
+	pc.env.KeepObjectRefs = cfg.KeepEnvObjectRefs
 	if i := cfg.ConfigMapInformer; i != nil {
 		pc.env.ConfigMaps = i.Lister()
 		pc.configInfs = append(pc.configInfs, i.Informer())

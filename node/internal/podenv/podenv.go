@@ -2,6 +2,8 @@
 // it starts containers, so a provider receives plain values: env and envFrom
 // from ConfigMaps and Secrets, downward API fields and resources, service
 // link variables, and $(VAR) references in env values, command and args.
+// With Lookup.KeepObjectRefs the ConfigMap and Secret references stay, for a
+// runtime that reads those objects (copies of them) itself.
 package podenv
 
 import (
@@ -30,6 +32,15 @@ type Lookup struct {
 	// allocatable, and status.hostIP(s) of a pod without them to its
 	// addresses, as on a kubelet.
 	Node func() *corev1.Node
+	// KeepObjectRefs leaves env and envFrom references to ConfigMaps and
+	// Secrets as written, for a provider that copies those objects to where
+	// the pod runs and whose runtime reads them there (so Secret values are
+	// not written into the pod it creates). What only this cluster knows is
+	// still resolved: downward API fields and resources become plain values
+	// and the service link variables are added first, so the runtime's
+	// expansion of $(VAR) references, left to it, finds them. The objects
+	// are still read: a missing mandatory one is the same error.
+	KeepObjectRefs bool
 }
 
 // MissingError says a mandatory ConfigMap, Secret or key does not exist. The
@@ -80,11 +91,18 @@ func (l Lookup) Resolve(pod *corev1.Pod) (*Result, error) {
 	r := &Result{Pod: out}
 	objects := newObjectCache(l, pod.Namespace)
 	resolve := func(c *corev1.Container) error {
-		env, invalid, err := resolveContainer(pod, c, serviceEnv, objects)
+		own, invalid, err := resolveContainer(pod, c, serviceEnv, objects)
 		if err != nil {
 			return fmt.Errorf("container %s: %w", c.Name, err)
 		}
 		r.InvalidKeys = append(r.InvalidKeys, invalid...)
+		if l.KeepObjectRefs {
+			if c.Env, err = keptEnv(pod, c, serviceEnv, own, objects); err != nil {
+				return fmt.Errorf("container %s: %w", c.Name, err)
+			}
+			return nil
+		}
+		env := withServices(own, serviceEnv)
 		c.Env, c.EnvFrom = env, nil
 		lookup := mapping(env)
 		for i := range c.Command {
@@ -141,7 +159,9 @@ func (e *envList) get(name string) (string, bool) {
 	return e.vars[i].Value, true
 }
 
-func resolveContainer(pod *corev1.Pod, c *corev1.Container, serviceEnv []corev1.EnvVar, objects *objectCache) ([]corev1.EnvVar, []string, error) {
+// resolveContainer returns the variables the container defines itself
+// (envFrom, then env), without the service link variables.
+func resolveContainer(pod *corev1.Pod, c *corev1.Container, serviceEnv []corev1.EnvVar, objects *objectCache) (*envList, []string, error) {
 	var env envList
 	var invalid []string
 
@@ -185,14 +205,43 @@ func resolveContainer(pod *corev1.Pod, c *corev1.Container, serviceEnv []corev1.
 			env.set(v.Name, value)
 		}
 	}
+	return &env, invalid, nil
+}
 
-	// Service variables come last and never override the pod's own.
+// withServices appends the service link variables the container does not
+// define itself: they come last and never override the pod's own.
+func withServices(own *envList, serviceEnv []corev1.EnvVar) []corev1.EnvVar {
 	for _, v := range serviceEnv {
-		if _, ok := env.get(v.Name); !ok {
-			env.set(v.Name, v.Value)
+		if _, ok := own.get(v.Name); !ok {
+			own.set(v.Name, v.Value)
 		}
 	}
-	return env.vars, invalid, nil
+	return own.vars
+}
+
+// keptEnv is c's env for Lookup.KeepObjectRefs: the service link variables c
+// does not define itself, then c's env with downward API references replaced
+// by their values. Those values are escaped ($ as $$) so that the runtime's
+// expansion gives them back as they are, as the kubelet never expands them.
+func keptEnv(pod *corev1.Pod, c *corev1.Container, serviceEnv []corev1.EnvVar, own *envList, objects *objectCache) ([]corev1.EnvVar, error) {
+	escape := func(s string) string { return strings.ReplaceAll(s, "$", "$$") }
+	var out []corev1.EnvVar
+	for _, v := range serviceEnv {
+		if _, ok := own.get(v.Name); !ok {
+			out = append(out, corev1.EnvVar{Name: v.Name, Value: escape(v.Value)})
+		}
+	}
+	for _, v := range c.Env {
+		if from := v.ValueFrom; from != nil && (from.FieldRef != nil || from.ResourceFieldRef != nil) {
+			value, _, err := resolveVar(pod, c, v, nil, objects)
+			if err != nil {
+				return nil, err
+			}
+			v = corev1.EnvVar{Name: v.Name, Value: escape(value)}
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // resolveVar returns the value of one env entry, or skip for an optional

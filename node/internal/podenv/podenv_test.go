@@ -475,3 +475,91 @@ func TestResourceRefOfAnotherContainer(t *testing.T) {
 		t.Errorf("reference to an unknown container: err = %v, want an InvalidError naming it", err)
 	}
 }
+
+// With KeepObjectRefs the ConfigMap and Secret references stay; a runtime
+// elsewhere that resolves the result with the same objects (copies) but its
+// own pod identity and services ends with the environment this cluster's
+// resolution gives, A's downward API values and services included.
+func TestKeepObjectRefs(t *testing.T) {
+	objects := []any{
+		&corev1.ConfigMap{ObjectMeta: meta("ns", "cfg"), Data: map[string]string{"MODE": "fast", "LEVEL": "3"}},
+		&corev1.Secret{ObjectMeta: meta("ns", "sec"), Data: map[string][]byte{"PASSWORD": []byte("hunter2")}},
+	}
+	here := lookupWith(t, append(objects,
+		&corev1.Service{ObjectMeta: meta("default", "kubernetes"), Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.1", Ports: []corev1.ServicePort{{Name: "https", Port: 443}}}},
+		&corev1.Service{ObjectMeta: meta("ns", "db"), Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.7", Ports: []corev1.ServicePort{{Port: 5432}}}})...)
+	there := lookupWith(t, append(objects,
+		&corev1.Service{ObjectMeta: meta("default", "kubernetes"), Spec: corev1.ServiceSpec{ClusterIP: "10.9.9.1", Ports: []corev1.ServicePort{{Name: "https", Port: 443}}}})...)
+	c := corev1.Container{
+		Name:    "app",
+		Command: []string{"run", "--mode=$(MODE)", "$$(MODE)", "--db=$(DB_SERVICE_HOST)"},
+		EnvFrom: []corev1.EnvFromSource{
+			{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}},
+			{Prefix: "S_", SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}}},
+		},
+		Env: []corev1.EnvVar{
+			{Name: "LEVEL", Value: "override-$(LEVEL)"},
+			{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+			{Name: "NOTE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['team']"}}},
+			{Name: "GREETING", Value: "hello $(POD_NAME) at $(KUBERNETES_SERVICE_HOST)"},
+			{Name: "PASS", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}, Key: "PASSWORD"}}},
+			{Name: "OPT", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "nope"}, Key: "x", Optional: ptr.To(true)}}},
+			{Name: "MEM_MI", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "requests.memory", Divisor: resource.MustParse("1Mi")}}},
+		},
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("300Mi")}},
+	}
+	pod := podWith(c)
+	pod.Spec.EnableServiceLinks = nil
+	pod.Annotations["team"] = "a$(LEVEL)" // a downward API value is never expanded
+
+	direct, err := here.Resolve(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keepHere := here
+	keepHere.KeepObjectRefs = true
+	kept, err := keepHere.Resolve(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := kept.Pod.Spec.Containers[0]
+	if !reflect.DeepEqual(got.EnvFrom, c.EnvFrom) || !reflect.DeepEqual(got.Command, c.Command) {
+		t.Errorf("envFrom and command must stay as written: %v %q", got.EnvFrom, got.Command)
+	}
+	for _, v := range got.Env {
+		if strings.Contains(v.Value, "hunter2") {
+			t.Errorf("a Secret value is inline: %s=%q", v.Name, v.Value)
+		}
+		if v.ValueFrom != nil && (v.ValueFrom.FieldRef != nil || v.ValueFrom.ResourceFieldRef != nil) {
+			t.Errorf("downward API reference %s not resolved", v.Name)
+		}
+	}
+	if len(kept.SkippedOptional) != 1 || kept.SkippedOptional[0].Name != "nope" {
+		t.Errorf("skipped optional references: %v", kept.SkippedOptional)
+	}
+
+	elsewhere := kept.Pod.DeepCopy()
+	elsewhere.Name, elsewhere.UID, elsewhere.Annotations = "p-in-b", "uid-b", nil
+	elsewhere.Spec.EnableServiceLinks = ptr.To(false)
+	final, err := there.Resolve(elsewhere)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, gotThere := direct.Pod.Spec.Containers[0], final.Pod.Spec.Containers[0]
+	if !reflect.DeepEqual(envMap(gotThere.Env), envMap(want.Env)) {
+		t.Errorf("env resolved elsewhere:\n got %v\nwant %v", envMap(gotThere.Env), envMap(want.Env))
+	}
+	if !reflect.DeepEqual(gotThere.Command, want.Command) {
+		t.Errorf("command resolved elsewhere = %q, want %q", gotThere.Command, want.Command)
+	}
+	if m := envMap(want.Env); m["POD_NAME"] != "p" || m["NOTE"] != "a$(LEVEL)" || m["GREETING"] != "hello p at 10.0.0.1" || m["DB_SERVICE_HOST"] != "10.0.0.7" {
+		t.Errorf("direct resolution: %v", m)
+	}
+
+	// A missing mandatory object is still an error.
+	keepNothing := Lookup{ConfigMaps: here.ConfigMaps, Secrets: lookupWith(t).Secrets, KeepObjectRefs: true}
+	var missing *MissingError
+	if _, err := keepNothing.Resolve(pod); !errors.As(err, &missing) || missing.Name != "sec" {
+		t.Errorf("missing secret with KeepObjectRefs: %v", err)
+	}
+}
