@@ -188,16 +188,21 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		}
 		return nil, nil, fmt.Errorf("provider %s: %w", o.Provider, err)
 	}
+	spec := nodeSpec(ctx, o, name, p)
 	cfg := nodeutil.Config{
 		Client:               client,
-		Node:                 nodeSpec(ctx, o, name, p),
+		Node:                 spec,
 		Provider:             p,
+		NodeProvider:         provider.NodeProviderOf(p, spec),
 		Workers:              o.workersPerNode(),
 		InformerResyncPeriod: o.FullResyncPeriod,
 		DisableLease:         !o.EnableNodeLease,
 		InformerFactory:      factory,
 		ConfigurePodController: func(c *node.PodControllerConfig) {
 			c.ProviderCallObserver = metrics.ObserveProviderCall
+			if copier, ok := p.(provider.EnvObjectCopier); ok {
+				c.KeepEnvObjectRefs = copier.CopiesEnvObjects()
+			}
 		},
 	}
 	if pods != nil {

@@ -77,6 +77,19 @@ type (
 		NodeLabels() map[string]string
 		NodeTaints() []corev1.Taint
 	}
+	// EnvObjectCopier copies the ConfigMaps and Secrets a pod's env refers
+	// to where it runs the pod: it gets pods with those references kept
+	// (node.PodControllerConfig.KeepEnvObjectRefs) when it says so.
+	EnvObjectCopier interface {
+		CopiesEnvObjects() bool
+	}
+	// CapacityNotifier is a provider whose capacity changes while it runs
+	// (see NodeProviderOf).
+	CapacityNotifier interface {
+		// NotifyCapacity calls f with the node's new capacity each time it
+		// changes, until ctx ends. It does not block.
+		NotifyCapacity(ctx context.Context, f func(corev1.ResourceList))
+	}
 )
 
 // ResourceManager reads the objects pods refer to.

@@ -180,6 +180,9 @@ func (c *Config) restConfig() (*rest.Config, error) {
 	var err error
 	if c.Remote.InCluster {
 		cfg, err = rest.InClusterConfig()
+		if errors.Is(err, rest.ErrNotInCluster) {
+			return nil, errors.New("remote.inCluster: the daemon does not run in a pod of the remote cluster (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set); set remote.kubeconfig instead")
+		}
 		if err != nil {
 			return nil, fmt.Errorf("remote.inCluster: %v", err)
 		}

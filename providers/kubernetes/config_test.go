@@ -1,12 +1,15 @@
 package kubernetes
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/vkubelet/virtual-kubelet/internal/provider"
 )
 
 func writeConfig(t *testing.T, text string) string {
@@ -68,5 +71,16 @@ pods:
 	}
 	if _, err := LoadConfig(""); err == nil || !strings.Contains(err.Error(), "--provider-config is required") {
 		t.Errorf("no config: %v", err)
+	}
+}
+
+// TestInClusterOutsideACluster: inCluster where the daemon is no pod is a
+// clear error, before any connection is tried.
+func TestInClusterOutsideACluster(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "")
+	_, err := New(context.Background(), provider.InitConfig{NodeName: "vk", ConfigPath: writeConfig(t, "remote: {inCluster: true}\nnamespace: from-a\n")})
+	if err == nil || !strings.Contains(err.Error(), "remote.inCluster: the daemon does not run in a pod of the remote cluster") {
+		t.Errorf("inCluster outside a cluster: %v", err)
 	}
 }

@@ -6,11 +6,14 @@
 // proxied to B's API server.
 //
 // What crosses over: the pod's spec with A's scheduling stripped (B's comes
-// from the config), its environment resolved by the pod controller (env
-// values are plain, including those from Secrets), and copies of the
-// ConfigMaps and Secrets its volumes use, kept in sync with A. The
-// ServiceAccount token volume does not cross: B cannot issue A's tokens, so
-// the pod in B runs with automountServiceAccountToken false.
+// from the config), and copies of the ConfigMaps and Secrets its volumes and
+// env use, kept in sync with A and deleted once no pod of the node in B uses
+// them. The pod controller resolves what only A knows in the env (downward
+// API fields, A's service links) and keeps the ConfigMap and Secret
+// references, which point at the copies in B: no Secret value is written
+// into B's pod spec. The ServiceAccount token volume does not cross: B
+// cannot issue A's tokens, so the pod in B runs with
+// automountServiceAccountToken false.
 package kubernetes
 
 import (
@@ -67,7 +70,12 @@ var (
 	_ provider.AttachProvider      = (*Provider)(nil)
 	_ provider.PortForwardProvider = (*Provider)(nil)
 	_ provider.StatsProvider       = (*Provider)(nil)
+	_ provider.EnvObjectCopier     = (*Provider)(nil)
 )
+
+// CopiesEnvObjects implements provider.EnvObjectCopier: the ConfigMaps and
+// Secrets env refers to are copied to B like those of volumes.
+func (*Provider) CopiesEnvObjects() bool { return true }
 
 // New builds the provider from --provider-config (see Config), connects to
 // the remote cluster and waits until its informer has synced, so GetPod and
@@ -253,13 +261,14 @@ func (p *Provider) remoteFor(namespace, name string) (*corev1.Pod, error) {
 	return found, nil
 }
 
-// CreatePod copies the ConfigMaps and Secrets the pod's volumes use, then
-// creates the pod in B.
+// CreatePod copies the ConfigMaps and Secrets the pod uses, then creates
+// the pod in B.
 func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	remote := p.remotePod(pod)
 	if err := p.ensureNamespace(ctx, remote.Namespace, pod.Namespace); err != nil {
 		return err
 	}
+	defer p.objects.hold()()
 	if err := p.objects.copyFor(ctx, pod); err != nil {
 		return err
 	}

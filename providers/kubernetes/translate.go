@@ -48,7 +48,8 @@ func (n namer) remote(namespace, name string) (string, string) {
 }
 
 // remotePod is the pod B runs for the source pod of A, which the pod
-// controller hands over with its environment resolved.
+// controller hands over with its environment resolved except for the
+// references to ConfigMaps and Secrets, which are renamed to the copies.
 func (p *Provider) remotePod(pod *corev1.Pod) *corev1.Pod {
 	ns, name := p.names.remote(pod.Namespace, pod.Name)
 	spec := pod.Spec.DeepCopy()
@@ -80,16 +81,14 @@ func (p *Provider) remotePod(pod *corev1.Pod) *corev1.Pod {
 		volumes = append(volumes, v)
 	}
 	spec.Volumes = volumes
-	for _, list := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
-		for i := range list {
-			list[i].VolumeMounts = withoutMounts(list[i].VolumeMounts, dropped)
-		}
-	}
-	for i := range spec.EphemeralContainers {
-		c := &spec.EphemeralContainers[i].EphemeralContainerCommon
+	forEachContainer(spec, func(c *corev1.Container) {
 		c.VolumeMounts = withoutMounts(c.VolumeMounts, dropped)
-	}
+		p.renameEnvSources(pod.Namespace, c)
+	})
 	spec.ImagePullSecrets = nil
+	// A's service link variables are in the env already; B's would be
+	// those of B's namespace.
+	spec.EnableServiceLinks = ptr.To(false)
 
 	// Annotations cross over (they script the mock provider, for one);
 	// labels do not, or B's controllers could adopt the pod.
@@ -162,27 +161,102 @@ func (p *Provider) renameVolumeSources(namespace string, v *corev1.Volume) {
 	}
 }
 
-// referencedObjects lists the ConfigMaps and Secrets of A a pod's volumes
-// use. (Its environment arrives resolved: env values are plain.)
+// referencedObjects lists the ConfigMaps and Secrets of A a pod uses, in
+// volumes and in env (the pod controller keeps env references, see
+// CopiesEnvObjects), each once: optional only if every use is.
 func referencedObjects(pod *corev1.Pod) (configMaps, secrets []objectRef) {
+	var cms, secs refSet
 	for _, v := range pod.Spec.Volumes {
 		switch {
 		case v.ConfigMap != nil:
-			configMaps = append(configMaps, objectRef{v.ConfigMap.Name, ptr.Deref(v.ConfigMap.Optional, false)})
+			cms.add(v.ConfigMap.Name, v.ConfigMap.Optional)
 		case v.Secret != nil:
-			secrets = append(secrets, objectRef{v.Secret.SecretName, ptr.Deref(v.Secret.Optional, false)})
+			secs.add(v.Secret.SecretName, v.Secret.Optional)
 		case v.Projected != nil && !isServiceAccountToken(v):
 			for _, s := range v.Projected.Sources {
 				if s.ConfigMap != nil {
-					configMaps = append(configMaps, objectRef{s.ConfigMap.Name, ptr.Deref(s.ConfigMap.Optional, false)})
+					cms.add(s.ConfigMap.Name, s.ConfigMap.Optional)
 				}
 				if s.Secret != nil {
-					secrets = append(secrets, objectRef{s.Secret.Name, ptr.Deref(s.Secret.Optional, false)})
+					secs.add(s.Secret.Name, s.Secret.Optional)
 				}
 			}
 		}
 	}
-	return configMaps, secrets
+	forEachContainer(&pod.Spec, func(c *corev1.Container) {
+		for _, from := range c.EnvFrom {
+			if from.ConfigMapRef != nil {
+				cms.add(from.ConfigMapRef.Name, from.ConfigMapRef.Optional)
+			}
+			if from.SecretRef != nil {
+				secs.add(from.SecretRef.Name, from.SecretRef.Optional)
+			}
+		}
+		for _, e := range c.Env {
+			if e.ValueFrom == nil {
+				continue
+			}
+			if r := e.ValueFrom.ConfigMapKeyRef; r != nil {
+				cms.add(r.Name, r.Optional)
+			}
+			if r := e.ValueFrom.SecretKeyRef; r != nil {
+				secs.add(r.Name, r.Optional)
+			}
+		}
+	})
+	return cms.refs, secs.refs
+}
+
+// refSet collects references in order of first use.
+type refSet struct{ refs []objectRef }
+
+func (s *refSet) add(name string, optional *bool) {
+	opt := ptr.Deref(optional, false)
+	for i := range s.refs {
+		if s.refs[i].name == name {
+			s.refs[i].optional = s.refs[i].optional && opt
+			return
+		}
+	}
+	s.refs = append(s.refs, objectRef{name, opt})
+}
+
+// forEachContainer calls f with every container of spec: init, regular and
+// ephemeral.
+func forEachContainer(spec *corev1.PodSpec, f func(*corev1.Container)) {
+	for i := range spec.InitContainers {
+		f(&spec.InitContainers[i])
+	}
+	for i := range spec.Containers {
+		f(&spec.Containers[i])
+	}
+	for i := range spec.EphemeralContainers {
+		f((*corev1.Container)(&spec.EphemeralContainers[i].EphemeralContainerCommon))
+	}
+}
+
+// renameEnvSources points env and envFrom references at the copies in B.
+func (p *Provider) renameEnvSources(namespace string, c *corev1.Container) {
+	rename := func(name string) string { _, n := p.names.remote(namespace, name); return n }
+	for i := range c.EnvFrom {
+		if r := c.EnvFrom[i].ConfigMapRef; r != nil {
+			r.Name = rename(r.Name)
+		}
+		if r := c.EnvFrom[i].SecretRef; r != nil {
+			r.Name = rename(r.Name)
+		}
+	}
+	for i := range c.Env {
+		if c.Env[i].ValueFrom == nil {
+			continue
+		}
+		if r := c.Env[i].ValueFrom.ConfigMapKeyRef; r != nil {
+			r.Name = rename(r.Name)
+		}
+		if r := c.Env[i].ValueFrom.SecretKeyRef; r != nil {
+			r.Name = rename(r.Name)
+		}
+	}
 }
 
 type objectRef struct {

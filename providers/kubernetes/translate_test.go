@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -48,7 +49,15 @@ func TestRemotePod(t *testing.T) {
 			NodeSelector:       map[string]string{"type": "virtual-kubelet"},
 			ServiceAccountName: "default",
 			Tolerations:        []corev1.Toleration{{Key: "virtual-kubelet.io/provider", Operator: corev1.TolerationOpExists}},
-			Containers: []corev1.Container{{Name: "app", Image: "nginx", VolumeMounts: []corev1.VolumeMount{
+			Containers: []corev1.Container{{Name: "app", Image: "nginx", Env: []corev1.EnvVar{
+				{Name: "COLOR", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}, Key: "color"}}},
+				{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "password"}}},
+				{Name: "PLAIN", Value: "$(COLOR)"},
+			}, EnvFrom: []corev1.EnvFromSource{
+				{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "extra"}, Optional: ptr.To(true)}},
+			}, VolumeMounts: []corev1.VolumeMount{
 				{Name: "kube-api-access-x", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"},
 				{Name: "settings", MountPath: "/etc/settings"},
 			}}},
@@ -77,9 +86,32 @@ func TestRemotePod(t *testing.T) {
 	if pod.Spec.NodeName != "vk-b" || len(pod.Spec.Volumes) != 3 {
 		t.Error("remotePod modified the source pod")
 	}
+	if env, from := r.Spec.Containers[0].Env, r.Spec.Containers[0].EnvFrom; env[0].ValueFrom.ConfigMapKeyRef.Name != "settings" ||
+		env[1].ValueFrom.SecretKeyRef.Name != "creds" || env[2].Value != "$(COLOR)" || from[0].ConfigMapRef.Name != "extra" ||
+		ptr.Deref(r.Spec.EnableServiceLinks, true) {
+		t.Errorf("env of the remote pod: %+v %+v, service links %v", env, from, r.Spec.EnableServiceLinks)
+	}
+	if pod.Spec.Containers[0].EnvFrom[0].ConfigMapRef.Name != "extra" {
+		t.Error("remotePod renamed the source pod's references")
+	}
+	// The volume makes "creds" optional, the env mandatory: mandatory wins.
 	cms, secrets := referencedObjects(pod)
-	if len(cms) != 1 || cms[0].name != "settings" || len(secrets) != 1 || !secrets[0].optional {
-		t.Errorf("referenced objects: %v %v", cms, secrets)
+	if want := []objectRef{{"settings", false}, {"extra", true}}; !reflect.DeepEqual(cms, want) {
+		t.Errorf("referenced configmaps: %v, want %v", cms, want)
+	}
+	if want := []objectRef{{"creds", false}}; !reflect.DeepEqual(secrets, want) {
+		t.Errorf("referenced secrets: %v, want %v", secrets, want)
+	}
+
+	// With one namespace in B, env references point at the copies' names.
+	one := &Provider{cfg: p.cfg, names: namer{namespace: "from-a"}, nodeName: "vk-b"}
+	r1 := one.remotePod(pod)
+	_, settingsCopy := one.names.remote("team", "settings")
+	_, credsCopy := one.names.remote("team", "creds")
+	_, extraCopy := one.names.remote("team", "extra")
+	if env, from := r1.Spec.Containers[0].Env, r1.Spec.Containers[0].EnvFrom; env[0].ValueFrom.ConfigMapKeyRef.Name != settingsCopy ||
+		env[1].ValueFrom.SecretKeyRef.Name != credsCopy || from[0].ConfigMapRef.Name != extraCopy || r1.Spec.Volumes[0].ConfigMap.Name != settingsCopy {
+		t.Errorf("references in one namespace: env %+v envFrom %+v volumes %+v", env, from, r1.Spec.Volumes)
 	}
 
 	r.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.0.5", HostIP: "10.213.1.2"}
