@@ -14,11 +14,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"k8s.io/utils/ptr"
 
 	"github.com/vkubelet/virtual-kubelet/internal/controlplane"
 	"github.com/vkubelet/virtual-kubelet/internal/nethost"
@@ -193,10 +195,16 @@ spec:
 			ObjectMeta: metav1.ObjectMeta{Name: "creds"}, StringData: map[string]string{"password": "hunter2"}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		credsRef := corev1.LocalObjectReference{Name: "creds"}
 		pod := tc.pod("configured", corev1.Container{
 			Name: "app", Image: "busybox",
-			Env: []corev1.EnvVar{{Name: "COLOR", ValueFrom: &corev1.EnvVarSource{
-				ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}, Key: "color"}}}},
+			Env: []corev1.EnvVar{
+				{Name: "COLOR", ValueFrom: &corev1.EnvVarSource{
+					ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}, Key: "color"}}},
+				{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: credsRef, Key: "password"}}},
+				{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+			},
+			EnvFrom:      []corev1.EnvFromSource{{Prefix: "S_", SecretRef: &corev1.SecretEnvSource{LocalObjectReference: credsRef}}},
 			VolumeMounts: []corev1.VolumeMount{{Name: "settings", MountPath: "/etc/settings"}, {Name: "creds", MountPath: "/etc/creds"}},
 		})
 		pod.Spec.Volumes = []corev1.Volume{
@@ -205,15 +213,33 @@ spec:
 		}
 		tc.create(t, pod)
 		waitPod(t, tc.a.Client, tc.ns, "configured", "Running", isRunning)
-		out, err := tc.kubectl("", "exec", "configured", "--", "printenv", "COLOR")
-		if err != nil || out != "blue\n" {
-			t.Errorf("kubectl exec printenv COLOR: %v %q", err, out)
+		// The env reaches the container in B: the ConfigMap and Secret ones
+		// from the copies, the pod's name A's (B's pod has another).
+		out, err := tc.kubectl("", "exec", "configured", "--", "printenv", "COLOR", "PASSWORD", "S_password", "POD_NAME")
+		if err != nil || out != "blue\nhunter2\nhunter2\nconfigured\n" {
+			t.Errorf("kubectl exec printenv: %v %q", err, out)
 		}
 		remote := tc.remotePods(t)["configured"][0]
 		cmName, secretName := remote.Spec.Volumes[0].ConfigMap.Name, remote.Spec.Volumes[1].Secret.SecretName
 		secret, err := tc.b.Client.CoreV1().Secrets(tc.remoteNS).Get(ctx, secretName, metav1.GetOptions{})
 		if err != nil || string(secret.Data["password"]) != "hunter2" {
 			t.Errorf("secret copy %s in B: %v %v", secretName, err, secret)
+		}
+		// B's pod refers to the copies: no Secret value in its spec.
+		spec, err := json.Marshal(remote.Spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(spec), "hunter2") || strings.Contains(string(spec), "aHVudGVyMg") {
+			t.Errorf("a Secret value is inline in B's pod spec: %s", spec)
+		}
+		env := map[string]corev1.EnvVar{} // A's service variables come first
+		for _, v := range remote.Spec.Containers[0].Env {
+			env[v.Name] = v
+		}
+		if from := remote.Spec.Containers[0].EnvFrom; env["COLOR"].ValueFrom.ConfigMapKeyRef.Name != cmName || env["PASSWORD"].ValueFrom.SecretKeyRef.Name != secretName ||
+			from[0].SecretRef.Name != secretName || env["POD_NAME"].Value != "configured" || env["KUBERNETES_SERVICE_HOST"].Value == "" {
+			t.Errorf("env of B's pod does not refer to the copies %s and %s: %+v %+v", cmName, secretName, env, from)
 		}
 		// Changes in A reach the copy in B.
 		if _, err := tc.kubectl("", "patch", "configmap", "settings", "-p", `{"data":{"color":"green"}}`); err != nil {
@@ -226,6 +252,18 @@ spec:
 			}
 			return cm.Data["color"] == "green", fmt.Sprint(cm.Data)
 		})
+
+		// Once no pod of the node in B uses them, the copies go.
+		if err := tc.a.Client.CoreV1().Pods(tc.ns).Delete(ctx, "configured", deleteNow); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		eventually(t, "copies deleted from B", func() (bool, string) {
+			_, cmErr := tc.b.Client.CoreV1().ConfigMaps(tc.remoteNS).Get(ctx, cmName, metav1.GetOptions{})
+			_, secretErr := tc.b.Client.CoreV1().Secrets(tc.remoteNS).Get(ctx, secretName, metav1.GetOptions{})
+			return apierrors.IsNotFound(cmErr) && apierrors.IsNotFound(secretErr), fmt.Sprintf("configmap: %v, secret: %v", cmErr, secretErr)
+		})
+		t.Logf("copies deleted from B %s after their pod was deleted in A", time.Since(start).Round(100*time.Millisecond))
 	})
 
 	t.Run("logs exec port-forward", func(t *testing.T) {
@@ -340,6 +378,8 @@ spec:
 		}
 	})
 
+	t.Run("namespace per source namespace and derived capacity", func(t *testing.T) { tc.prefixNode(t) })
+
 	t.Run("daemon killed and restarted", func(t *testing.T) {
 		before := tc.remotePods(t)
 		tc.node.Kill()
@@ -401,11 +441,31 @@ spec:
 			return err == nil && !ready, fmt.Sprintf("ready %v, %v", ready, err)
 		})
 		t.Logf("node NotReady %s after B's API server stopped", time.Since(start).Round(time.Second))
+		// Meanwhile A moves on: a pod deleted, another created.
+		if err := tc.a.Client.CoreV1().Pods(tc.ns).Delete(ctx, "shell", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](1)}); err != nil {
+			t.Fatal(err)
+		}
+		tc.create(t, tc.pod("during-outage", corev1.Container{Name: "app", Image: "busybox"}))
 		if err := cp.StartComponent(ctx, controlplane.APIServer); err != nil {
 			t.Fatal(err)
 		}
+		returned := time.Now()
 		waitNodeReady(t, tc.a.Client, tc.node.name)
+		eventuallyWithin(t, 3*time.Minute, "A and B reconciled: shell gone, during-outage Running with B's IP", func() (bool, string) {
+			remote := tc.remotePods(t)
+			_, errA := tc.a.Client.CoreV1().Pods(tc.ns).Get(ctx, "shell", metav1.GetOptions{})
+			p, err := tc.a.Client.CoreV1().Pods(tc.ns).Get(ctx, "during-outage", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			r := remote["during-outage"]
+			return len(remote["shell"]) == 0 && apierrors.IsNotFound(errA) && isRunning(p) && len(r) == 1 && r[0].Status.PodIP == p.Status.PodIP,
+				fmt.Sprintf("shell: %d in B, A: %v; during-outage: %d in B, %s in A", len(remote["shell"]), errA, len(r), p.Status.Phase)
+		})
+		t.Logf("A and B reconciled %s after B's API server returned", time.Since(returned).Round(100*time.Millisecond))
 		after := tc.remotePods(t)
+		delete(before, "shell")
+		delete(after, "during-outage")
 		if len(after) != len(before) {
 			t.Errorf("pods in B: %d before the outage, %d after", len(before), len(after))
 		}
@@ -423,6 +483,126 @@ spec:
 				t.Errorf("pod %s is %s after the outage", p.Name, p.Status.Phase)
 			}
 		}
+	})
+}
+
+// prefixNode runs a second node of A on B with one namespace in B per
+// source namespace and its capacity derived from B: pods of two namespaces
+// of A land in prefix+namespace; the capacity is B's allocatable minus what
+// runs there except the node's own pods, and follows a pod that is not.
+func (tc *twoClusters) prefixNode(t *testing.T) {
+	ctx := context.Background()
+	config := filepath.Join(t.TempDir(), "prefix.yaml")
+	cfg := fmt.Sprintf(`remote: {kubeconfig: %s}
+namespacePrefix: p-
+deriveCapacity: true
+pods:
+  tolerations: [{key: virtual-kubelet.io/provider, operator: Exists}]
+`, tc.b.Info.NodeKubeconfig)
+	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, tc.a, tc.a.AddHost(t, testcluster.UniqueName("h")), "--provider", "kubernetes", "--provider-config", config)
+	waitNodeReady(t, tc.a.Client, d.name)
+
+	// What the node should offer: B's allocatable pods minus B's bound,
+	// unfinished pods that are not the node's.
+	wantPods := func() (int64, error) {
+		nodes, err := tc.b.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return 0, err
+		}
+		pods, err := tc.b.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return 0, err
+		}
+		var free int64
+		for _, n := range nodes.Items {
+			if !n.Spec.Unschedulable {
+				free += n.Status.Allocatable.Pods().Value()
+			}
+		}
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != "" && p.Labels[k8sprovider.LabelNode] != d.name && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				free--
+			}
+		}
+		return free, nil
+	}
+	capacityIs := func(also func(int64) bool) func() (bool, string) {
+		return func() (bool, string) {
+			n, err := tc.a.Client.CoreV1().Nodes().Get(ctx, d.name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			want, err := wantPods()
+			if err != nil {
+				return false, err.Error()
+			}
+			got := n.Status.Capacity.Pods().Value()
+			return got == want && also(got), fmt.Sprintf("capacity %d pods, B has room for %d", got, want)
+		}
+	}
+	eventually(t, "derived capacity at registration", capacityIs(func(int64) bool { return true }))
+
+	// Pods of two namespaces of A, each in prefix+namespace in B.
+	namespaces := []string{tc.a.Namespace(t), tc.a.Namespace(t)}
+	for _, ns := range namespaces {
+		p := tc.pod("web", corev1.Container{Name: "app", Image: "busybox"})
+		p.Spec.NodeName = d.name
+		if _, err := tc.a.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ns := range namespaces {
+		p := waitPod(t, tc.a.Client, ns, "web", "Running", isRunning)
+		r, err := tc.b.Client.CoreV1().Pods("p-"+ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil || r.Status.PodIP != p.Status.PodIP || r.Labels[k8sprovider.LabelSourceUID] != string(p.UID) {
+			t.Errorf("pod %s/web in B as p-%s/web: %v %+v", ns, ns, err, r)
+		}
+		bns, err := tc.b.Client.CoreV1().Namespaces().Get(ctx, "p-"+ns, metav1.GetOptions{})
+		if err != nil || bns.Labels[k8sprovider.LabelNode] != d.name || bns.Labels[k8sprovider.LabelSourceNamespace] != ns {
+			t.Errorf("namespace p-%s in B: %v %v", ns, err, bns)
+		}
+	}
+	// The node's own pods do not shrink its capacity (A counts them).
+	initial, err := tc.a.Client.CoreV1().Nodes().Get(ctx, d.name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "derived capacity with the node's own pods running", capacityIs(func(int64) bool { return true }))
+
+	// A pod in B that is not the node's does, at the next refresh.
+	workers, err := tc.b.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil || len(workers.Items) == 0 {
+		t.Fatalf("B's nodes: %v", err)
+	}
+	outsider := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "outsider"},
+		Spec: corev1.PodSpec{NodeName: workers.Items[0].Name, Tolerations: tolerate,
+			Containers: []corev1.Container{{Name: "app", Image: "busybox"}}},
+	}
+	if _, err := tc.b.Client.CoreV1().Pods(tc.remoteNS).Create(ctx, outsider, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	before := initial.Status.Capacity.Pods().Value()
+	eventually(t, "capacity down by B's new pod", capacityIs(func(got int64) bool { return got < before }))
+	t.Logf("derived capacity followed a new pod in B in %s", time.Since(start).Round(100*time.Millisecond))
+
+	// Leave neither pod behind in A or B.
+	_ = tc.b.Client.CoreV1().Pods(tc.remoteNS).Delete(ctx, "outsider", deleteNow)
+	for _, ns := range namespaces {
+		if err := tc.a.Client.CoreV1().Pods(ns).Delete(ctx, "web", deleteNow); err != nil {
+			t.Error(err)
+		}
+	}
+	eventually(t, "the node's pods gone from B", func() (bool, string) {
+		pods, err := tc.b.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: k8sprovider.LabelNode + "=" + d.name})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(pods.Items) == 0, fmt.Sprintf("%d left", len(pods.Items))
 	})
 }
 

@@ -313,6 +313,13 @@ func (p *Provider) ensureNamespace(ctx context.Context, namespace, source string
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating namespace %s in the remote cluster: %w", namespace, err)
 	}
+	// B's ServiceAccount admission refuses pods until the namespace's
+	// default ServiceAccount exists; B's controller makes it too, later.
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	_, err = p.remote.CoreV1().ServiceAccounts(namespace).Create(ctx, sa, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the default ServiceAccount of namespace %s in the remote cluster: %w", namespace, err)
+	}
 	p.namespaces.Store(namespace, true)
 	return nil
 }
