@@ -14,6 +14,10 @@
 // into B's pod spec. The ServiceAccount token volume does not cross: B
 // cannot issue A's tokens, so the pod in B runs with
 // automountServiceAccountToken false.
+//
+// The node's capacity is fixed by the config or, with deriveCapacity, B's
+// free allocatable, recomputed every 30 s (NotifyCapacity) without this
+// node's own pods, which A's scheduler already counts against the node.
 package kubernetes
 
 import (
