@@ -124,27 +124,7 @@ func TestSkipDownwardAPIResolution(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u1"},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Env: env}}},
 	}
-	client := fake.NewClientset(pod)
-	podInformer := informers.NewSharedInformerFactory(client, 0).Core().V1().Pods()
-	p := &recordingProvider{}
-	pc, err := NewPodController(PodControllerConfig{
-		PodClient: client.CoreV1(), PodInformer: podInformer,
-		EventRecorder: record.NewFakeRecorder(10), Provider: p,
-		SkipDownwardAPIResolution: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := podInformer.Informer().GetIndexer().Add(pod); err != nil {
-		t.Fatal(err)
-	}
-	if err := pc.syncPodFromKubernetes(context.Background(), "ns/p"); err != nil {
-		t.Fatal(err)
-	}
-	if len(p.created) != 1 {
-		t.Fatalf("CreatePod called %d times, want 1", len(p.created))
-	}
-	got := p.created[0]
+	got := createdFrom(t, pod, nil, func(cfg *PodControllerConfig) { cfg.SkipDownwardAPIResolution = true })
 	if got == pod {
 		t.Error("the provider got the informer's object")
 	}
@@ -166,23 +146,38 @@ func TestKeepEnvObjectRefs(t *testing.T) {
 		}}}},
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg"}, Data: map[string]string{"k": "value"}}
-	client := fake.NewClientset(pod, cm)
+	got := createdFrom(t, pod, cm, func(cfg *PodControllerConfig) { cfg.KeepEnvObjectRefs = true })
+	want := []corev1.EnvVar{{Name: "A", ValueFrom: ref}, {Name: "NAME", Value: "p"}}
+	if e := got.Spec.Containers[0].Env; !apiequality.Semantic.DeepEqual(e, want) {
+		t.Errorf("env = %+v, want %+v", e, want)
+	}
+}
+
+// createdFrom syncs pod (and the ConfigMap cm, if any) through a pod
+// controller configured by configure and returns what its provider's
+// CreatePod got.
+func createdFrom(t *testing.T, pod *corev1.Pod, cm *corev1.ConfigMap, configure func(*PodControllerConfig)) *corev1.Pod {
+	t.Helper()
+	client := fake.NewClientset(pod)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	podInformer, cmInformer := factory.Core().V1().Pods(), factory.Core().V1().ConfigMaps()
 	p := &recordingProvider{}
-	pc, err := NewPodController(PodControllerConfig{
+	cfg := PodControllerConfig{
 		PodClient: client.CoreV1(), PodInformer: podInformer, ConfigMapInformer: cmInformer,
 		EventRecorder: record.NewFakeRecorder(10), Provider: p,
-		KeepEnvObjectRefs: true,
-	})
+	}
+	configure(&cfg)
+	pc, err := NewPodController(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := podInformer.Informer().GetIndexer().Add(pod); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmInformer.Informer().GetIndexer().Add(cm); err != nil {
-		t.Fatal(err)
+	if cm != nil {
+		if err := cmInformer.Informer().GetIndexer().Add(cm); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := pc.syncPodFromKubernetes(context.Background(), "ns/p"); err != nil {
 		t.Fatal(err)
@@ -190,8 +185,5 @@ func TestKeepEnvObjectRefs(t *testing.T) {
 	if len(p.created) != 1 {
 		t.Fatalf("CreatePod called %d times, want 1", len(p.created))
 	}
-	want := []corev1.EnvVar{{Name: "A", ValueFrom: ref}, {Name: "NAME", Value: "p"}}
-	if e := p.created[0].Spec.Containers[0].Env; !apiequality.Semantic.DeepEqual(e, want) {
-		t.Errorf("env = %+v, want %+v", e, want)
-	}
+	return p.created[0]
 }

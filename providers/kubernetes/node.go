@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/wait"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/vkubelet/virtual-kubelet/internal/provider"
@@ -48,29 +49,20 @@ func (p *Provider) NotifyCapacity(ctx context.Context, f func(corev1.ResourceLis
 	if !p.cfg.DeriveCapacity {
 		return
 	}
-	go func() {
-		t := time.NewTicker(capacityRefreshInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			capacity, err := p.remoteCapacity(ctx)
-			if err != nil {
-				log.G(ctx).WithError(err).Warn("kubernetes: capacity not refreshed")
-				continue
-			}
-			p.mu.Lock()
-			changed := !apiequality.Semantic.DeepEqual(capacity, p.capacity)
-			p.capacity = capacity
-			p.mu.Unlock()
-			if changed {
-				f(capacity.DeepCopy())
-			}
+	go wait.UntilWithContext(ctx, func(ctx context.Context) {
+		capacity, err := p.remoteCapacity(ctx)
+		if err != nil {
+			log.G(ctx).WithError(err).Warn("kubernetes: capacity not refreshed")
+			return
 		}
-	}()
+		p.mu.Lock()
+		changed := !apiequality.Semantic.DeepEqual(capacity, p.capacity)
+		p.capacity = capacity
+		p.mu.Unlock()
+		if changed {
+			f(capacity.DeepCopy())
+		}
+	}, capacityRefreshInterval)
 }
 
 // remoteCapacity is what B can take for this node: the allocatable of its

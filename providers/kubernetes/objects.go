@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 
 	"github.com/vkubelet/virtual-kubelet/node/log"
@@ -188,17 +189,10 @@ func (s *objectSync) syncSecret(ctx context.Context, src *corev1.Secret) error {
 // copies no pod uses, until ctx ends. A copy whose source is gone is left
 // alone while pods in B may still mount it.
 func (s *objectSync) run(ctx context.Context) {
-	t := time.NewTicker(objectResyncInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		s.resync(ctx)
 		s.collect(ctx)
-	}
+	}, objectResyncInterval)
 }
 
 func (s *objectSync) resync(ctx context.Context) {
