@@ -198,6 +198,9 @@ func (s *objectSync) run(ctx context.Context) {
 func (s *objectSync) resync(ctx context.Context) {
 	cms, _ := s.remoteConfigMaps.List(labels.Everything())
 	for _, c := range cms {
+		if s.collected("configmap", c.Namespace, c.Name, c.UID) {
+			continue // deleted: not to be made again but for a pod
+		}
 		if src, err := s.p.local.ConfigMaps.ConfigMaps(c.Labels[LabelSourceNamespace]).Get(c.Annotations[AnnotationSourceName]); err == nil {
 			if err := s.syncConfigMap(ctx, src); err != nil {
 				log.G(ctx).WithError(err).Warn("kubernetes: configmap copy out of date")
@@ -206,6 +209,9 @@ func (s *objectSync) resync(ctx context.Context) {
 	}
 	secrets, _ := s.remoteSecrets.List(labels.Everything())
 	for _, c := range secrets {
+		if s.collected("secret", c.Namespace, c.Name, c.UID) {
+			continue
+		}
 		if src, err := s.p.local.Secrets.Secrets(c.Labels[LabelSourceNamespace]).Get(c.Annotations[AnnotationSourceName]); err == nil {
 			if err := s.syncSecret(ctx, src); err != nil {
 				log.G(ctx).WithError(err).Warn("kubernetes: secret copy out of date")

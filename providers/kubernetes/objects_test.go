@@ -70,8 +70,12 @@ func TestCollectCopies(t *testing.T) {
 		t.Fatalf("after collection: unused %v (want false), used %v, fresh %v (want true)", exists(unused), exists(used), exists(fresh))
 	}
 
-	// B's informer still lists the deleted copy: a pod using it again
-	// gets a new one.
+	// B's informer still lists the deleted copy: the resync leaves it
+	// deleted, a pod using it again gets a new one.
+	p.objects.resync(ctx)
+	if exists(unused) {
+		t.Error("the resync made a collected copy again")
+	}
 	if err := p.objects.copyFor(ctx, podUsing("unused")); err != nil {
 		t.Fatal(err)
 	}
