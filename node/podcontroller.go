@@ -143,7 +143,8 @@ type PodControllerConfig struct {
 	// of their environment resolved (downward API, service links), for a
 	// provider that copies those objects to where it runs the pod and lets
 	// the runtime there read them, so no Secret value is written into the
-	// pod it creates. $(VAR) references are left to that runtime too. A
+	// pod it creates. $(VAR) references and the pod's IPs (status.podIP,
+	// status.podIPs) are left to that runtime too. A
 	// missing mandatory ConfigMap or Secret holds the pod back as usual.
 	// SkipDownwardAPIResolution, when also set, wins.
 	KeepEnvObjectRefs bool

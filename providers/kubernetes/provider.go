@@ -9,10 +9,10 @@
 // from the config), and copies of the ConfigMaps and Secrets its volumes and
 // env use, kept in sync with A and deleted once no pod of the node in B uses
 // them. The pod controller resolves what only A knows in the env (downward
-// API fields, A's service links) and keeps the ConfigMap and Secret
-// references, which point at the copies in B: no Secret value is written
-// into B's pod spec. The ServiceAccount token volume does not cross: B
-// cannot issue A's tokens, so the pod in B runs with
+// API fields but the pod's IPs, which B gives; A's service links) and keeps
+// the ConfigMap and Secret references, which point at the copies in B: no
+// Secret value is written into B's pod spec. The ServiceAccount token volume
+// does not cross: B cannot issue A's tokens, so the pod in B runs with
 // automountServiceAccountToken false.
 //
 // The node's capacity is fixed by the config or, with deriveCapacity, B's

@@ -40,8 +40,10 @@ type Lookup struct {
 	// not written into the pod it creates). What only this cluster knows is
 	// still resolved: downward API fields and resources become plain values
 	// and the service link variables are added first, so the runtime's
-	// expansion of $(VAR) references, left to it, finds them. The objects
-	// are still read: a missing mandatory one is the same error.
+	// expansion of $(VAR) references, left to it, finds them. The pod's IPs
+	// (status.podIP, status.podIPs) stay references: that runtime gives the
+	// pod its IP, unknown here when the pod is handed over. The objects are
+	// still read: a missing mandatory one is the same error.
 	KeepObjectRefs bool
 	// ServiceVars, if set, keeps the variables of each service version, so
 	// pods share them instead of formatting their own.
@@ -224,10 +226,14 @@ func withServices(own *envList, serviceEnv []corev1.EnvVar) []corev1.EnvVar {
 	return own.vars
 }
 
+// podIPField are the downward API fields of the pod's IPs.
+var podIPField = map[string]bool{"status.podIP": true, "status.podIPs": true}
+
 // keptEnv is c's env for Lookup.KeepObjectRefs: the service link variables c
-// does not define itself, then c's env with downward API references replaced
-// by their values. Those values are escaped ($ as $$) so that the runtime's
-// expansion gives them back as they are, as the kubelet never expands them.
+// does not define itself, then c's env with downward API references, but to
+// the pod's IPs, replaced by their values. Those values are escaped ($ as $$)
+// so that the runtime's expansion gives them back as they are, as the
+// kubelet never expands them.
 func keptEnv(pod *corev1.Pod, c *corev1.Container, serviceEnv []corev1.EnvVar, own *envList, objects *objectCache) ([]corev1.EnvVar, error) {
 	escape := func(s string) string { return strings.ReplaceAll(s, "$", "$$") }
 	var out []corev1.EnvVar
@@ -237,7 +243,7 @@ func keptEnv(pod *corev1.Pod, c *corev1.Container, serviceEnv []corev1.EnvVar, o
 		}
 	}
 	for _, v := range c.Env {
-		if from := v.ValueFrom; from != nil && (from.FieldRef != nil || from.ResourceFieldRef != nil) {
+		if from := v.ValueFrom; from != nil && (from.FieldRef != nil && !podIPField[from.FieldRef.FieldPath] || from.ResourceFieldRef != nil) {
 			value, _, err := resolveVar(pod, c, v, nil, objects)
 			if err != nil {
 				return nil, err
