@@ -201,20 +201,29 @@ type clientStats struct {
 	LimiterWait time.Duration
 }
 
+// daemonStats is what the daemon's /metrics said after a pass.
+type daemonStats struct {
+	// Clients are its requests to the API server at each host asked for.
+	Clients []clientStats
+	Queues  []queueStats
+	// ProviderCalls counts calls into the provider by "Method result".
+	ProviderCalls map[string]float64
+}
+
 // metrics reads, for the API server at each host (host:port), the daemon's
-// client requests to it (by method and code) and their rate-limiter wait,
-// and the daemon's queues' statistics.
-func (d *benchDaemon) metrics(ctx context.Context, hosts ...string) ([]clientStats, []queueStats) {
+// client requests to it (by method and code) and their rate-limiter wait;
+// and the daemon's queues' statistics and provider calls.
+func (d *benchDaemon) metrics(ctx context.Context, hosts ...string) daemonStats {
 	clients := make([]clientStats, len(hosts))
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.metricsAddr+"/metrics", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return clients, nil
+		return daemonStats{Clients: clients}
 	}
 	defer resp.Body.Close()
 	fams, err := parseMetrics(resp.Body)
 	if err != nil {
-		return clients, nil
+		return daemonStats{Clients: clients}
 	}
 	for i, host := range hosts {
 		sel := map[string]string{"host": host}
@@ -241,7 +250,8 @@ func (d *benchDaemon) metrics(ctx context.Context, hosts ...string) ([]clientSta
 		}
 		queues = append(queues, s)
 	}
-	return clients, queues
+	calls := fams["virtual_kubelet_provider_call_duration_seconds"].sumBy(nil, "method", "result")
+	return daemonStats{Clients: clients, Queues: queues, ProviderCalls: calls}
 }
 
 // apiServerPodCalls reads the API server's request counters for pods, by

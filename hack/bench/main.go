@@ -134,7 +134,10 @@ type result struct {
 	APICalls map[string]float64
 	Client   clientStats // the daemon's requests to its own cluster
 	Queues   []queueStats
-	Remote   *remoteResult // A→B mode only
+	// ProviderCalls counts the daemon's calls into its provider by
+	// "Method result".
+	ProviderCalls map[string]float64
+	Remote        *remoteResult // A→B mode only
 }
 
 // cluster is a running control plane the bench drives.
@@ -350,10 +353,10 @@ func runSize(ctx context.Context, c config, a, b *cluster, n int) (*result, erro
 	if b != nil {
 		hosts = append(hosts, b.host)
 	}
-	clients, queues := d.metrics(ctx, hosts...)
-	r.Client, r.Queues = clients[0], queues
+	stats := d.metrics(ctx, hosts...)
+	r.Client, r.Queues, r.ProviderCalls = stats.Clients[0], stats.Queues, stats.ProviderCalls
 	if remote != nil {
-		r.Remote = remote.passEnds(ctx, r.Daemon, clients[1])
+		r.Remote = remote.passEnds(ctx, r.Daemon, stats.Clients[1])
 	}
 	d.stop()
 	cleanup(a.client, ns, vkNodes)

@@ -62,7 +62,7 @@ func (f *promFamily) histSum(sel map[string]string) float64 {
 }
 
 // sumBy sums the counters matching sel by the values of the given labels,
-// keyed "v1 v2".
+// keyed "v1 v2"; for a histogram, its sample counts.
 func (f *promFamily) sumBy(sel map[string]string, keys ...string) map[string]float64 {
 	out := map[string]float64{}
 	for _, m := range f.matching(sel) {
@@ -71,7 +71,7 @@ func (f *promFamily) sumBy(sel map[string]string, keys ...string) map[string]flo
 		for i, k := range keys {
 			parts[i] = l[k]
 		}
-		out[strings.Join(parts, " ")] += m.GetCounter().GetValue()
+		out[strings.Join(parts, " ")] += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
 	}
 	return out
 }

@@ -25,6 +25,7 @@ func report(results []*result) string {
 		fmt.Fprintf(&b, "\nN=%d, daemon pass:\n\n", r.N)
 		fmt.Fprintf(&b, "- API server pod requests (all clients) during the pass: %s\n", formatCounts(r.APICalls))
 		fmt.Fprintf(&b, "- daemon's API requests by method and code: %s; %s in the client's rate limiter\n", formatCounts(r.Client.Requests), ms(r.Client.LimiterWait))
+		fmt.Fprintf(&b, "- provider calls by method and result: %s\n", formatCounts(r.ProviderCalls))
 		for _, q := range r.Queues {
 			fmt.Fprintf(&b, "- queue %s: %.0f adds, %.0f retries, mean wait %s, mean work %s\n",
 				q.Name, q.Adds, q.Retries, q.MeanWait.Round(time.Microsecond), q.MeanWork.Round(time.Microsecond))
