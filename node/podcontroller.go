@@ -231,6 +231,7 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 	}
 	pc.syncedFuncs = append(pc.syncedFuncs, cfg.PodInformer.Informer().HasSynced)
 	pc.env.Node = cfg.Node
+	pc.env.ServiceVars = &podenv.ServiceVarsMemo{}
 	if i := cfg.ConfigMapInformer; i != nil {
 		pc.env.ConfigMaps = i.Lister()
 		pc.configInfs = append(pc.configInfs, i.Informer())

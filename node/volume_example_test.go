@@ -39,7 +39,7 @@ func (p *dirProvider) SetPodVolumes(_ context.Context, pod *corev1.Pod, contents
 			if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
 				return err
 			}
-			if err := os.WriteFile(name, f.Data, os.FileMode(f.Mode)); err != nil {
+			if err := os.WriteFile(name, []byte(f.Data), os.FileMode(f.Mode)); err != nil {
 				return err
 			}
 			fmt.Printf("wrote %s/%s %q mode %#o\n", v.Name, f.Path, f.Data, f.Mode)

@@ -35,8 +35,15 @@ type Tokens struct {
 	maxAge time.Duration
 	now    func() time.Time
 
-	mu    sync.Mutex
-	byPod map[types.UID]map[tokenKey]Token
+	mu sync.Mutex
+	// byPod holds a slice, not a map: a pod has one or two projections,
+	// and a map per pod costs near a kilobyte at 10,000 pods.
+	byPod map[types.UID][]cachedToken
+}
+
+type cachedToken struct {
+	key tokenKey
+	tok Token
 }
 
 // tokenKey is what makes two projections of one pod need different tokens.
@@ -52,7 +59,7 @@ func NewTokens(client corev1client.ServiceAccountsGetter, maxAge time.Duration) 
 	if maxAge <= 0 {
 		maxAge = DefaultTokenMaxAge
 	}
-	return &Tokens{client: client, maxAge: maxAge, now: time.Now, byPod: map[types.UID]map[tokenKey]Token{}}
+	return &Tokens{client: client, maxAge: maxAge, now: time.Now, byPod: map[types.UID][]cachedToken{}}
 }
 
 // Get returns a token of pod's service account bound to pod (it stops
@@ -66,7 +73,7 @@ func (t *Tokens) Get(ctx context.Context, pod *corev1.Pod, audience string, expi
 	}
 	key := tokenKey{serviceAccount: sa, audience: audience, expirationSeconds: expirationSeconds}
 	t.mu.Lock()
-	tok, ok := t.byPod[pod.UID][key]
+	tok, ok := t.cached(pod.UID, key)
 	t.mu.Unlock()
 	if ok && t.now().Before(tok.RefreshAt) {
 		return tok, nil
@@ -86,12 +93,31 @@ func (t *Tokens) Get(ctx context.Context, pod *corev1.Pod, audience string, expi
 	}
 	tok = t.token(issued, requested)
 	t.mu.Lock()
-	if t.byPod[pod.UID] == nil {
-		t.byPod[pod.UID] = map[tokenKey]Token{}
-	}
-	t.byPod[pod.UID][key] = tok
+	t.store(pod.UID, key, tok)
 	t.mu.Unlock()
 	return tok, nil
+}
+
+// cached returns the pod's token for key; t.mu must be held.
+func (t *Tokens) cached(uid types.UID, key tokenKey) (Token, bool) {
+	for _, c := range t.byPod[uid] {
+		if c.key == key {
+			return c.tok, true
+		}
+	}
+	return Token{}, false
+}
+
+// store caches the pod's token for key; t.mu must be held.
+func (t *Tokens) store(uid types.UID, key tokenKey, tok Token) {
+	list := t.byPod[uid]
+	for i := range list {
+		if list[i].key == key {
+			list[i].tok = tok
+			return
+		}
+	}
+	t.byPod[uid] = append(list, cachedToken{key, tok})
 }
 
 // token computes when a token issued at requested is due: its lifetime

@@ -23,6 +23,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"path"
 	"sort"
 	"strings"
@@ -52,8 +53,9 @@ type File struct {
 	// Path is relative to the volume's root, slash-separated, never
 	// starting with "/" or containing "..".
 	Path string
-	// Data is the file's content.
-	Data []byte
+	// Data is the file's content. A string, so the files of many pods
+	// share the bytes of the ConfigMap or token they came from.
+	Data string
 	// Mode holds the file's permission bits.
 	Mode int32
 }
@@ -109,7 +111,7 @@ func (c *Contents) Sum() [sha256.Size]byte {
 		fmt.Fprintf(h, "%q\n", v.Name)
 		for _, f := range v.Files {
 			fmt.Fprintf(h, "%q %o %d\n", f.Path, f.Mode, len(f.Data))
-			h.Write(f.Data)
+			io.WriteString(h, f.Data)
 		}
 	}
 	var sum [sha256.Size]byte
@@ -251,8 +253,9 @@ func (res *resolution) object(kind, name string, items []corev1.KeyToPath, optio
 }
 
 // data returns a ConfigMap's data and binaryData, or a Secret's data; nil
-// when the object does not exist.
-func (res *resolution) data(kind, name string) (map[string][]byte, bool, error) {
+// when the object does not exist. A ConfigMap's string data is the
+// informer's own, not a copy.
+func (res *resolution) data(kind, name string) (map[string]string, bool, error) {
 	ns := res.pod.Namespace
 	switch kind {
 	case "ConfigMap":
@@ -265,14 +268,18 @@ func (res *resolution) data(kind, name string) (map[string][]byte, bool, error) 
 		} else if err != nil {
 			return nil, false, err
 		}
-		data := make(map[string][]byte, len(cm.Data)+len(cm.BinaryData))
-		for k, v := range cm.Data {
-			data[k] = []byte(v)
+		immutable := cm.Immutable != nil && *cm.Immutable
+		if len(cm.BinaryData) == 0 && cm.Data != nil {
+			return cm.Data, immutable, nil
 		}
-		for k, v := range cm.BinaryData {
+		data := make(map[string]string, len(cm.Data)+len(cm.BinaryData))
+		for k, v := range cm.Data {
 			data[k] = v
 		}
-		return data, cm.Immutable != nil && *cm.Immutable, nil
+		for k, v := range cm.BinaryData {
+			data[k] = string(v)
+		}
+		return data, immutable, nil
 	default:
 		if res.r.Secrets == nil {
 			return nil, false, &InvalidError{Msg: fmt.Sprintf("secret %q: no Secret lister configured", name)}
@@ -283,9 +290,9 @@ func (res *resolution) data(kind, name string) (map[string][]byte, bool, error) 
 		} else if err != nil {
 			return nil, false, err
 		}
-		data := s.Data
-		if data == nil {
-			data = map[string][]byte{}
+		data := make(map[string]string, len(s.Data))
+		for k, v := range s.Data {
+			data[k] = string(v)
 		}
 		return data, s.Immutable != nil && *s.Immutable, nil
 	}
@@ -310,7 +317,7 @@ func (res *resolution) downwardAPI(items []corev1.DownwardAPIVolumeFile, mode in
 		if err != nil {
 			return nil, err
 		}
-		files = append(files, File{Path: cleanPath(it.Path), Data: []byte(value), Mode: modeOr(it.Mode, mode)})
+		files = append(files, File{Path: cleanPath(it.Path), Data: value, Mode: modeOr(it.Mode, mode)})
 	}
 	return files, nil
 }
@@ -394,7 +401,7 @@ func (res *resolution) token(p *corev1.ServiceAccountTokenProjection, mode int32
 	if res.out.RefreshAt.IsZero() || tok.RefreshAt.Before(res.out.RefreshAt) {
 		res.out.RefreshAt = tok.RefreshAt
 	}
-	return []File{{Path: cleanPath(p.Path), Data: []byte(tok.Token), Mode: mode}}, nil
+	return []File{{Path: cleanPath(p.Path), Data: tok.Token, Mode: mode}}, nil
 }
 
 func modeOr(m *int32, def int32) int32 {

@@ -182,12 +182,16 @@ func TestTokenRenewal(t *testing.T) {
 		t.Error("renewed before 80% of its lifetime")
 	}
 	now = now.Add(time.Second)
-	if second := get(600); second == first || len(requests) != 2 {
+	second := get(600)
+	if second == first || len(requests) != 2 {
 		t.Error("not renewed at 80% of its lifetime")
 	}
 	long := get(48 * 3600)
 	if !long.RefreshAt.Equal(now.Add(time.Hour)) {
 		t.Errorf("a 48h token is due at the maximum age: %s", long.RefreshAt.Sub(now))
+	}
+	if get(600) != second || get(48*3600) != long || len(requests) != 3 {
+		t.Errorf("a pod's two projections do not each keep their token: %d requests", len(requests))
 	}
 	tokens.Forget(pod.UID)
 	get(600)

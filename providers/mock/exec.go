@@ -256,7 +256,7 @@ func (s *session) file(name string) (string, bool) {
 		return string(f.data), true
 	}
 	if f, ok := s.mounted(name); ok {
-		return string(f.Data), true
+		return f.Data, true
 	}
 	return "", false
 }

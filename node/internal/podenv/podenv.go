@@ -11,10 +11,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 )
@@ -30,6 +32,9 @@ type Lookup struct {
 	// allocatable, and status.hostIP(s) of a pod without them to its
 	// addresses, as on a kubelet.
 	Node func() *corev1.Node
+	// ServiceVars, if set, keeps the variables of each service version, so
+	// pods share them instead of formatting their own.
+	ServiceVars *ServiceVarsMemo
 }
 
 // MissingError says a mandatory ConfigMap, Secret or key does not exist. The
@@ -537,9 +542,46 @@ func (l Lookup) serviceEnv(pod *corev1.Pod) ([]corev1.EnvVar, error) {
 	sort.Strings(names)
 	var env []corev1.EnvVar
 	for _, n := range names {
-		env = append(env, ServiceVars(byName[n])...)
+		env = append(env, l.ServiceVars.get(byName[n])...)
 	}
 	return env, nil
+}
+
+// ServiceVarsMemo remembers ServiceVars per service version: every pod of
+// a namespace gets the same service variables, and at 10,000 pods
+// formatting them anew for each was megabytes of identical strings. It is
+// safe for concurrent use; the zero value is ready.
+type ServiceVarsMemo struct {
+	mu sync.Mutex
+	m  map[types.UID]memoizedVars
+}
+
+type memoizedVars struct {
+	resourceVersion string
+	vars            []corev1.EnvVar
+}
+
+// maxMemoizedServices bounds the memo: past it, it starts over, which also
+// forgets deleted services.
+const maxMemoizedServices = 4096
+
+// get returns ServiceVars(s), shared with other callers (not to be
+// modified); a nil memo computes them.
+func (m *ServiceVarsMemo) get(s *corev1.Service) []corev1.EnvVar {
+	if m == nil || s.UID == "" || s.ResourceVersion == "" {
+		return ServiceVars(s) // nothing to tell versions apart by
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.m[s.UID]; ok && e.resourceVersion == s.ResourceVersion {
+		return e.vars
+	}
+	if m.m == nil || len(m.m) >= maxMemoizedServices {
+		m.m = map[types.UID]memoizedVars{}
+	}
+	vars := ServiceVars(s)
+	m.m[s.UID] = memoizedVars{resourceVersion: s.ResourceVersion, vars: vars}
+	return vars
 }
 
 func hasClusterIP(s *corev1.Service) bool {

@@ -475,3 +475,26 @@ func TestResourceRefOfAnotherContainer(t *testing.T) {
 		t.Errorf("reference to an unknown container: err = %v, want an InvalidError naming it", err)
 	}
 }
+
+func TestServiceVarsMemo(t *testing.T) {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db", UID: "u1", ResourceVersion: "1"},
+		Spec:       corev1.ServiceSpec{ClusterIP: "10.0.0.7", Ports: []corev1.ServicePort{{Port: 5432}}},
+	}
+	var m ServiceVarsMemo
+	first := m.get(svc)
+	if again := m.get(svc); &again[0] != &first[0] {
+		t.Error("the same service version was formatted twice")
+	}
+	moved := svc.DeepCopy()
+	moved.ResourceVersion, moved.Spec.ClusterIP = "2", "10.0.0.8"
+	if got := envMap(m.get(moved))["DB_SERVICE_HOST"]; got != "10.0.0.8" {
+		t.Errorf("a new service version kept the old variables: DB_SERVICE_HOST=%s", got)
+	}
+	// Objects without identity (built by hand) are never confused.
+	a, b := svc.DeepCopy(), svc.DeepCopy()
+	a.UID, b.UID, b.Name = "", "", "cache"
+	if envMap(m.get(a))["DB_SERVICE_HOST"] == "" || envMap(m.get(b))["CACHE_SERVICE_HOST"] == "" {
+		t.Error("services without a UID were served each other's variables")
+	}
+}
