@@ -20,7 +20,7 @@ IMAGE      ?= virtual-kubelet:$(VERSION)
 LDFLAGS    := -X github.com/vkubelet/virtual-kubelet/internal/version.Version=$(VERSION) \
               -X github.com/vkubelet/virtual-kubelet/internal/version.GitCommit=$(GIT_COMMIT)
 
-.PHONY: all build build-static image test run run-two-clusters cluster-up cluster-down controlplane bench vet fmt clean
+.PHONY: all build build-static image test run run-two-clusters cluster-up cluster-down controlplane bench bench-ab vet fmt clean
 
 all: build
 
@@ -63,6 +63,14 @@ BENCH_ARGS ?=
 
 bench: build ## the bench against the local control plane (make cluster-up first); results in docs/bench
 	$(GO) run ./hack/bench -cluster $(CLUSTER_DIR) -n $(BENCH_N) -binary $(BIN)/virtual-kubelet -out $(BENCH_OUT) $(BENCH_ARGS)
+
+# Pod counts and results of `make bench-ab` (BENCH_ARGS applies too, e.g.
+# '-remote-qps 500 -remote-burst 1000').
+BENCH_AB_N   ?= 1000
+BENCH_AB_OUT ?= docs/bench/ab
+
+bench-ab: build ## A→B: --provider kubernetes in CLUSTER_DIR running its pods in CLUSTER_B_DIR (cluster-up both first); ratios to both floors' sum
+	$(GO) run ./hack/bench -cluster $(CLUSTER_DIR) -remote-cluster $(CLUSTER_B_DIR) -n $(BENCH_AB_N) -binary $(BIN)/virtual-kubelet -out $(BENCH_AB_OUT) $(BENCH_ARGS)
 
 vet:
 	$(GO) vet ./...

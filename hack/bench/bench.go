@@ -23,17 +23,23 @@ import (
 
 // phaseResult is what one pass (floor or daemon) measured.
 type phaseResult struct {
-	AllRunning time.Duration
-	AllGone    time.Duration
-	P50, P99   time.Duration
-	Latencies  []time.Duration // create -> Running, sorted
+	// Start is when the first pod was created, DeleteStart when the first
+	// was deleted.
+	Start, DeleteStart time.Time
+	AllRunning         time.Duration
+	AllGone            time.Duration
+	P50, P99           time.Duration
+	Latencies          []time.Duration // create -> Running, sorted
 }
 
 // tracker watches the pods of one namespace and records, per pod, when it
-// was created, first seen Running, and gone.
+// was created, first seen, first seen bound to a node, first seen Running,
+// and gone.
 type tracker struct {
 	mu       sync.Mutex
 	created  map[string]time.Time
+	seen     map[string]time.Time
+	bound    map[string]time.Time
 	running  map[string]time.Time
 	gone     map[string]time.Time
 	n        int
@@ -50,7 +56,8 @@ type tracker struct {
 
 func newTracker(n int) *tracker {
 	return &tracker{
-		created: map[string]time.Time{}, running: map[string]time.Time{}, gone: map[string]time.Time{},
+		created: map[string]time.Time{}, seen: map[string]time.Time{}, bound: map[string]time.Time{},
+		running: map[string]time.Time{}, gone: map[string]time.Time{},
 		n: n, allRun: make(chan struct{}), allGone: make(chan struct{}),
 	}
 }
@@ -59,6 +66,10 @@ func (t *tracker) observe(pod *corev1.Pod) {
 	now := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	firstTime(t.seen, pod.Name, now)
+	if pod.Spec.NodeName != "" {
+		firstTime(t.bound, pod.Name, now)
+	}
 	if pod.Status.Phase == corev1.PodRunning {
 		if _, ok := t.running[pod.Name]; !ok {
 			t.running[pod.Name] = now
@@ -67,6 +78,29 @@ func (t *tracker) observe(pod *corev1.Pod) {
 			}
 		}
 	}
+}
+
+func firstTime(m map[string]time.Time, name string, now time.Time) {
+	if _, ok := m[name]; !ok {
+		m[name] = now
+	}
+}
+
+// allAt is when the last of the n pods reached the stage m records, as an
+// offset from start; 0 when not all of them did.
+func (t *tracker) allAt(m map[string]time.Time, start time.Time) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(m) < t.n {
+		return 0
+	}
+	var last time.Time
+	for _, at := range m {
+		if at.After(last) {
+			last = at
+		}
+	}
+	return last.Sub(start)
 }
 
 func (t *tracker) deleted(name string) {
@@ -133,6 +167,7 @@ func benchPod(name, node string) *corev1.Pod {
 func runPass(ctx context.Context, client kubernetes.Interface, ns string, nodes []string, n, workers int, t *tracker, afterRunning func()) (*phaseResult, error) {
 	t.watch(ctx, client, ns)
 	start := time.Now()
+	res := &phaseResult{Start: start}
 	if err := parallel(ctx, n, workers, func(i int) error {
 		name := fmt.Sprintf("p-%05d", i)
 		t.mu.Lock()
@@ -146,7 +181,7 @@ func runPass(ctx context.Context, client kubernetes.Interface, ns string, nodes 
 	if err := waitFor(ctx, t.allRun, func() string { return fmt.Sprintf("%d of %d Running", t.count(t.running), n) }); err != nil {
 		return nil, err
 	}
-	res := &phaseResult{AllRunning: time.Since(start)}
+	res.AllRunning = time.Since(start)
 	t.mu.Lock()
 	for name, c := range t.created {
 		res.Latencies = append(res.Latencies, t.running[name].Sub(c))
@@ -162,6 +197,7 @@ func runPass(ctx context.Context, client kubernetes.Interface, ns string, nodes 
 	// One graceful delete per pod, as the garbage collector deletes a
 	// ReplicaSet's pods (a DeleteCollection of thousands times out).
 	start = time.Now()
+	res.DeleteStart = start
 	if err := parallel(ctx, n, workers, func(i int) error {
 		err := client.CoreV1().Pods(ns).Delete(ctx, fmt.Sprintf("p-%05d", i), metav1.DeleteOptions{})
 		if apierrors.IsNotFound(err) {

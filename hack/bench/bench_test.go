@@ -50,9 +50,9 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	// Each pod's status goes Pending→Running and then to its terminal state
 	// before deletion: a few patches per pod, not a retry storm.
-	patches := r.DaemonRequests["PATCH 200"]
+	patches := r.Client.Requests["PATCH 200"]
 	if patches < n || patches > 4*n {
-		t.Errorf("daemon sent %.0f successful PATCHes for %d pods; requests: %v", patches, n, r.DaemonRequests)
+		t.Errorf("daemon sent %.0f successful PATCHes for %d pods; requests: %v", patches, n, r.Client.Requests)
 	}
 	var syncQueue bool
 	for _, q := range r.Queues {
@@ -91,5 +91,44 @@ func TestBenchSmokeManyNodes(t *testing.T) {
 	}
 	if !strings.Contains(report(results), fmt.Sprintf("| %d | %d |", n, nodes)) {
 		t.Errorf("report has no row for %d pods on %d nodes:\n%s", n, nodes, report(results))
+	}
+}
+
+// TestBenchSmokeTwoClusters runs A→B with 40 pods, the shared cluster as A
+// and a private one as B: both floors and the daemon pass complete, every
+// pod of the daemon pass went through B (created there, bound to B's mock
+// node, Running, gone), and the daemon's requests to B are counted apart
+// from those to A.
+func TestBenchSmokeTwoClusters(t *testing.T) {
+	a, b := testcluster.Shared(t), testcluster.Private(t)
+	const n = 40
+	results, err := run(context.Background(), config{clusterDir: a.Info.Dir, remoteDir: b.Info.Dir, sizes: []int{n}, nodes: 1, workers: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := results[0]
+	if r.FloorB == nil || r.Remote == nil {
+		t.Fatalf("no floor B or remote result: %+v", r)
+	}
+	for name, p := range map[string]*phaseResult{"floor A": r.Floor, "floor B": r.FloorB, "A→B": r.Daemon} {
+		if len(p.Latencies) != n || p.AllRunning <= 0 || p.AllGone <= 0 {
+			t.Errorf("%s: %d latencies (want %d), timings %v %v", name, len(p.Latencies), n, p.AllRunning, p.AllGone)
+		}
+	}
+	s := r.Remote.Stages
+	if s.Created <= 0 || s.Scheduled < s.Created || s.Running < s.Scheduled || s.Gone <= 0 {
+		t.Errorf("B's stages not all reached in order: %+v", s)
+	}
+	if got := r.Remote.Client.Requests["POST 201"]; got < n {
+		t.Errorf("daemon created %.0f pods in B, want at least %d; requests to B: %v", got, n, r.Remote.Client.Requests)
+	}
+	if got := r.Client.Requests["POST 201"]; got >= n {
+		t.Errorf("requests to A counted %.0f creations: B's requests leak into A's; requests to A: %v", got, r.Client.Requests)
+	}
+	if r.Remote.Workers.CPU <= 0 || r.Usage.CPU <= 0 {
+		t.Errorf("CPU not measured: daemon %v, B's mock %v", r.Usage.CPU, r.Remote.Workers.CPU)
+	}
+	if !strings.Contains(report(results), "| 40 | 50/100 (default) |") {
+		t.Errorf("report has no A→B row for 40 pods:\n%s", report(results))
 	}
 }

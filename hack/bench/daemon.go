@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vkubelet/virtual-kubelet/internal/childproc"
-	"github.com/vkubelet/virtual-kubelet/internal/controlplane"
 )
 
 // benchDaemon is the virtual-kubelet under measurement.
@@ -60,10 +59,24 @@ func freePorts(count int) (int, error) {
 	return 0, fmt.Errorf("no %d consecutive free ports on loopback", count)
 }
 
+// daemonSpec is one daemon the bench starts: its nodes and provider.
+type daemonSpec struct {
+	name       string // node name (the prefix with more than one node)
+	nodes      int
+	kubeconfig string
+	// provider is the --provider flag and its arguments.
+	provider []string
+	// measured: the daemon under measurement gets the bench's -daemon-args
+	// and -daemon-env; B's workers run with defaults.
+	measured bool
+}
+
 // startDaemon runs the binary on loopback with its defaults, plus the
-// metrics endpoint (and pprof) the bench reads.
-func startDaemon(ctx context.Context, c config, info *controlplane.Info, name string, nodes int) (*benchDaemon, error) {
-	port, err := freePorts(nodes)
+// metrics endpoint (and pprof) the bench reads. Loopback is enough: the
+// bench never asks an API server to proxy to the node (no logs or exec), so
+// the daemons need no node host.
+func startDaemon(ctx context.Context, c config, s daemonSpec) (*benchDaemon, error) {
+	port, err := freePorts(s.nodes)
 	if err != nil {
 		return nil, err
 	}
@@ -71,19 +84,24 @@ func startDaemon(ctx context.Context, c config, info *controlplane.Info, name st
 	if err != nil {
 		return nil, err
 	}
-	logPath := filepath.Join(os.TempDir(), name+".log")
+	logPath := filepath.Join(os.TempDir(), s.name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{
-		"--provider", "mock", "--nodename", name, "--kubeconfig", info.Kubeconfig,
-		"--node-count", strconv.Itoa(nodes),
+	args := append(append([]string{}, s.provider...),
+		"--nodename", s.name, "--kubeconfig", s.kubeconfig,
+		"--node-count", strconv.Itoa(s.nodes),
 		"--node-ip", "127.0.0.1", "--listen-address", "127.0.0.1", "--listen-port", strconv.Itoa(port),
 		"--metrics-addr", metricsAddr, "--enable-profiling", "--log-level", "warn",
-	}, c.daemonArgs...)
+	)
+	env := os.Environ()
+	if s.measured {
+		args = append(args, c.daemonArgs...)
+		env = append(env, c.daemonEnv...)
+	}
 	cmd := exec.CommandContext(ctx, c.binary, args...)
-	cmd.Env = append(os.Environ(), c.daemonEnv...)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	p, err := childproc.Start(cmd)
 	logFile.Close() // the daemon has its own copy
@@ -91,7 +109,7 @@ func startDaemon(ctx context.Context, c config, info *controlplane.Info, name st
 		return nil, err
 	}
 	d := &benchDaemon{Process: p, metricsAddr: metricsAddr, logPath: logPath}
-	logf("daemon %s: pid %d, metrics and pprof at http://%s, log %s", name, cmd.Process.Pid, metricsAddr, logPath)
+	logf("daemon %s: pid %d, metrics and pprof at http://%s, log %s", s.name, cmd.Process.Pid, metricsAddr, logPath)
 	return d, nil
 }
 
@@ -175,20 +193,45 @@ func parseMetrics(r io.Reader) (map[string]*promFamily, error) {
 	return out, nil
 }
 
-// metrics reads the daemon's API client request counts (by method and
-// code) and its queues' statistics.
-func (d *benchDaemon) metrics(ctx context.Context) (map[string]float64, []queueStats) {
+// clientStats is the daemon's API client traffic to one API server.
+type clientStats struct {
+	Requests map[string]float64 // by "METHOD code"
+	// LimiterWait is the time the requests spent in client-go's rate
+	// limiter, summed over requests.
+	LimiterWait time.Duration
+}
+
+// daemonStats is what the daemon's /metrics said after a pass.
+type daemonStats struct {
+	// Clients are its requests to the API server at each host asked for.
+	Clients []clientStats
+	Queues  []queueStats
+	// ProviderCalls counts calls into the provider by "Method result".
+	ProviderCalls map[string]float64
+}
+
+// metrics reads, for the API server at each host (host:port), the daemon's
+// client requests to it (by method and code) and their rate-limiter wait;
+// and the daemon's queues' statistics and provider calls.
+func (d *benchDaemon) metrics(ctx context.Context, hosts ...string) daemonStats {
+	clients := make([]clientStats, len(hosts))
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.metricsAddr+"/metrics", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, nil
+		return daemonStats{Clients: clients}
 	}
 	defer resp.Body.Close()
 	fams, err := parseMetrics(resp.Body)
 	if err != nil {
-		return nil, nil
+		return daemonStats{Clients: clients}
 	}
-	requests := fams["rest_client_requests_total"].sumBy("method", "code")
+	for i, host := range hosts {
+		sel := map[string]string{"host": host}
+		clients[i] = clientStats{
+			Requests:    fams["rest_client_requests_total"].sumBy(sel, "method", "code"),
+			LimiterWait: time.Duration(fams["rest_client_rate_limiter_duration_seconds"].histSum(sel) * float64(time.Second)),
+		}
+	}
 	var queues []queueStats
 	for _, q := range []string{"syncPodsFromKubernetes", "syncPodStatusFromProvider", "deletePodsFromKubernetes"} {
 		sel := map[string]string{"name": q}
@@ -207,7 +250,8 @@ func (d *benchDaemon) metrics(ctx context.Context) (map[string]float64, []queueS
 		}
 		queues = append(queues, s)
 	}
-	return requests, queues
+	calls := fams["virtual_kubelet_provider_call_duration_seconds"].sumBy(nil, "method", "result")
+	return daemonStats{Clients: clients, Queues: queues, ProviderCalls: calls}
 }
 
 // apiServerPodCalls reads the API server's request counters for pods, by

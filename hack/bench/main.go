@@ -14,12 +14,19 @@
 //
 // Every figure of the daemon pass is also given as a ratio to the floor's,
 // measured in the same run on the same machine.
+//
+// With -remote-cluster (`make bench-ab`) it measures A→B: the floor pass
+// runs on A and on B; the daemon pass runs the daemon in A with the
+// kubernetes provider, which puts A's pods in B, where B's scheduler binds
+// them to a mock node (B's workers, a second daemon). The times are ratios
+// to the sum of A's and B's floors.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,20 +52,29 @@ func logf(format string, args ...any) {
 // config is the bench's command line.
 type config struct {
 	clusterDir string
-	sizes      []int
-	nodes      int
-	workers    int
-	steady     time.Duration
-	binary     string
-	outDir     string
-	daemonArgs []string
-	daemonEnv  []string
+	// remoteDir, when set, is cluster B: the daemon runs the kubernetes
+	// provider in A (clusterDir), putting A's pods in B, where a mock node
+	// runs them.
+	remoteDir   string
+	remoteQPS   float64 // the provider's remote client; 0: its defaults
+	remoteBurst int
+	sizes       []int
+	nodes       int
+	workers     int
+	steady      time.Duration
+	binary      string
+	outDir      string
+	daemonArgs  []string
+	daemonEnv   []string
 }
 
 func main() {
 	var c config
 	var sizes, extra string
 	flag.StringVar(&c.clusterDir, "cluster", filepath.Join(os.TempDir(), "virtual-kubelet", "local"), "directory of a running control plane (make cluster-up)")
+	flag.StringVar(&c.remoteDir, "remote-cluster", "", "directory of a second control plane, B: measure A→B, the daemon with --provider kubernetes in -cluster running its pods in B on a mock node")
+	flag.Float64Var(&c.remoteQPS, "remote-qps", 0, "with -remote-cluster: remote.qps in the provider config (0: the provider's default)")
+	flag.IntVar(&c.remoteBurst, "remote-burst", 0, "with -remote-cluster: remote.burst in the provider config (0: the provider's default)")
 	flag.StringVar(&sizes, "n", "1000,5000,10000", "comma-separated pod counts")
 	flag.IntVar(&c.nodes, "nodes", 1, "nodes the pods are spread over: the daemon runs them with --node-count, the floor registers as many")
 	flag.IntVar(&c.workers, "workers", 50, "the bench's own concurrency (pod creation, the floor's kubelet)")
@@ -81,6 +97,14 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: -nodes must be at least 1, got %d\n", c.nodes)
 		os.Exit(2)
 	}
+	if c.remoteDir != "" && c.nodes != 1 {
+		fmt.Fprintf(os.Stderr, "bench: -remote-cluster runs one virtual node; -nodes must be 1, got %d\n", c.nodes)
+		os.Exit(2)
+	}
+	if c.remoteQPS < 0 || c.remoteBurst < 0 {
+		fmt.Fprintf(os.Stderr, "bench: -remote-qps and -remote-burst must not be negative, got %v and %d\n", c.remoteQPS, c.remoteBurst)
+		os.Exit(2)
+	}
 	c.daemonArgs = strings.Fields(extra)
 	c.daemonEnv = strings.Fields(env)
 	if _, err := run(context.Background(), c); err != nil {
@@ -91,27 +115,42 @@ func main() {
 
 // result is one N's outcome.
 type result struct {
-	N             int
-	Nodes         int
-	IdleCPU       float64 // fraction of a core, with the nodes up and no pods
-	Floor, Daemon *phaseResult
-	Usage         processUsage
-	SteadyCPU     float64 // fraction of a core
+	N       int
+	Nodes   int
+	IdleCPU float64 // fraction of a core, with the nodes up and no pods
+	Floor   *phaseResult
+	// FloorB is cluster B's floor in A→B mode, else nil.
+	FloorB    *phaseResult
+	Daemon    *phaseResult
+	Usage     processUsage
+	SteadyCPU float64 // fraction of a core
 	// BenchCPU is the bench process's own CPU time in each pass. The
 	// passes create, watch and delete the same pods; the floor pass also
 	// writes every status and final delete, so the difference is what the
-	// floor's kubelet work cost.
-	BenchCPU       struct{ Floor, Daemon time.Duration }
-	IdleRSS        int64 // bytes, with the node up and no pods: mostly the binary's mapped pages
-	APICalls       map[string]float64
-	DaemonRequests map[string]float64
-	Queues         []queueStats
+	// floor's kubelet work cost. (Not in A→B mode, where the daemon pass
+	// also watches B's pods.)
+	BenchCPU struct{ Floor, Daemon time.Duration }
+	IdleRSS  int64 // bytes, with the node up and no pods: mostly the binary's mapped pages
+	APICalls map[string]float64
+	Client   clientStats // the daemon's requests to its own cluster
+	Queues   []queueStats
+	// ProviderCalls counts the daemon's calls into its provider by
+	// "Method result".
+	ProviderCalls map[string]float64
+	Remote        *remoteResult // A→B mode only
 }
 
-func run(ctx context.Context, c config) ([]*result, error) {
-	info, err := controlplane.LoadInfo(c.clusterDir)
+// cluster is a running control plane the bench drives.
+type cluster struct {
+	info   *controlplane.Info
+	client kubernetes.Interface
+	host   string // the API server's host:port, as client metrics label it
+}
+
+func openCluster(dir string) (*cluster, error) {
+	info, err := controlplane.LoadInfo(dir)
 	if err != nil {
-		return nil, fmt.Errorf("no control plane in %s (run make cluster-up): %w", c.clusterDir, err)
+		return nil, fmt.Errorf("no control plane in %s (run make cluster-up): %w", dir, err)
 	}
 	restCfg, err := info.RESTConfig()
 	if err != nil {
@@ -121,6 +160,24 @@ func run(ctx context.Context, c config) ([]*result, error) {
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return nil, err
+	}
+	u, err := url.Parse(restCfg.Host)
+	if err != nil {
+		return nil, fmt.Errorf("control plane in %s: server %q: %w", dir, restCfg.Host, err)
+	}
+	return &cluster{info: info, client: client, host: u.Host}, nil
+}
+
+func run(ctx context.Context, c config) ([]*result, error) {
+	a, err := openCluster(c.clusterDir)
+	if err != nil {
+		return nil, err
+	}
+	var b *cluster
+	if c.remoteDir != "" {
+		if b, err = openCluster(c.remoteDir); err != nil {
+			return nil, err
+		}
 	}
 	if c.binary == "" {
 		dir, err := os.MkdirTemp("", "vk-bench-")
@@ -139,7 +196,7 @@ func run(ctx context.Context, c config) ([]*result, error) {
 
 	var results []*result
 	for _, n := range c.sizes {
-		r, err := runSize(ctx, c, info, client, n)
+		r, err := runSize(ctx, c, a, b, n)
 		if err != nil {
 			return nil, fmt.Errorf("N=%d: %w", n, err)
 		}
@@ -165,55 +222,85 @@ func run(ctx context.Context, c config) ([]*result, error) {
 	return results, nil
 }
 
-func runSize(ctx context.Context, c config, info *controlplane.Info, client kubernetes.Interface, n int) (*result, error) {
-	r := &result{N: n, Nodes: max(1, c.nodes)}
-	timeout := 10*time.Minute + time.Duration(n)*100*time.Millisecond
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-
-	// Floor.
-	logf("N=%d floor: the bench writes what a kubelet must", n)
-	floorNodes := nodeNames(fmt.Sprintf("bench-floor-%d", n), r.Nodes)
+// floorPass is the floor on one cluster: its nodes registered by the node
+// library, the bench as their kubelet. It returns the pass and the bench's
+// CPU in it.
+func floorPass(ctx context.Context, c config, client kubernetes.Interface, label string, n, nodes int) (*phaseResult, time.Duration, error) {
+	logf("N=%d %s: the bench writes what a kubelet must", n, label)
+	floorNodes := nodeNames(fmt.Sprintf("bench-floor-%d", n), nodes)
 	stopNodes, err := floorNodesUp(ctx, client, floorNodes)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	ns, err := namespace(ctx, client, fmt.Sprintf("bench-floor-%d", n))
 	if err != nil {
-		return nil, err
+		stopNodes()
+		return nil, 0, err
 	}
 	ft := newTracker(n)
 	fctx, stopFloor := context.WithCancel(ctx)
 	newFloorKubelet(fctx, client, ns, c.workers, ft)
 	cpuBefore := selfCPU()
-	r.Floor, err = runPass(fctx, client, ns, floorNodes, n, c.workers, ft, nil)
-	r.BenchCPU.Floor = selfCPU() - cpuBefore
+	res, err := runPass(fctx, client, ns, floorNodes, n, c.workers, ft, nil)
+	cpu := selfCPU() - cpuBefore
 	stopFloor()
 	stopNodes()
 	cleanup(client, ns, floorNodes)
 	if err != nil {
-		return nil, fmt.Errorf("floor: %w", err)
+		return nil, 0, fmt.Errorf("%s: %w", label, err)
 	}
-	logf("N=%d floor: all Running in %s, all gone in %s", n, r.Floor.AllRunning.Round(time.Millisecond), r.Floor.AllGone.Round(time.Millisecond))
+	logf("N=%d %s: all Running in %s, all gone in %s", n, label, res.AllRunning.Round(time.Millisecond), res.AllGone.Round(time.Millisecond))
+	return res, cpu, nil
+}
+
+// runSize measures n pods: the floor on A (and on B in A→B mode), then
+// the daemon.
+func runSize(ctx context.Context, c config, a, b *cluster, n int) (*result, error) {
+	r := &result{N: n, Nodes: max(1, c.nodes)}
+	timeout := 10*time.Minute + time.Duration(n)*100*time.Millisecond
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	var err error
+	if b == nil {
+		r.Floor, r.BenchCPU.Floor, err = floorPass(ctx, c, a.client, "floor", n, r.Nodes)
+	} else {
+		r.Floor, r.BenchCPU.Floor, err = floorPass(ctx, c, a.client, "floor A", n, r.Nodes)
+		if err == nil {
+			r.FloorB, _, err = floorPass(ctx, c, b.client, "floor B", n, r.Nodes)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
 
 	// Daemon.
 	prefix := fmt.Sprintf("bench-vk-%d", n)
 	vkNodes := nodeNames(prefix, r.Nodes)
-	d, err := startDaemon(ctx, c, info, prefix, r.Nodes)
+	spec := daemonSpec{name: prefix, nodes: r.Nodes, kubeconfig: a.info.Kubeconfig, provider: []string{"--provider", "mock"}, measured: true}
+	var remote *remoteSide
+	if b != nil {
+		if remote, err = startRemote(ctx, c, b, n); err != nil {
+			return nil, err
+		}
+		defer remote.stop()
+		spec.provider = []string{"--provider", "kubernetes", "--provider-config", remote.configPath}
+	}
+	d, err := startDaemon(ctx, c, spec)
 	if err != nil {
 		return nil, err
 	}
 	defer d.stop()
 	for _, name := range vkNodes {
-		if err := waitNodeReady(ctx, client, name); err != nil {
+		if err := waitNodeReady(ctx, a.client, name); err != nil {
 			return nil, fmt.Errorf("daemon: node %s: %w (log: %s)", name, err, d.logPath)
 		}
 	}
-	ns, err = namespace(ctx, client, fmt.Sprintf("bench-vk-%d", n))
+	ns, err := namespace(ctx, a.client, fmt.Sprintf("bench-vk-%d", n))
 	if err != nil {
 		return nil, err
 	}
-	callsBefore, err := apiServerPodCalls(ctx, client)
+	callsBefore, err := apiServerPodCalls(ctx, a.client)
 	if err != nil {
 		return nil, err
 	}
@@ -225,6 +312,7 @@ func runSize(ctx context.Context, c config, info *controlplane.Info, client kube
 	}
 	usageBefore := d.usage()
 	r.IdleRSS = usageBefore.PeakRSS
+	remote.passStarts()
 	var steadyCPU, steadyBench time.Duration
 	steady := func() {
 		if c.steady <= 0 {
@@ -233,8 +321,10 @@ func runSize(ctx context.Context, c config, info *controlplane.Info, client kube
 		logf("N=%d daemon: all Running; measuring %s of steady state", n, c.steady)
 		time.Sleep(5 * time.Second) // let the last status writes settle
 		before, benchBefore := d.usage(), selfCPU()
+		remote.steadyStarts()
 		time.Sleep(c.steady)
 		after := d.usage()
+		remote.steadyEnds()
 		r.SteadyCPU = (after.CPU - before.CPU).Seconds() / c.steady.Seconds()
 		// The idle window is not pod work: keep it out of the per-pod figures.
 		steadyCPU += after.CPU - before.CPU
@@ -248,23 +338,32 @@ func runSize(ctx context.Context, c config, info *controlplane.Info, client kube
 			}
 		}
 	}
-	cpuBefore = selfCPU()
-	r.Daemon, err = runPass(ctx, client, ns, vkNodes, n, c.workers, newTracker(n), steady)
+	cpuBefore := selfCPU()
+	r.Daemon, err = runPass(ctx, a.client, ns, vkNodes, n, c.workers, newTracker(n), steady)
 	r.BenchCPU.Daemon = selfCPU() - cpuBefore - steadyBench
 	if err != nil {
-		cleanup(client, ns, vkNodes)
+		cleanup(a.client, ns, vkNodes)
 		return nil, fmt.Errorf("daemon: %w (log: %s)", err, d.logPath)
 	}
 	after := d.usage()
 	r.Usage = processUsage{CPU: after.CPU - usageBefore.CPU - steadyCPU, PeakRSS: after.PeakRSS}
-	callsAfter, _ := apiServerPodCalls(ctx, client)
+	callsAfter, _ := apiServerPodCalls(ctx, a.client)
 	r.APICalls = diff(callsAfter, callsBefore)
-	r.DaemonRequests, r.Queues = d.metrics(ctx)
+	hosts := []string{a.host}
+	if b != nil {
+		hosts = append(hosts, b.host)
+	}
+	stats := d.metrics(ctx, hosts...)
+	r.Client, r.Queues, r.ProviderCalls = stats.Clients[0], stats.Queues, stats.ProviderCalls
+	if remote != nil {
+		r.Remote = remote.passEnds(ctx, r.Daemon, stats.Clients[1])
+	}
 	d.stop()
-	cleanup(client, ns, vkNodes)
+	cleanup(a.client, ns, vkNodes)
+	fr, fg := r.floor()
 	logf("N=%d daemon: all Running in %s (%.2fx), all gone in %s (%.2fx)", n,
-		r.Daemon.AllRunning.Round(time.Millisecond), ratio(r.Daemon.AllRunning, r.Floor.AllRunning),
-		r.Daemon.AllGone.Round(time.Millisecond), ratio(r.Daemon.AllGone, r.Floor.AllGone))
+		r.Daemon.AllRunning.Round(time.Millisecond), ratio(r.Daemon.AllRunning, fr),
+		r.Daemon.AllGone.Round(time.Millisecond), ratio(r.Daemon.AllGone, fg))
 	return r, nil
 }
 
@@ -396,6 +495,18 @@ func selfCPU() time.Duration {
 
 // perThousand is d per 1,000 of n pods, in seconds.
 func perThousand(d time.Duration, n int) float64 { return d.Seconds() * 1000 / float64(n) }
+
+// floor is what the daemon's times are ratios to: the floor's all Running
+// and all gone, in A→B mode the sums of A's and B's floors, as a pod's way
+// goes through both clusters.
+func (r *result) floor() (running, gone time.Duration) {
+	running, gone = r.Floor.AllRunning, r.Floor.AllGone
+	if r.FloorB != nil {
+		running += r.FloorB.AllRunning
+		gone += r.FloorB.AllGone
+	}
+	return running, gone
+}
 
 // floorCPU is the CPU the floor's kubelet work cost: the bench's CPU in the
 // floor pass less what the same pod traffic cost it in the daemon pass.

@@ -61,17 +61,17 @@ func (f *promFamily) histSum(sel map[string]string) float64 {
 	return v
 }
 
-// sumBy sums the counters by the values of the given labels, keyed
-// "v1 v2".
-func (f *promFamily) sumBy(keys ...string) map[string]float64 {
+// sumBy sums the counters matching sel by the values of the given labels,
+// keyed "v1 v2"; for a histogram, its sample counts.
+func (f *promFamily) sumBy(sel map[string]string, keys ...string) map[string]float64 {
 	out := map[string]float64{}
-	for _, m := range f.matching(nil) {
+	for _, m := range f.matching(sel) {
 		l := labels(m.GetLabel())
 		parts := make([]string, len(keys))
 		for i, k := range keys {
 			parts[i] = l[k]
 		}
-		out[strings.Join(parts, " ")] += m.GetCounter().GetValue()
+		out[strings.Join(parts, " ")] += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
 	}
 	return out
 }

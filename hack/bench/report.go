@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	k8sprovider "github.com/vkubelet/virtual-kubelet/providers/kubernetes"
 )
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
@@ -14,27 +16,92 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
 // time went.
 func report(results []*result) string {
 	var b strings.Builder
-	b.WriteString("| N | nodes | all Running: floor | daemon | ratio | p50 create→Running: floor | daemon | p99: floor | daemon | all gone: floor | daemon | ratio | daemon CPU | CPU s per 1,000 pods: floor | daemon | RSS before | peak RSS | idle CPU | steady CPU |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, r := range results {
-		fmt.Fprintf(&b, "| %d | %d | %s | %s | **%.2fx** | %s | %s | %s | %s | %s | %s | **%.2fx** | %.1fs | %.2f | %.2f | %.0f MiB | %.0f MiB | %.2f%% | %.2f%% |\n",
-			r.N, r.Nodes, ms(r.Floor.AllRunning), ms(r.Daemon.AllRunning), ratio(r.Daemon.AllRunning, r.Floor.AllRunning),
-			ms(r.Floor.P50), ms(r.Daemon.P50), ms(r.Floor.P99), ms(r.Daemon.P99),
-			ms(r.Floor.AllGone), ms(r.Daemon.AllGone), ratio(r.Daemon.AllGone, r.Floor.AllGone),
-			r.Usage.CPU.Seconds(), perThousand(r.floorCPU(), r.N), perThousand(r.Usage.CPU, r.N),
-			float64(r.IdleRSS)/(1<<20), float64(r.Usage.PeakRSS)/(1<<20), 100*r.IdleCPU, 100*r.SteadyCPU)
+	if len(results) > 0 && results[0].Remote != nil {
+		twoClusterTable(&b, results)
+	} else {
+		oneClusterTable(&b, results)
 	}
-	b.WriteString("\nCPU per 1,000 pods covers creation to deletion: the daemon's process, and the floor's kubelet work (the bench's CPU in the floor pass less its CPU in the daemon pass, which drives the same pods).\n")
 	for _, r := range results {
 		fmt.Fprintf(&b, "\nN=%d, daemon pass:\n\n", r.N)
 		fmt.Fprintf(&b, "- API server pod requests (all clients) during the pass: %s\n", formatCounts(r.APICalls))
-		fmt.Fprintf(&b, "- daemon's API requests by method and code: %s\n", formatCounts(r.DaemonRequests))
+		fmt.Fprintf(&b, "- daemon's API requests by method and code: %s; %s in the client's rate limiter\n", formatCounts(r.Client.Requests), ms(r.Client.LimiterWait))
+		fmt.Fprintf(&b, "- provider calls by method and result: %s\n", formatCounts(r.ProviderCalls))
 		for _, q := range r.Queues {
 			fmt.Fprintf(&b, "- queue %s: %.0f adds, %.0f retries, mean wait %s, mean work %s\n",
 				q.Name, q.Adds, q.Retries, q.MeanWait.Round(time.Microsecond), q.MeanWork.Round(time.Microsecond))
 		}
+		if rr := r.Remote; rr != nil {
+			fmt.Fprintf(&b, "- B, last pod: created at %s, bound to the mock node by B's scheduler at %s, Running in B at %s (from the first create in A); gone from B at %s (from the first delete in A)\n",
+				ms(rr.Stages.Created), ms(rr.Stages.Scheduled), ms(rr.Stages.Running), ms(rr.Stages.Gone))
+			fmt.Fprintf(&b, "- B's API server pod requests (all clients) during the pass: %s\n", formatCounts(rr.APICalls))
+			fmt.Fprintf(&b, "- daemon's API requests to B by method and code: %s; %s in the client's rate limiter\n", formatCounts(rr.Client.Requests), ms(rr.Client.LimiterWait))
+			fmt.Fprintf(&b, "- B's mock node: %.1fs CPU, peak RSS %.0f MiB\n", rr.Workers.CPU.Seconds(), float64(rr.Workers.PeakRSS)/(1<<20))
+		}
 	}
 	return b.String()
+}
+
+func oneClusterTable(b *strings.Builder, results []*result) {
+	var rows [][]string
+	for _, r := range results {
+		floorRunning, floorGone := r.floor()
+		rows = append(rows, cells("%d|%d|%s|%s|**%.2fx**|%s|%s|%s|%s|%s|%s|**%.2fx**|%.1fs|%.2f|%.2f|%.0f MiB|%.0f MiB|%.2f%%|%.2f%%",
+			r.N, r.Nodes, ms(floorRunning), ms(r.Daemon.AllRunning), ratio(r.Daemon.AllRunning, floorRunning),
+			ms(r.Floor.P50), ms(r.Daemon.P50), ms(r.Floor.P99), ms(r.Daemon.P99),
+			ms(floorGone), ms(r.Daemon.AllGone), ratio(r.Daemon.AllGone, floorGone),
+			r.Usage.CPU.Seconds(), perThousand(r.floorCPU(), r.N), perThousand(r.Usage.CPU, r.N),
+			float64(r.IdleRSS)/(1<<20), float64(r.Usage.PeakRSS)/(1<<20), 100*r.IdleCPU, 100*r.SteadyCPU))
+	}
+	writeTable(b, "N|nodes|all Running: floor|daemon|ratio|p50 create→Running: floor|daemon|p99: floor|daemon|all gone: floor|daemon|ratio|daemon CPU|CPU s per 1,000 pods: floor|daemon|RSS before|peak RSS|idle CPU|steady CPU", rows)
+	b.WriteString("\nCPU per 1,000 pods covers creation to deletion: the daemon's process, and the floor's kubelet work (the bench's CPU in the floor pass less its CPU in the daemon pass, which drives the same pods).\n")
+}
+
+// twoClusterTable is A→B: the daemon's times as ratios to the sum of A's
+// and B's floors.
+func twoClusterTable(b *strings.Builder, results []*result) {
+	var rows [][]string
+	for _, r := range results {
+		floorRunning, floorGone := r.floor()
+		rows = append(rows, cells("%d|%s|%s|%s|%s|%s|**%.2fx**|%s|%s|%s|%s|%s|%s|**%.2fx**|%.2f|%.2f|%.0f MiB|%.2f%%",
+			r.N, remoteLimits(r.Remote),
+			ms(r.Floor.AllRunning), ms(r.FloorB.AllRunning), ms(floorRunning), ms(r.Daemon.AllRunning), ratio(r.Daemon.AllRunning, floorRunning),
+			ms(r.Daemon.P50), ms(r.Daemon.P99),
+			ms(r.Floor.AllGone), ms(r.FloorB.AllGone), ms(floorGone), ms(r.Daemon.AllGone), ratio(r.Daemon.AllGone, floorGone),
+			perThousand(r.Usage.CPU, r.N), perThousand(r.Remote.Workers.CPU, r.N),
+			float64(r.Usage.PeakRSS)/(1<<20), 100*r.SteadyCPU))
+	}
+	writeTable(b, "N|remote qps/burst|all Running: floor A|floor B|A+B|A→B|ratio|p50 create→Running: A→B|p99|all gone: floor A|floor B|A+B|A→B|ratio|CPU s per 1,000 pods: daemon in A|mock in B|peak RSS of the daemon in A|steady CPU", rows)
+	b.WriteString("\nRatios are to A's floor plus B's floor, each measured in the same run. CPU per 1,000 pods covers creation to deletion (the steady window left out): the daemon in A (kubernetes provider) and B's mock node.\n")
+}
+
+// cells formats one row, its cells separated by | in format.
+func cells(format string, args ...any) []string {
+	return strings.Split(fmt.Sprintf(format, args...), "|")
+}
+
+// writeTable writes a Markdown table; header's cells are separated by |.
+func writeTable(b *strings.Builder, header string, rows [][]string) {
+	head := strings.Split(header, "|")
+	b.WriteString("| " + strings.Join(head, " | ") + " |\n")
+	b.WriteString(strings.Repeat("|---", len(head)) + "|\n")
+	for _, row := range rows {
+		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
+	}
+}
+
+// remoteLimits is the provider's remote client limits of the run.
+func remoteLimits(r *remoteResult) string {
+	if r.QPS == 0 && r.Burst == 0 {
+		return fmt.Sprintf("%d/%d (default)", k8sprovider.DefaultQPS, k8sprovider.DefaultBurst)
+	}
+	qps, burst := r.QPS, r.Burst
+	if qps == 0 {
+		qps = k8sprovider.DefaultQPS
+	}
+	if burst == 0 {
+		burst = k8sprovider.DefaultBurst
+	}
+	return fmt.Sprintf("%g/%d", qps, burst)
 }
 
 func formatCounts(m map[string]float64) string {
@@ -57,8 +124,13 @@ func formatCounts(m map[string]float64) string {
 func latencyPlot(r *result) string {
 	const w, h, left, bottom, top, right = 640.0, 400.0, 60.0, 50.0, 40.0, 20.0
 	maxLat := 0.0
-	for _, l := range append(append([]time.Duration(nil), r.Floor.Latencies...), r.Daemon.Latencies...) {
-		maxLat = math.Max(maxLat, l.Seconds())
+	for _, p := range []*phaseResult{r.Floor, r.FloorB, r.Daemon} {
+		if p == nil {
+			continue
+		}
+		for _, l := range p.Latencies {
+			maxLat = math.Max(maxLat, l.Seconds())
+		}
 	}
 	maxLat = niceCeil(maxLat)
 	x := func(s float64) float64 { return left + (w-left-right)*s/maxLat }
@@ -76,11 +148,17 @@ func latencyPlot(r *result) string {
 			x(s), y(0), x(s), y(1), x(s), h-bottom+18, s)
 	}
 	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">seconds after creation</text>`+"\n", (left+w-right)/2, h-10)
-	for i, series := range []struct {
+	type series struct {
 		name   string
 		color  string
 		values []time.Duration
-	}{{"floor (the bench as kubelet)", "#888", r.Floor.Latencies}, {"virtual-kubelet + mock", "#1f77b4", r.Daemon.Latencies}} {
+	}
+	all := []series{{"floor (the bench as kubelet)", "#888", r.Floor.Latencies}, {"virtual-kubelet + mock", "#1f77b4", r.Daemon.Latencies}}
+	if r.FloorB != nil {
+		all = []series{{"floor A (the bench as kubelet)", "#888", r.Floor.Latencies}, {"floor B", "#bbb", r.FloorB.Latencies},
+			{"A→B: virtual-kubelet (kubernetes) + B's mock", "#1f77b4", r.Daemon.Latencies}}
+	}
+	for i, series := range all {
 		var pts []string
 		for j, l := range series.values {
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(l.Seconds()), y(float64(j+1)/float64(len(series.values)))))
