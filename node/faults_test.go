@@ -265,6 +265,36 @@ func TestGracePeriodShortenedAndForced(t *testing.T) {
 	})
 }
 
+// TestStoppedPodToldOnce: a pod the provider stopped within its grace
+// period is removed with grace 0 by the controller; that last step is not
+// a shorter grace period to pass on, so DeletePod is called once. (A
+// provider with a rate-limited backend paid a second delete per pod.)
+func TestStoppedPodToldOnce(t *testing.T) {
+	c := testcluster.Shared(t)
+	ctx := context.Background()
+	ns := c.Namespace(t)
+	p := newFaultyProvider()
+	_, nodeName := startNode(t, c, p, fastRetries)
+
+	names := []string{"a", "b", "c"}
+	for _, name := range names {
+		runPod(t, c, ns, nodeName, name)
+		if err := c.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](30)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range names {
+		waitGone(t, c.Client, ns, name)
+	}
+	// The removal's own update may still be in the queue: let it drain.
+	time.Sleep(time.Second)
+	for _, name := range names {
+		if g := p.deleteGraces(name); len(g) != 1 || g[0] != 30 {
+			t.Errorf("%s: DeletePod graces %v, want [30]", name, g)
+		}
+	}
+}
+
 // mutatingProvider changes every pod it is handed after the call returns,
 // and every pod it reports after reporting it, as a careless provider may:
 // with -race, any object the controller shares with it shows up as a race.

@@ -141,7 +141,9 @@ func (pc *PodController) deleteFromProvider(ctx context.Context, key string, pod
 	// the provider was told, which can move it).
 	defer func() { pc.statusQueue.EnqueueAfter(key, time.Until(pc.stopDeadline(pod, rec))) }()
 	grace := ptr.Deref(pod.DeletionGracePeriodSeconds, 0)
-	if sent, told := rec.providerDeletedWith(); !told || grace < sent {
+	// A shorter grace period is news only for a pod still stopping: our own
+	// final delete of a stopped pod reaches us as grace 0 too.
+	if sent, told := rec.providerDeletedWith(); !told || (grace < sent && !isTerminalStatus(&pod.Status)) {
 		err := pc.callProvider(ctx, "DeletePod", pod.DeepCopy(), pc.provider.DeletePod)
 		switch {
 		case errdefs.IsNotFound(err):

@@ -128,7 +128,7 @@ func TestBenchSmokeTwoClusters(t *testing.T) {
 	if r.Remote.Workers.CPU <= 0 || r.Usage.CPU <= 0 {
 		t.Errorf("CPU not measured: daemon %v, B's mock %v", r.Usage.CPU, r.Remote.Workers.CPU)
 	}
-	if !strings.Contains(report(results), "| 40 | 50/100 (default) |") {
+	if !strings.Contains(report(results), "| 40 | 500/1000 (default) |") {
 		t.Errorf("report has no A→B row for 40 pods:\n%s", report(results))
 	}
 }

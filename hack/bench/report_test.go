@@ -36,7 +36,7 @@ func TestFloorOfOneAndTwoClusters(t *testing.T) {
 		t.Errorf("two clusters: floor %v, %v; want 6s, 9s", r, g)
 	}
 	text := report([]*result{two})
-	for _, want := range []string{"| 4.00s | 2.00s | 6.00s | 12.00s | **2.00x** |", "| 6.00s | 3.00s | 9.00s | 4.50s | **0.50x** |", "50/100 (default)"} {
+	for _, want := range []string{"| 4.00s | 2.00s | 6.00s | 12.00s | **2.00x** |", "| 6.00s | 3.00s | 9.00s | 4.50s | **0.50x** |", "500/1000 (default)"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("A→B report lacks %q:\n%s", want, text)
 		}
@@ -51,7 +51,7 @@ func TestRemoteLimits(t *testing.T) {
 		qps   float64
 		burst int
 		want  string
-	}{{0, 0, "50/100 (default)"}, {500, 1000, "500/1000"}, {200, 0, "200/100"}, {12.5, 1000, "12.5/1000"}} {
+	}{{0, 0, "500/1000 (default)"}, {50, 100, "50/100"}, {200, 0, "200/1000"}, {12.5, 1000, "12.5/1000"}} {
 		if got := remoteLimits(&remoteResult{QPS: c.qps, Burst: c.burst}); got != c.want {
 			t.Errorf("remoteLimits(%v, %d) = %q, want %q", c.qps, c.burst, got, c.want)
 		}
