@@ -83,6 +83,7 @@ type NodeController struct { //nolint:revive
 
 	statusUpdates chan *corev1.Node
 	nodeDeleted   chan struct{}
+	deletions     NodeDeletions
 
 	started bool
 	ready   chan struct{}
@@ -304,13 +305,17 @@ func (n *NodeController) Run(ctx context.Context) (retErr error) {
 		return err
 	}
 
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		n.watchDeletion(ctx)
-	}()
+	if n.deletions != nil {
+		defer n.deletions.Subscribe(n.name, n.signalDeleted)()
+	} else {
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n.watchDeletion(ctx)
+		}()
+	}
 
 	close(n.ready)
 	return n.controlLoop(ctx)
@@ -849,13 +854,35 @@ func (n *NodeController) watchDeletion(ctx context.Context) {
 		ListerWatcher: lw,
 		ObjectType:    &corev1.Node{},
 		Handler: cache.ResourceEventHandlerFuncs{
-			DeleteFunc: func(any) {
-				select {
-				case n.nodeDeleted <- struct{}{}:
-				default:
-				}
-			},
+			DeleteFunc: func(any) { n.signalDeleted() },
 		},
 	})
 	informer.RunWithContext(ctx)
+}
+
+// signalDeleted tells the control loop the Node is gone; one pending signal
+// is enough.
+func (n *NodeController) signalDeleted() {
+	select {
+	case n.nodeDeleted <- struct{}{}:
+	default:
+	}
+}
+
+// NodeDeletions tells node controllers that their Node was deleted. The
+// controllers of one process can share one (nodeutil.NodeDeletions is one
+// Node informer for all of them) instead of each watching its own Node.
+type NodeDeletions interface {
+	// Subscribe calls deleted each time the Node called name is deleted,
+	// until the returned function is called. deleted must not block.
+	Subscribe(name string, deleted func()) (unsubscribe func())
+}
+
+// WithNodeDeletions makes the controller learn of its Node's deletion from
+// d instead of from a watch of its own.
+func WithNodeDeletions(d NodeDeletions) NodeControllerOpt {
+	return func(n *NodeController) error {
+		n.deletions = d
+		return nil
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,6 +72,20 @@ func TestManyNodesFromOneProcess(t *testing.T) {
 	if out := kubectl(t, c, "get", "--raw", fmt.Sprintf("/api/v1/nodes/%s-1/proxy/pods", prefix)); !strings.Contains(out, `"p1"`) || strings.Contains(out, `"p0"`) || strings.Contains(out, `"p2"`) {
 		t.Errorf("node 1's /pods: %s", out)
 	}
+	// A deleted Node comes back at once (the nodes share one watch of
+	// their Nodes), well before its next status update would notice.
+	deleted := prefix + "-2"
+	before, err := c.Client.CoreV1().Nodes().Get(ctx, deleted, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Client.CoreV1().Nodes().Delete(ctx, deleted, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventuallyWithin(t, 20*time.Second, deleted+": registered again", func() (bool, string) {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, deleted, metav1.GetOptions{})
+		return err == nil && n.UID != before.UID, fmt.Sprint(err)
+	})
 	if code, _ := d.stop(t); code != 0 {
 		t.Errorf("exit code %d", code)
 	}

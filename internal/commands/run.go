@@ -18,8 +18,11 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/vkubelet/virtual-kubelet/internal/logging"
 	"github.com/vkubelet/virtual-kubelet/internal/metrics"
@@ -75,6 +78,7 @@ func Run(ctx context.Context, o *Options) error {
 	// One node watches its own pods; many share one watch of the bound pods,
 	// dispatched by node name.
 	var pods *nodeutil.PodsByNode
+	var deletions *nodeutil.NodeDeletions
 	if len(names) > 1 {
 		podFactory := informers.NewSharedInformerFactoryWithOptions(client, o.FullResyncPeriod,
 			informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.FieldSelector = "spec.nodeName!=" }),
@@ -83,14 +87,30 @@ func Run(ctx context.Context, o *Options) error {
 			return err
 		}
 		metrics.RegisterPodPhases(podFactory.Core().V1().Pods().Lister())
+		// and one watch of their Nodes, for deletions.
+		nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
+			informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = nodeTypeLabel + "=" + nodeTypeValue }),
+			informers.WithTransform(nodeutil.DropManagedFields))
+		if deletions, err = nodeutil.NewNodeDeletions(nodeFactory.Core().V1().Nodes()); err != nil {
+			return err
+		}
 		podFactory.Start(ctx.Done())
 		defer podFactory.Shutdown()
+		nodeFactory.Start(ctx.Done())
+		defer nodeFactory.Shutdown()
 	}
 
+	// One event broadcaster for all nodes: each has its own watchers and
+	// a thousand-event queue, 70 MB and 2,000 goroutines at 1,000 nodes.
+	events := record.NewBroadcaster()
+	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer events.Shutdown()
+
+	sh := &shared{client: client, factory: factory, pods: pods, deletions: deletions, events: events}
 	nodes := make([]*nodeutil.Node, len(names))
 	providers := make([]provider.Provider, len(names))
 	for i, name := range names {
-		if nodes[i], providers[i], err = buildNode(withNode(ctx, name), o, name, o.ListenPort+int32(i), nodeIP, client, factory, pods); err != nil {
+		if nodes[i], providers[i], err = buildNode(withNode(ctx, name), o, name, o.ListenPort+int32(i), nodeIP, sh); err != nil {
 			return err
 		}
 	}
@@ -159,11 +179,21 @@ func plural(n int, one, many string) string {
 	return many
 }
 
+// shared is what the nodes of one process have in common.
+type shared struct {
+	client  kubernetes.Interface
+	factory informers.SharedInformerFactory // ConfigMaps, Secrets, Services
+	// With one node, nil: it watches its own pods and Node.
+	pods      *nodeutil.PodsByNode
+	deletions *nodeutil.NodeDeletions
+	events    record.EventBroadcaster
+}
+
 // buildNode makes one virtual node: its provider (whose kubelet API will
 // listen on port), its Node controller and pod controller.
-func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP string, client kubernetes.Interface,
-	factory informers.SharedInformerFactory, pods *nodeutil.PodsByNode) (*nodeutil.Node, provider.Provider, error) {
-	core := factory.Core().V1()
+func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP string, sh *shared) (*nodeutil.Node, provider.Provider, error) {
+	client := sh.client
+	core := sh.factory.Core().V1()
 	initProvider, err := provider.Get(o.Provider)
 	if err != nil {
 		return nil, nil, err
@@ -197,7 +227,8 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		Workers:              o.workersPerNode(),
 		InformerResyncPeriod: o.FullResyncPeriod,
 		DisableLease:         !o.EnableNodeLease,
-		InformerFactory:      factory,
+		InformerFactory:      sh.factory,
+		EventRecorder:        sh.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "virtual-kubelet", Host: name}),
 		ConfigurePodController: func(c *node.PodControllerConfig) {
 			c.ProviderCallObserver = metrics.ObserveProviderCall
 			if copier, ok := p.(provider.EnvObjectCopier); ok {
@@ -205,8 +236,9 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 			}
 		},
 	}
-	if pods != nil {
-		cfg.PodInformer = pods.For(name)
+	if sh.pods != nil {
+		cfg.PodInformer = sh.pods.For(name)
+		cfg.NodeOptions = append(cfg.NodeOptions, node.WithNodeDeletions(sh.deletions))
 	}
 	n, err := nodeutil.New(cfg)
 	return n, p, err
@@ -309,6 +341,13 @@ func resolveNodeIP(o *Options) (string, error) {
 	return ip.String(), nil
 }
 
+// The label every Node of the daemon carries; many nodes of one process
+// watch their Nodes by it.
+const (
+	nodeTypeLabel = "type"
+	nodeTypeValue = "virtual-kubelet"
+)
+
 // nodeSpec is the Node the daemon registers: what schedulers and users
 // select on, what the provider says the node has, and where its kubelet API is.
 func nodeSpec(ctx context.Context, o *Options, name string, p provider.Provider) *corev1.Node {
@@ -317,7 +356,7 @@ func nodeSpec(ctx context.Context, o *Options, name string, p provider.Provider)
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name,
 			Labels: map[string]string{
-				"type":                             "virtual-kubelet",
+				nodeTypeLabel:                      nodeTypeValue,
 				"kubernetes.io/role":               "agent",
 				corev1.LabelHostname:               name,
 				corev1.LabelOSStable:               strings.ToLower(p.OperatingSystem()),
@@ -356,6 +395,7 @@ func nodeSpec(ctx context.Context, o *Options, name string, p provider.Provider)
 		}
 		n.Spec.Taints = append(n.Spec.Taints, d.NodeTaints()...)
 	}
+	n.Labels[nodeTypeLabel] = nodeTypeValue // ours: the daemon finds its Nodes by it
 	return n
 }
 
