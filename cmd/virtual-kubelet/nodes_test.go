@@ -31,6 +31,10 @@ func TestManyNodesFromOneProcess(t *testing.T) {
 	d := startDaemon(t, c, host, "--nodename", prefix, "--node-count", "3", "--listen-port", "10300", "--provider-config", cfg)
 
 	ns := c.Namespace(t)
+	conf := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "conf", Namespace: ns}, Data: map[string]string{"k": "one"}}
+	if _, err := c.Client.CoreV1().ConfigMaps(ns).Create(ctx, conf, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 3 {
 		name := fmt.Sprintf("%s-%d", prefix, i)
 		n := waitNodeReady(t, c.Client, name)
@@ -47,8 +51,11 @@ func TestManyNodesFromOneProcess(t *testing.T) {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i), Namespace: ns},
 			Spec: corev1.PodSpec{
-				NodeName:    name,
-				Containers:  []corev1.Container{{Name: "app", Image: "busybox", Env: []corev1.EnvVar{{Name: "NODE", Value: name}}}},
+				NodeName: name,
+				Containers: []corev1.Container{{Name: "app", Image: "busybox", Env: []corev1.EnvVar{{Name: "NODE", Value: name}},
+					VolumeMounts: []corev1.VolumeMount{{Name: "conf", MountPath: "/etc/conf"}}}},
+				Volumes: []corev1.Volume{{Name: "conf", VolumeSource: corev1.VolumeSource{
+					ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "conf"}}}}},
 				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			},
 		}
@@ -66,6 +73,19 @@ func TestManyNodesFromOneProcess(t *testing.T) {
 		eventually(t, name+": a log line", func() (bool, string) {
 			out, err := c.Kubectl(ctx, "-n", ns, "logs", name)
 			return err == nil && strings.Contains(out, ns+"/"+name+"/app line"), fmt.Sprint(out, err)
+		})
+	}
+	// A ConfigMap change reaches the volumes on every node (the nodes'
+	// handlers share one on the ConfigMap informer).
+	conf.Data["k"] = "two"
+	if _, err := c.Client.CoreV1().ConfigMaps(ns).Update(ctx, conf, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		name := fmt.Sprintf("p%d", i)
+		eventually(t, name+": the ConfigMap's new value in its volume", func() (bool, string) {
+			out, err := c.Kubectl(ctx, "-n", ns, "exec", name, "--", "cat", "/etc/conf/k")
+			return err == nil && strings.TrimSpace(out) == "two", fmt.Sprint(out, err)
 		})
 	}
 	// Each node's kubelet API lists its own pods only.

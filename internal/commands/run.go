@@ -79,6 +79,7 @@ func Run(ctx context.Context, o *Options) error {
 	// dispatched by node name.
 	var pods *nodeutil.PodsByNode
 	var deletions *nodeutil.NodeDeletions
+	var objects *nodeutil.ObjectInformers
 	if len(names) > 1 {
 		podFactory := informers.NewSharedInformerFactoryWithOptions(client, o.FullResyncPeriod,
 			informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.FieldSelector = "spec.nodeName!=" }),
@@ -94,6 +95,9 @@ func Run(ctx context.Context, o *Options) error {
 		if deletions, err = nodeutil.NewNodeDeletions(nodeFactory.Core().V1().Nodes()); err != nil {
 			return err
 		}
+		if objects, err = nodeutil.NewObjectInformers(factory); err != nil {
+			return err
+		}
 		podFactory.Start(ctx.Done())
 		defer podFactory.Shutdown()
 		nodeFactory.Start(ctx.Done())
@@ -106,7 +110,7 @@ func Run(ctx context.Context, o *Options) error {
 	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer events.Shutdown()
 
-	sh := &shared{client: client, factory: factory, pods: pods, deletions: deletions, events: events}
+	sh := &shared{client: client, factory: factory, pods: pods, deletions: deletions, objects: objects, events: events}
 	nodes := make([]*nodeutil.Node, len(names))
 	providers := make([]provider.Provider, len(names))
 	for i, name := range names {
@@ -186,6 +190,7 @@ type shared struct {
 	// With one node, nil: it watches its own pods and Node.
 	pods      *nodeutil.PodsByNode
 	deletions *nodeutil.NodeDeletions
+	objects   *nodeutil.ObjectInformers
 	events    record.EventBroadcaster
 }
 
@@ -233,6 +238,9 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 			c.ProviderCallObserver = metrics.ObserveProviderCall
 			if copier, ok := p.(provider.EnvObjectCopier); ok {
 				c.KeepEnvObjectRefs = copier.CopiesEnvObjects()
+			}
+			if sh.objects != nil {
+				sh.objects.Configure(c)
 			}
 		},
 	}

@@ -1,10 +1,7 @@
 package nodeutil
 
 import (
-	"errors"
 	"fmt"
-	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,13 +27,8 @@ const NodeNameIndex = "spec.nodeName"
 // bound pods (field selector spec.nodeName!=""). The caller starts it.
 type PodsByNode struct {
 	informer cache.SharedIndexInformer
-	reg      cache.ResourceEventHandlerRegistration
-
-	mu       sync.RWMutex
-	handlers map[string][]*nodeHandler
+	handlers *dispatcher
 }
-
-type nodeHandler struct{ h cache.ResourceEventHandler }
 
 // NewPodsByNode indexes pods by node name and dispatches the informer's
 // events to the nodes' handlers. Call it before the informer starts (the
@@ -52,41 +44,13 @@ func NewPodsByNode(pods corev1informers.PodInformer) (*PodsByNode, error) {
 	if err != nil {
 		return nil, fmt.Errorf("indexing pods by node: %w", err)
 	}
-	p := &PodsByNode{informer: inf, handlers: map[string][]*nodeHandler{}}
-	p.reg, err = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, initial bool) {
-			p.each(nodeOf(obj), func(h cache.ResourceEventHandler) { h.OnAdd(obj, initial) })
-		},
-		UpdateFunc: p.update,
-		DeleteFunc: func(obj any) { p.each(nodeOf(obj), func(h cache.ResourceEventHandler) { h.OnDelete(obj) }) },
+	d, err := newDispatcher(inf, nodeOf, func(node string) ([]any, error) {
+		return inf.GetIndexer().ByIndex(NodeNameIndex, node)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return p, nil
-}
-
-// update routes an update to the pod's node. A pod bound meanwhile (the
-// scheduler's binding) is new to its node.
-func (p *PodsByNode) update(oldObj, newObj any) {
-	before, after := nodeOf(oldObj), nodeOf(newObj)
-	if before == after {
-		p.each(after, func(h cache.ResourceEventHandler) { h.OnUpdate(oldObj, newObj) })
-		return
-	}
-	p.each(before, func(h cache.ResourceEventHandler) { h.OnDelete(oldObj) })
-	p.each(after, func(h cache.ResourceEventHandler) { h.OnAdd(newObj, false) })
-}
-
-func (p *PodsByNode) each(node string, f func(cache.ResourceEventHandler)) {
-	if node == "" {
-		return
-	}
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	for _, h := range p.handlers[node] {
-		f(h.h)
-	}
+	return &PodsByNode{informer: inf, handlers: d}, nil
 }
 
 func nodeOf(obj any) string {
@@ -111,74 +75,11 @@ type nodePodInformer struct {
 }
 
 func (i *nodePodInformer) Informer() cache.SharedIndexInformer {
-	return &nodeInformer{SharedIndexInformer: i.p.informer, p: i.p, node: i.node}
+	return &keyedInformer{SharedIndexInformer: i.p.informer, d: i.p.handlers, key: i.node}
 }
 
 func (i *nodePodInformer) Lister() corev1listers.PodLister {
 	return &nodePodLister{indexer: i.p.informer.GetIndexer(), node: i.node}
-}
-
-// nodeInformer is the shared informer (its store, indexer, sync state),
-// but for its event handlers, which see only the node's pods.
-type nodeInformer struct {
-	cache.SharedIndexInformer
-	p    *PodsByNode
-	node string
-}
-
-func (i *nodeInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
-	reg := &nodeHandler{h: h}
-	p := i.p
-	// Under the write lock no event is dispatched, so the node's current
-	// pods reach the handler before any later event about them.
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	objs, err := p.informer.GetIndexer().ByIndex(NodeNameIndex, i.node)
-	if err != nil {
-		return nil, err
-	}
-	for _, obj := range objs {
-		h.OnAdd(obj, true)
-	}
-	p.handlers[i.node] = append(p.handlers[i.node], reg)
-	return registration{ResourceEventHandlerRegistration: p.reg, handler: reg}, nil
-}
-
-// registration is a node handler's registration: synced once the shared
-// informer has delivered its initial list (the node's pods already in the
-// cache were handed over when the handler was added).
-type registration struct {
-	cache.ResourceEventHandlerRegistration // the shared handler's
-	handler                                *nodeHandler
-}
-
-func (i *nodeInformer) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, _ time.Duration) (cache.ResourceEventHandlerRegistration, error) {
-	return i.AddEventHandler(h)
-}
-
-func (i *nodeInformer) AddEventHandlerWithOptions(h cache.ResourceEventHandler, _ cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
-	return i.AddEventHandler(h)
-}
-
-func (i *nodeInformer) RemoveEventHandler(reg cache.ResourceEventHandlerRegistration) error {
-	r, ok := reg.(registration)
-	if !ok {
-		return errors.New("not a registration of this node's informer")
-	}
-	p := i.p
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	hs := p.handlers[i.node]
-	for j, h := range hs {
-		if h == r.handler {
-			p.handlers[i.node] = append(hs[:j:j], hs[j+1:]...)
-			break
-		}
-	}
-	if len(p.handlers[i.node]) == 0 {
-		delete(p.handlers, i.node)
-	}
-	return nil
 }
 
 // nodePodLister lists one node's pods from the shared cache.

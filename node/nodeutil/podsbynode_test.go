@@ -43,7 +43,7 @@ func (s *seen) handler() cache.ResourceEventHandler {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
 		}
-		return obj.(*corev1.Pod).Name
+		return obj.(metav1.Object).GetName()
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { s.add("add " + name(obj)) },
