@@ -152,8 +152,11 @@ func (q *Queue) Run(ctx context.Context, workers int) {
 	if workers < 1 {
 		workers = 1
 	}
+	// The calling goroutine is one of the workers (a thousand nodes have
+	// four thousand queues, and each goroutine costs its stack).
+	defer context.AfterFunc(ctx, q.q.ShutDown)()
 	var wg sync.WaitGroup
-	for i := 0; i < workers; i++ {
+	for i := 1; i < workers; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -161,8 +164,8 @@ func (q *Queue) Run(ctx context.Context, workers int) {
 			}
 		}()
 	}
-	<-ctx.Done()
-	q.q.ShutDown()
+	for q.handleNext(ctx) {
+	}
 	wg.Wait()
 }
 
