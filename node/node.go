@@ -530,42 +530,57 @@ func (n *NodeController) writeTaints(ctx context.Context, node *corev1.Node) (*c
 	if err != nil {
 		return nil, err
 	}
+	// The last attempt's error is kept: RetryOnConflict reports none for an
+	// error that wraps context.Canceled (shutdown), and the caller would
+	// get no node and no error.
+	var last error
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if node == nil {
-			var err error
-			if node, err = n.nodes.Get(ctx, n.name, metav1.GetOptions{}); err != nil {
-				return err
-			}
-		}
-		var before []corev1.Taint
-		if v, ok := node.Annotations[TaintsAnnotation]; ok {
-			if err := json.Unmarshal([]byte(v), &before); err != nil {
-				log.G(ctx).WithError(err).Warnf("ignoring unreadable annotation %s", TaintsAnnotation)
-			}
-		}
-		taints := reconcileTaints(node.Spec.Taints, before, want)
-		if apiequality.Semantic.DeepEqual(taints, node.Spec.Taints) && node.Annotations[TaintsAnnotation] == record {
-			return nil
-		}
-		update := node.DeepCopy()
-		update.Spec.Taints = taints
-		if record == "" {
-			delete(update.Annotations, TaintsAnnotation)
-		} else {
-			if update.Annotations == nil {
-				update.Annotations = map[string]string{}
-			}
-			update.Annotations[TaintsAnnotation] = record
-		}
-		written, err := n.nodes.Update(ctx, update, metav1.UpdateOptions{FieldManager: FieldManager})
-		if err != nil {
-			node = nil
-			return err
-		}
-		node = written
-		return nil
+		node, last = n.writeTaintsOnce(ctx, node, want, record)
+		return last
 	})
-	return node, err
+	if err == nil {
+		err = last
+	}
+	if err != nil {
+		return nil, err
+	}
+	return node, nil
+}
+
+// writeTaintsOnce is one attempt of writeTaints, from node (read when nil).
+// It returns the Node as it now is, or nil with the error.
+func (n *NodeController) writeTaintsOnce(ctx context.Context, node *corev1.Node, want []corev1.Taint, record string) (*corev1.Node, error) {
+	if node == nil {
+		var err error
+		if node, err = n.nodes.Get(ctx, n.name, metav1.GetOptions{}); err != nil {
+			return nil, err
+		}
+	}
+	var before []corev1.Taint
+	if v, ok := node.Annotations[TaintsAnnotation]; ok {
+		if err := json.Unmarshal([]byte(v), &before); err != nil {
+			log.G(ctx).WithError(err).Warnf("ignoring unreadable annotation %s", TaintsAnnotation)
+		}
+	}
+	taints := reconcileTaints(node.Spec.Taints, before, want)
+	if apiequality.Semantic.DeepEqual(taints, node.Spec.Taints) && node.Annotations[TaintsAnnotation] == record {
+		return node, nil
+	}
+	update := node.DeepCopy()
+	update.Spec.Taints = taints
+	if record == "" {
+		delete(update.Annotations, TaintsAnnotation)
+	} else {
+		if update.Annotations == nil {
+			update.Annotations = map[string]string{}
+		}
+		update.Annotations[TaintsAnnotation] = record
+	}
+	written, err := n.nodes.Update(ctx, update, metav1.UpdateOptions{FieldManager: FieldManager})
+	if err != nil {
+		return nil, err // read again on a retry
+	}
+	return written, nil
 }
 
 // taintsRecord is the TaintsAnnotation value for taints; none is "".

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -240,5 +241,27 @@ func TestLeaseRenewalIsOneRequest(t *testing.T) {
 	}
 	if verbs["get"] != 1 || verbs["update"] != 2 {
 		t.Errorf("renewal over a stale copy made %v, want a conflict, one get and a second update", verbs)
+	}
+}
+
+// TestTaintWriteCanceled: a taint write that fails because the daemon is
+// shutting down is an error. (client-go's RetryOnConflict returns nil for
+// an error wrapping context.Canceled; registration then used the nil Node
+// it got, and the daemon panicked on its way out.)
+func TestTaintWriteCanceled(t *testing.T) {
+	current := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "vk", UID: "u"}}
+	client := fake.NewClientset(current)
+	client.PrependReactor("update", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, fmt.Errorf("put nodes/vk: %w", context.Canceled)
+	})
+	desired := current.DeepCopy()
+	desired.Spec.Taints = []corev1.Taint{taint("virtual-kubelet.io/provider", "mock", corev1.TaintEffectNoSchedule)}
+	n, err := NewNodeController(NaiveNodeProvider{}, desired, client.CoreV1().Nodes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	written, err := n.writeTaints(context.Background(), current.DeepCopy())
+	if !errors.Is(err, context.Canceled) || written != nil {
+		t.Errorf("writeTaints = %v, %v; want no node and the cancellation", written, err)
 	}
 }
