@@ -92,15 +92,21 @@ func (pc *PodController) podGone(ctx context.Context, key string) error {
 		return nil
 	}
 	last := rec.lastPod()
-	if applied, _ := rec.appliedPod(); last == nil && applied != nil {
+	applied, _ := rec.appliedPod()
+	if last == nil && applied != nil {
+		// The store dropped the object before its delete event reached us.
 		namespace, name, _ := cache.SplitMetaNamespaceKey(key)
 		last = applied.stub(namespace, name)
 	}
+	// We remove an object only once its terminal status is written (or
+	// the stop was forced, flagged apart), so what we removed is stopped
+	// even when all we have is the stub.
+	removedByUs := applied != nil && rec.isObjectDeleted(applied.uid)
 	// A pod removed before the provider confirmed its stop (force deleted,
 	// or past its grace period) is stopped now: grace 0, as the kubelet
 	// kills what is left of a pod whose object is gone.
 	if sent, told := rec.providerDeletedWith(); last != nil &&
-		(!told || sent > 0 && (!isTerminalStatus(&last.Status) || rec.wasStopForced())) {
+		(!told || sent > 0 && (rec.wasStopForced() || !removedByUs && !isTerminalStatus(&last.Status))) {
 		last = last.DeepCopy()
 		if told {
 			last.DeletionGracePeriodSeconds = ptr.To[int64](0)

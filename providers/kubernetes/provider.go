@@ -367,11 +367,26 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	case pod.Spec.TerminationGracePeriodSeconds != nil:
 		opts.GracePeriodSeconds = ptr.To(*pod.Spec.TerminationGracePeriodSeconds)
 	}
+	if alreadyStopping(remote, opts.GracePeriodSeconds) {
+		return nil
+	}
 	err = p.remote.CoreV1().Pods(remote.Namespace).Delete(ctx, remote.Name, opts)
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return errdefs.NotFoundf("pod %s/%s is no longer in the remote cluster", pod.Namespace, pod.Name)
 	}
 	return err
+}
+
+// alreadyStopping reports a pod B is deleting with a grace period no
+// longer than grace (nil: the pod's own): another DELETE would change
+// nothing but cost a request (the pod controller's orphan pass asks again
+// for pods A no longer has while they terminate in B).
+func alreadyStopping(remote *corev1.Pod, grace *int64) bool {
+	if remote.DeletionTimestamp == nil || remote.DeletionGracePeriodSeconds == nil {
+		return false
+	}
+	want := ptr.Deref(grace, ptr.Deref(remote.Spec.TerminationGracePeriodSeconds, corev1.DefaultTerminationGracePeriodSeconds))
+	return want >= *remote.DeletionGracePeriodSeconds
 }
 
 // GetPod answers from B's informer.

@@ -121,3 +121,28 @@ func TestRemotePod(t *testing.T) {
 		t.Errorf("local pod: %+v %+v", back.ObjectMeta, back.Status)
 	}
 }
+
+// TestAlreadyStopping: a DELETE is sent again only when it would shorten
+// the stop B is already making.
+func TestAlreadyStopping(t *testing.T) {
+	now := metav1.Now()
+	running := &corev1.Pod{Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](30)}}
+	stopping := running.DeepCopy()
+	stopping.DeletionTimestamp, stopping.DeletionGracePeriodSeconds = &now, ptr.To[int64](30)
+	for _, c := range []struct {
+		name  string
+		pod   *corev1.Pod
+		grace *int64
+		want  bool
+	}{
+		{"running", running, ptr.To[int64](30), false},
+		{"stopping, same grace", stopping, ptr.To[int64](30), true},
+		{"stopping, the pod's own grace", stopping, nil, true},
+		{"stopping, shorter grace", stopping, ptr.To[int64](5), false},
+		{"stopping, forced", stopping, ptr.To[int64](0), false},
+	} {
+		if got := alreadyStopping(c.pod, c.grace); got != c.want {
+			t.Errorf("%s: alreadyStopping = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
