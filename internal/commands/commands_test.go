@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
+
 	"github.com/vkubelet/virtual-kubelet/internal/provider"
 )
 
@@ -115,5 +117,33 @@ func TestVersionAndProviders(t *testing.T) {
 	code, out, _ = run(t, "providers")
 	if code != 0 || !strings.Contains(out, "fake\n") {
 		t.Errorf("providers: %q", out)
+	}
+}
+
+// TestClientLimitsScaleWithNodes: N nodes of one process may talk to the
+// API server as much as N kubelets, unless a limit was set.
+func TestClientLimitsScaleWithNodes(t *testing.T) {
+	for _, c := range []struct {
+		args  []string
+		qps   float32
+		burst int
+	}{
+		{nil, DefaultKubeAPIQPS, DefaultKubeAPIBurst},
+		{[]string{"--node-count", "1000"}, 50_000, 100_000},
+		{[]string{"--node-count", "1000", "--kube-api-qps", "100"}, 100, 100_000},
+		{[]string{"--node-count", "1000", "--kube-api-qps", "0"}, 0, 100_000}, // 0 stays "no limit"
+	} {
+		o := &Options{}
+		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+		for _, g := range o.flagGroups() {
+			fs.AddFlagSet(g.fs)
+		}
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		o.scaleClientLimits(fs)
+		if o.KubeAPIQPS != c.qps || o.KubeAPIBurst != c.burst {
+			t.Errorf("%v: qps %v burst %d, want %v and %d", c.args, o.KubeAPIQPS, o.KubeAPIBurst, c.qps, c.burst)
+		}
 	}
 }

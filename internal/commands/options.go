@@ -150,8 +150,8 @@ func (o *Options) flagGroups() []flagGroup {
 		}),
 		group("Kubernetes API client", func(fs *pflag.FlagSet) {
 			fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (a list is merged, as kubectl does); without one, the in-cluster config")
-			fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", DefaultKubeAPIQPS, "queries per second to the API server")
-			fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", DefaultKubeAPIBurst, "burst of queries to the API server")
+			fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", DefaultKubeAPIQPS, "queries per second to the API server (0: no client-side limit); by default at least 50 per node of --node-count")
+			fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", DefaultKubeAPIBurst, "burst of queries to the API server; by default at least 100 per node of --node-count")
 			fs.StringVar(&o.KubeAPIContentType, "kube-api-content-type", runtime.ContentTypeProtobuf, "content type of requests to the API server: "+runtime.ContentTypeProtobuf+" (as the kubelet; smaller and cheaper to decode) or "+runtime.ContentTypeJSON)
 			fs.IntVar(&o.PodSyncWorkers, "pod-sync-workers", 50, "workers for each of the pod controller's queues (status writes wait on the API server: see BENCHMARKS.md)")
 			fs.DurationVar(&o.FullResyncPeriod, "full-resync-period", 0, "informers' resync period (0: none, rely on watch)")
@@ -303,6 +303,26 @@ func (o *Options) NodeNames() []string {
 
 // workersPerNode shares --pod-sync-workers out among the nodes, at least two
 // each: a thousand idle nodes need not hold 150,000 goroutines.
+// Per node, the client limits --node-count scales the defaults by: the
+// kubelet's own (50 QPS, burst 100), so N nodes of one process may talk as
+// much as N kubelets. 1,000 nodes at the single-node default spent 5,000 s
+// (summed over requests) waiting in the client's limiter in a bench run.
+const (
+	kubeAPIQPSPerNode   = 50
+	kubeAPIBurstPerNode = 100
+)
+
+// scaleClientLimits raises the client limits that were left at their
+// defaults to what NodeCount kubelets would have.
+func (o *Options) scaleClientLimits(fs *pflag.FlagSet) {
+	if f := fs.Lookup("kube-api-qps"); f != nil && !f.Changed {
+		o.KubeAPIQPS = max(o.KubeAPIQPS, float32(kubeAPIQPSPerNode*o.NodeCount))
+	}
+	if f := fs.Lookup("kube-api-burst"); f != nil && !f.Changed {
+		o.KubeAPIBurst = max(o.KubeAPIBurst, kubeAPIBurstPerNode*o.NodeCount)
+	}
+}
+
 func (o *Options) workersPerNode() int {
 	return max(2, o.PodSyncWorkers/max(1, o.NodeCount))
 }

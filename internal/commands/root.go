@@ -37,6 +37,7 @@ virtual-kubelet.io/provider=<provider>:NoSchedule.`,
 			if err := applyEnv(cmd.Flags()); err != nil {
 				return err
 			}
+			o.scaleClientLimits(cmd.Flags())
 			return o.Validate()
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
