@@ -199,8 +199,13 @@ func checkExecSessions(t *testing.T, cfg *rest.Config, k executorKind, execURL, 
 	})
 	t.Run("tty resize", func(t *testing.T) {
 		q := &sizeQueue{sizes: []remotecommand.TerminalSize{{Width: 80, Height: 24}, {Width: 132, Height: 50}}}
+		// Stdin stays open until the command has printed both sizes: an
+		// early EOF let the session end, under load, before the second
+		// resize got through the API server's translation.
+		stdin, stdinW := io.Pipe()
+		defer stdinW.Close()
 		out, _, err := stream(t, k, cfg, execURL([]string{"sizes", "2"}, true, true, false, true),
-			remotecommand.StreamOptions{Stdin: strings.NewReader(""), Tty: true, TerminalSizeQueue: q})
+			remotecommand.StreamOptions{Stdin: stdin, Tty: true, TerminalSizeQueue: q})
 		if err != nil || out != "80x24\n132x50\n" {
 			t.Errorf("sizes: %q, %v", out, err)
 		}
