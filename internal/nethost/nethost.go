@@ -173,6 +173,11 @@ func (n *Network) attach(ctx context.Context, ns string) (*Host, error) {
 			{"-n", ns, "link", "set", peer, "up"},
 			{"-n", ns, "link", "set", "lo", "up"},
 			{"-n", ns, "route", "add", "default", "via", n.Gateway.String()},
+			// The address may have belonged to a host deleted moments ago:
+			// the root namespace's neighbour entry would still name its
+			// MAC, and connections to the new host would vanish for up to
+			// the entry's reachable time (30 s or so) until it went stale.
+			{"neigh", "flush", "to", addr.String(), "dev", n.Bridge},
 		}
 		for _, s := range steps {
 			if err := ip(ctx, s...); err != nil {
