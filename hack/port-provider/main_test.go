@@ -8,18 +8,22 @@ import (
 	"testing"
 )
 
+// priorSource is src with PRIOR standing for the prior project's module
+// path: no Go file of ours imports that module, not even a test's string.
+func priorSource(src string) string { return strings.ReplaceAll(src, "PRIOR", priorModule) }
+
 func TestRewriteKeepsNamesAndComments(t *testing.T) {
-	src := `package p
+	src := priorSource(`package p
 
 import (
 	"context"
 
-	vklog "github.com/virtual-kubelet/virtual-kubelet/log" // the logger
-	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	vklog "PRIOR/log" // the logger
+	"PRIOR/errdefs"
 )
 
 func f(ctx context.Context) error { vklog.G(ctx).Info("x"); return errdefs.NotFound("y") }
-`
+`)
 	out, changes, err := rewrite("p.go", []byte(src))
 	if err != nil {
 		t.Fatal(err)
@@ -40,15 +44,15 @@ func f(ctx context.Context) error { vklog.G(ctx).Info("x"); return errdefs.NotFo
 
 func TestRewriteRefusesWhatItCannotMap(t *testing.T) {
 	for _, tc := range []struct{ name, src, want string }{
-		{"no equivalent", "package p\nimport _ \"github.com/virtual-kubelet/virtual-kubelet/providers\"\n",
-			`p.go:2: import "github.com/virtual-kubelet/virtual-kubelet/providers" has no equivalent`},
-		{"hint", "package p\nimport _ \"github.com/virtual-kubelet/virtual-kubelet/log/logrus\"\n", "log.FromLogrus"},
+		{"no equivalent", "package p\nimport _ \"PRIOR/providers\"\n",
+			`p.go:2: import "PRIOR/providers" has no equivalent`},
+		{"hint", "package p\nimport _ \"PRIOR/log/logrus\"\n", "log.FromLogrus"},
 		{"syntax error", "package p\nfunc {", "p.go:2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := rewrite("p.go", []byte(tc.src))
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("err = %v, want one containing %q", err, tc.want)
+			_, _, err := rewrite("p.go", []byte(priorSource(tc.src)))
+			if want := priorSource(tc.want); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("err = %v, want one containing %q", err, want)
 			}
 		})
 	}
@@ -56,7 +60,7 @@ func TestRewriteRefusesWhatItCannotMap(t *testing.T) {
 
 func TestRunModes(t *testing.T) {
 	dir := t.TempDir()
-	prior := "package p\n\nimport \"github.com/virtual-kubelet/virtual-kubelet/node\"\n\nvar _ node.PodLifecycleHandler\n"
+	prior := priorSource("package p\n\nimport \"PRIOR/node\"\n\nvar _ node.PodLifecycleHandler\n")
 	other := "package p\n\nimport \"fmt\"\n\nvar _ = fmt.Sprint\n"
 	for name, src := range map[string]string{"a.go": prior, "b.go": other, "vendor/v.go": prior} {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {

@@ -38,7 +38,7 @@ func repoRoot(t *testing.T) string {
 func portFixture(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	src, err := os.ReadFile("testdata/provider/main.go")
+	src, err := os.ReadFile("testdata/provider/main.go.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
