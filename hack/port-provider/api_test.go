@@ -19,36 +19,54 @@ var (
 	declRE    = regexp.MustCompile(`^(?:func|type|var|const) (\w+)`)
 )
 
-// upstreamNames reads the reference list: for each prior package path
-// (relative to the prior module), its exported names, methods as Type.Method.
-func upstreamNames(t *testing.T) map[string][]string {
+// upstreamAPI reads the reference list: each prior package's lines, by
+// package path relative to the prior module (a package with none is there
+// too), and the declarations the header gives ("#   type ..." lines, of
+// internal types node aliases).
+func upstreamAPI(t *testing.T) (sections map[string][]string, headerTypes []string) {
 	t.Helper()
 	f, err := os.Open("testdata/upstream-api.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	names := map[string][]string{}
+	sections = map[string][]string{}
 	pkg := ""
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Text()
 		if m := sectionRE.FindStringSubmatch(line); m != nil {
 			pkg = m[1]
-			names[pkg] = nil
+			sections[pkg] = nil
 			continue
 		}
-		if pkg == "" {
-			continue
-		}
-		if m := methodRE.FindStringSubmatch(line); m != nil {
-			names[pkg] = append(names[pkg], m[1]+"."+m[2])
-		} else if m := declRE.FindStringSubmatch(line); m != nil {
-			names[pkg] = append(names[pkg], m[1])
+		if pkg != "" {
+			sections[pkg] = append(sections[pkg], line)
+		} else if decl, ok := strings.CutPrefix(line, "#   type "); ok {
+			headerTypes = append(headerTypes, "type "+decl)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
+	}
+	return sections, headerTypes
+}
+
+// upstreamNames lists, for each prior package, its exported names, methods
+// as Type.Method.
+func upstreamNames(t *testing.T) map[string][]string {
+	t.Helper()
+	sections, _ := upstreamAPI(t)
+	names := map[string][]string{}
+	for pkg, lines := range sections {
+		names[pkg] = nil
+		for _, line := range lines {
+			if m := methodRE.FindStringSubmatch(line); m != nil {
+				names[pkg] = append(names[pkg], m[1]+"."+m[2])
+			} else if m := declRE.FindStringSubmatch(line); m != nil {
+				names[pkg] = append(names[pkg], m[1])
+			}
+		}
 	}
 	return names
 }
