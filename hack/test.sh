@@ -32,7 +32,7 @@ $GO test -race -short -count=1 ./...
 
 # e2e packages are the ones whose tests use the cluster harness.
 mapfile -t e2e < <($GO list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... |
-	awk '/internal\/testcluster( |$)/ {print $1}')
+	awk '/internal\/testing\/testcluster( |$)/ {print $1}')
 
 step "e2e tests (-race) in ${#e2e[@]} packages"
 VK_TEST_CLUSTER=$(mktemp -d /tmp/vk-test-cluster.XXXXXX)

@@ -17,9 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/vkubelet/virtual-kubelet/internal/childproc"
-	"github.com/vkubelet/virtual-kubelet/internal/nethost"
-	"github.com/vkubelet/virtual-kubelet/internal/testcluster"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/childproc"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/nethost"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 )
 
 // binary is the virtual-kubelet under test, built with -race.

@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
-	"github.com/vkubelet/virtual-kubelet/internal/testcluster"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 	"github.com/vkubelet/virtual-kubelet/providers/mock"
 )
 

@@ -22,9 +22,9 @@ import (
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
 
-	"github.com/vkubelet/virtual-kubelet/internal/controlplane"
-	"github.com/vkubelet/virtual-kubelet/internal/nethost"
-	"github.com/vkubelet/virtual-kubelet/internal/testcluster"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/controlplane"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/nethost"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 	k8sprovider "github.com/vkubelet/virtual-kubelet/providers/kubernetes"
 	"github.com/vkubelet/virtual-kubelet/providers/mock"
 )

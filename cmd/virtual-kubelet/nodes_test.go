@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vkubelet/virtual-kubelet/internal/testcluster"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 )
 
 // TestManyNodesFromOneProcess runs three nodes from one daemon: each is

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vkubelet/virtual-kubelet/internal/testcluster"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 )
 
 func TestMain(m *testing.M) { testcluster.Main(m) }

@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/common/model"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/vkubelet/virtual-kubelet/internal/childproc"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/childproc"
 )
 
 // benchDaemon is the virtual-kubelet under measurement.

@@ -41,7 +41,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/vkubelet/virtual-kubelet/internal/controlplane"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/controlplane"
 	"github.com/vkubelet/virtual-kubelet/node"
 )
 

@@ -26,8 +26,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vkubelet/virtual-kubelet/internal/controlplane"
-	"github.com/vkubelet/virtual-kubelet/internal/nethost"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/controlplane"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/nethost"
 )
 
 func defaultDir() string {

@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/util/cert"
 	"k8s.io/utils/ptr"
 
-	"github.com/vkubelet/virtual-kubelet/internal/childproc"
-	"github.com/vkubelet/virtual-kubelet/internal/testcluster"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/childproc"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 )
 
 func TestMain(m *testing.M) { testcluster.Main(m) }

@@ -30,7 +30,7 @@ import (
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
 
-	"github.com/vkubelet/virtual-kubelet/internal/testcluster"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 	"github.com/vkubelet/virtual-kubelet/node/api"
 )
 

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vkubelet/virtual-kubelet/internal/childproc"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/childproc"
 )
 
 // process is a component running as a child process.

@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/vkubelet/virtual-kubelet/internal/nethost"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/nethost"
 )
 
 // Component names, also the names of their binaries and log files.

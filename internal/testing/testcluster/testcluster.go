@@ -31,8 +31,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/vkubelet/virtual-kubelet/internal/controlplane"
-	"github.com/vkubelet/virtual-kubelet/internal/nethost"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/controlplane"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/nethost"
 )
 
 // EnvCluster names the directory of a running control plane to reuse.

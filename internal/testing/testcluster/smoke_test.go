@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
-	"github.com/vkubelet/virtual-kubelet/internal/testcluster"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 )
 
 func TestMain(m *testing.M) { testcluster.Main(m) }
