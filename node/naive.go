@@ -2,10 +2,13 @@ package node
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 )
+
+var errNotCreatedWithConstructor = errors.New("NaiveNodeProviderV2 must be created with NewNaiveNodeProvider to send status updates")
 
 // NaiveNodeProvider is a basic node provider that only uses the passed in
 // context on `Ping` to determine if the node is healthy.
