@@ -25,11 +25,11 @@ func (pc *PodController) deletePodFromKubernetes(ctx context.Context, key string
 		return nil
 	}
 	rec := pc.pods.get(key)
-	if rec.isObjectDeleted(pod.UID) {
+	if rec.view().objectDeleted == pod.UID {
 		return nil // the informer has not seen our delete yet
 	}
 	// The provider's terminal status must reach the API server first.
-	if pp := rec.providerPod(); pp != nil && pp.UID == pod.UID && isTerminalStatus(&pp.Status) && !isTerminalStatus(pc.freshestStatus(pod, rec)) {
+	if pp := rec.view().provider; pp != nil && pp.UID == pod.UID && isTerminalStatus(&pp.Status) && !isTerminalStatus(rec.freshestStatus(pod)) {
 		pc.statusQueue.Enqueue(key)
 		return errTerminalStatusPending
 	}
@@ -44,7 +44,7 @@ func (pc *PodController) deletePodFromKubernetes(ctx context.Context, key string
 	if err != nil {
 		return fmt.Errorf("deleting pod: %w", err)
 	}
-	rec.setObjectDeleted(pod.UID)
+	rec.objectDeleted(pod.UID)
 	log.G(ctx).Debug("pod deleted")
 	return nil
 }

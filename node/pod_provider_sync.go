@@ -5,7 +5,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
@@ -34,7 +33,7 @@ func (pc *PodController) pollStatuses(ctx context.Context) {
 		if rec == nil {
 			continue
 		}
-		if applied, _ := rec.appliedPod(); applied == nil && pod.DeletionTimestamp == nil {
+		if rec.view().applied == nil && pod.DeletionTimestamp == nil {
 			continue // the provider was never given it
 		}
 		status, err := pc.getPodStatus(ctx, pod)
@@ -44,9 +43,7 @@ func (pc *PodController) pollStatuses(ctx context.Context) {
 		case err != nil:
 			continue
 		default:
-			seen := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}, Status: *status}
-			old, _ := pc.LoadPod(key)
-			pc.CheckAndUpdatePod(ctx, key, old, seen)
+			pc.providerSaw(key, rec.view().provider, withStatus(pod, *status))
 		}
 	}
 }
@@ -77,7 +74,7 @@ func (pc *PodController) resyncWithProvider(ctx context.Context) {
 		}
 		// Run starts this loop only once the informers have synced, so a pod
 		// missing from the lister is not merely unseen yet.
-		if rec := pc.pods.lookup(key); rec != nil && (rec.isProviderDeleted() || rec.isCreating()) {
+		if rec := pc.pods.lookup(key); rec != nil && !rec.view().mayBeOrphan() {
 			continue
 		}
 		log.G(withPodFields(ctx, p)).Info("deleting pod that no longer exists in Kubernetes from the provider")
@@ -99,11 +96,8 @@ func (pc *PodController) resyncWithProvider(ctx context.Context) {
 		if rec == nil {
 			continue
 		}
-		// Only a pod the provider had before the list was taken can be lost.
-		if applied, at := rec.appliedPod(); applied == nil || at.After(started) {
-			if pod.DeletionTimestamp == nil || !rec.isProviderDeleted() {
-				continue
-			}
+		if !rec.view().mayBeLost(pod.DeletionTimestamp != nil, started) {
+			continue
 		}
 		if _, err := pc.getPodStatus(ctx, pod); errdefs.IsNotFound(err) {
 			pc.providerLost(withPodFields(ctx, pod), key, pod, rec)
@@ -116,14 +110,14 @@ func (pc *PodController) resyncWithProvider(ctx context.Context) {
 // unless its terminal status is already known. A deleting pod is then
 // removed, as the status handler removes any deleting pod that is done.
 func (pc *PodController) providerLost(ctx context.Context, key string, pod *corev1.Pod, rec *podRecord) {
-	current := pc.freshestStatus(pod, rec)
+	current := rec.freshestStatus(pod)
 	if isTerminalStatus(current) {
 		if pod.DeletionTimestamp != nil {
 			pc.deleteQueue.Enqueue(key)
 		}
 		return
 	}
-	if pp := rec.providerPod(); pp != nil && isTerminalStatus(&pp.Status) {
+	if pp := rec.view().provider; pp != nil && isTerminalStatus(&pp.Status) {
 		pc.statusQueue.Enqueue(key) // the terminal status is on its way
 		return
 	}

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/tools/cache"
 
@@ -35,21 +34,17 @@ func (pc *PodController) syncPodStatusFromProvider(ctx context.Context, key stri
 	}
 	ctx = withPodFields(ctx, pod)
 
-	current := pc.freshestStatus(pod, rec)
-	pp := rec.providerPod()
-	if pp != nil && pp.UID != "" && pp.UID != pod.UID {
-		pp = nil // news of an earlier pod of the same name
-	}
+	current := rec.freshestStatus(pod)
+	pp := rec.view().providerViewOf(pod.UID)
 	if pod.DeletionTimestamp != nil && !isTerminalStatus(current) && (pp == nil || !isTerminalStatus(&pp.Status)) &&
 		!time.Now().Before(pc.stopDeadline(pod, rec)) {
 		pp = pc.stopUnconfirmed(ctx, pod, current)
 	}
 	if pp != nil {
 		status := mergeStatus(*current, withKubeletConditions(pod, *current, pp.Status, metav1.Now()))
-		if err := pc.writeStatus(ctx, pod, rec, status); err != nil {
+		if err := pc.writeStatus(ctx, pod, rec, pp, status); err != nil {
 			return err
 		}
-		rec.written(pp)
 		current = &status
 	}
 	if pod.DeletionTimestamp != nil && isTerminalStatus(current) {
@@ -72,12 +67,13 @@ func (pc *PodController) cachedPod(key string) (*corev1.Pod, error) {
 	return pod, err
 }
 
-// writeStatus patches the pod's status to status unless it is already so. The
-// patch is computed against the freshest status we know (the informer's, or
-// our last write's if the informer has not caught up), carries the pod's UID
-// as a precondition, and, being a patch, cannot conflict.
-func (pc *PodController) writeStatus(ctx context.Context, pod *corev1.Pod, rec *podRecord, status corev1.PodStatus) error {
-	base := pc.freshestStatus(pod, rec)
+// writeStatus patches the pod's status to status, made from the provider's
+// view pp, unless it is already so. The patch is computed against the
+// freshest status we know (the informer's, or our last write's if the
+// informer has not caught up), carries the pod's UID as a precondition, and,
+// being a patch, cannot conflict.
+func (pc *PodController) writeStatus(ctx context.Context, pod *corev1.Pod, rec *podRecord, pp *corev1.Pod, status corev1.PodStatus) error {
+	base := rec.freshestStatus(pod)
 	oldJSON, err := json.Marshal(corev1.Pod{Status: *base})
 	if err != nil {
 		return err
@@ -87,6 +83,7 @@ func (pc *PodController) writeStatus(ctx context.Context, pod *corev1.Pod, rec *
 		return err
 	}
 	if bytes.Equal(oldJSON, newJSON) {
+		rec.statusWritten(pp, nil)
 		return nil
 	}
 	// The UID only in the new object makes it part of the patch: a pod
@@ -103,9 +100,7 @@ func (pc *PodController) writeStatus(ctx context.Context, pod *corev1.Pod, rec *
 	if err != nil {
 		return fmt.Errorf("writing pod status: %w", err)
 	}
-	rec.mu.Lock()
-	rec.patched = &patchedStatus{resourceVersion: updated.ResourceVersion, status: updated.Status}
-	rec.mu.Unlock()
+	rec.statusWritten(pp, updated)
 	// Under load the informer can deliver our write before we get here; no
 	// later event would then drop the record, and every pod would keep a
 	// copy of its status. The cache is updated before handlers run, so
@@ -115,22 +110,6 @@ func (pc *PodController) writeStatus(ctx context.Context, pod *corev1.Pod, rec *
 	}
 	log.G(ctx).WithField("phase", updated.Status.Phase).Debug("pod status written")
 	return nil
-}
-
-// freshestStatus returns the newest status we know the API server has: the
-// informer's, or our last write's while the informer has not seen it yet.
-func (pc *PodController) freshestStatus(pod *corev1.Pod, rec *podRecord) *corev1.PodStatus {
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if rec.patched == nil {
-		return &pod.Status
-	}
-	cmp, err := resourceversion.CompareResourceVersion(rec.patched.resourceVersion, pod.ResourceVersion)
-	if err == nil && cmp > 0 {
-		return &rec.patched.status
-	}
-	rec.patched = nil // the informer has caught up
-	return &pod.Status
 }
 
 // mergeStatus is the status to write: the provider's, keeping what the

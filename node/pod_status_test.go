@@ -53,11 +53,11 @@ func TestWrittenStatusDroppedWhenInformerIsAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := pc.pods.get("ns/p")
-	if err := pc.writeStatus(context.Background(), pod, rec, corev1.PodStatus{Phase: corev1.PodRunning}); err != nil {
+	if err := pc.writeStatus(context.Background(), pod, rec, nil, corev1.PodStatus{Phase: corev1.PodRunning}); err != nil {
 		t.Fatal(err)
 	}
-	if rec.patched != nil {
-		t.Errorf("record keeps the written status (resource version %s) though the informer has it", rec.patched.resourceVersion)
+	if rec.view().patched != nil {
+		t.Errorf("record keeps the written status (resource version %s) though the informer has it", rec.view().patched.resourceVersion)
 	}
 	got, err := client.CoreV1().Pods("ns").Get(context.Background(), "p", metav1.GetOptions{})
 	if err != nil || got.Status.Phase != corev1.PodRunning {
@@ -87,7 +87,7 @@ func TestGiveUpLeavesNoRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u1"}}
-	pc.pods.get("ns/p").lastSeen(last)
+	pc.pods.get("ns/p").objectGone(last)
 	ctx := context.Background()
 	err = pc.syncPodFromKubernetes(ctx, "ns/p")
 	if err == nil {

@@ -19,7 +19,7 @@ import (
 // period ended still gives the provider its margin).
 func (pc *PodController) stopDeadline(pod *corev1.Pod, rec *podRecord) time.Time {
 	end := pod.DeletionTimestamp.Time
-	if told := rec.providerDeletedAt(); told.After(end) {
+	if told := rec.view().deletedAt; told.After(end) {
 		end = told
 	}
 	return end.Add(pc.graceMargin)
@@ -34,13 +34,8 @@ func (pc *PodController) stopUnconfirmed(ctx context.Context, pod *corev1.Pod, c
 	msg := fmt.Sprintf("The provider did not confirm the pod stopped within its %ds grace period and a %s margin", grace, pc.graceMargin)
 	log.G(ctx).Warn(msg + "; marking it terminated")
 	pc.recorder.Event(pod, corev1.EventTypeWarning, ReasonProviderDidNotStop, msg)
-	pp := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
-		Status:     terminatedStatus(pod, *current, ReasonProviderDidNotStop, msg, ReasonProviderDidNotStop, msg),
-	}
-	rec := pc.pods.get(podKey(pod))
-	rec.setProviderPod(pp)
-	rec.setStopForced()
+	pp := withStatus(pod, terminatedStatus(pod, *current, ReasonProviderDidNotStop, msg, ReasonProviderDidNotStop, msg))
+	pc.pods.get(podKey(pod)).stopForcedWith(pp)
 	return pp
 }
 

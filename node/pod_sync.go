@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -66,12 +65,12 @@ func (pc *PodController) syncPodFromKubernetes(ctx context.Context, key string) 
 	ctx = withPodFields(ctx, pod)
 
 	rec := pc.pods.get(key)
-	if applied, _ := rec.appliedPod(); applied != nil && applied.uid != pod.UID {
+	if applied := rec.view().applied; applied != nil && applied.uid != pod.UID {
 		// Same name, new pod: the provider still runs the old one.
-		if err := pc.callProvider(ctx, "DeletePod", applied.stub(namespace, name), pc.provider.DeletePod); err != nil && !errdefs.IsNotFound(err) {
+		if err := pc.callProvider(ctx, "DeletePod", identity(namespace, name, applied.uid), pc.provider.DeletePod); err != nil && !errdefs.IsNotFound(err) {
 			return err
 		}
-		rec.reset()
+		rec.replaced()
 	}
 
 	switch {
@@ -91,28 +90,10 @@ func (pc *PodController) podGone(ctx context.Context, key string) error {
 	if rec == nil {
 		return nil
 	}
-	last := rec.lastPod()
-	applied, _ := rec.appliedPod()
-	if last == nil && applied != nil {
-		// The store dropped the object before its delete event reached us.
-		namespace, name, _ := cache.SplitMetaNamespaceKey(key)
-		last = applied.stub(namespace, name)
-	}
-	// We remove an object only once its terminal status is written (or
-	// the stop was forced, flagged apart), so what we removed is stopped
-	// even when all we have is the stub.
-	removedByUs := applied != nil && rec.isObjectDeleted(applied.uid)
-	// A pod removed before the provider confirmed its stop (force deleted,
-	// or past its grace period) is stopped now: grace 0, as the kubelet
-	// kills what is left of a pod whose object is gone.
-	if sent, told := rec.providerDeletedWith(); last != nil &&
-		(!told || sent > 0 && (rec.wasStopForced() || !removedByUs && !isTerminalStatus(&last.Status))) {
-		last = last.DeepCopy()
-		if told {
-			last.DeletionGracePeriodSeconds = ptr.To[int64](0)
-		}
-		ctx = withPodFields(ctx, last)
-		if err := pc.callProvider(ctx, "DeletePod", last, pc.provider.DeletePod); err != nil && !errdefs.IsNotFound(err) {
+	namespace, name, _ := cache.SplitMetaNamespaceKey(key)
+	if stop := rec.view().stopOnGone(namespace, name); stop != nil {
+		ctx = withPodFields(ctx, stop)
+		if err := pc.callProvider(ctx, "DeletePod", stop, pc.provider.DeletePod); err != nil && !errdefs.IsNotFound(err) {
 			return err
 		}
 	}
@@ -147,21 +128,19 @@ func (pc *PodController) deleteFromProvider(ctx context.Context, key string, pod
 	// the provider was told, which can move it).
 	defer func() { pc.statusQueue.EnqueueAfter(key, time.Until(pc.stopDeadline(pod, rec))) }()
 	grace := ptr.Deref(pod.DeletionGracePeriodSeconds, 0)
-	// A shorter grace period is news only for a pod still stopping: our own
-	// final delete of a stopped pod reaches us as grace 0 too.
-	if sent, told := rec.providerDeletedWith(); !told || (grace < sent && !isTerminalStatus(&pod.Status)) {
+	if rec.view().tellProvider(grace, isTerminalStatus(&pod.Status)) {
 		err := pc.callProvider(ctx, "DeletePod", pod.DeepCopy(), pc.provider.DeletePod)
 		switch {
 		case errdefs.IsNotFound(err):
 			// Nothing to stop; the pod still ends with a terminal status.
-			rec.setProviderDeleted(grace)
+			rec.providerDeleted(grace)
 			pc.providerLost(ctx, key, pod, rec)
 			return nil
 		case err != nil:
 			pc.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonProviderDeleteFailed, "Provider failed to delete the pod: %v", err)
 			return err
 		}
-		rec.setProviderDeleted(grace)
+		rec.providerDeleted(grace)
 	}
 	// A pod that had already finished gets no new status from the provider:
 	// the status handler sees it is terminal and deletes the object.
@@ -172,7 +151,7 @@ func (pc *PodController) deleteFromProvider(ctx context.Context, key string, pod
 // createOrUpdate hands the pod, with its environment resolved, to the
 // provider when the provider has not got it or its spec changed.
 func (pc *PodController) createOrUpdate(ctx context.Context, pod *corev1.Pod, rec *podRecord) error {
-	applied, _ := rec.appliedPod()
+	applied := rec.view().applied
 	if applied != nil && !applied.changed(pod) {
 		return nil
 	}
@@ -181,39 +160,62 @@ func (pc *PodController) createOrUpdate(ctx context.Context, pod *corev1.Pod, re
 	if err != nil {
 		return pc.configError(ctx, pod, rec, err)
 	}
-	rec.setWaitingForConfig(false)
+	rec.configMissing(false)
 	if err := pc.setVolumes(ctx, pod, resolved); err != nil {
 		return pc.configError(ctx, pod, rec, err)
 	}
 
-	op, reason := "UpdatePod", ReasonProviderUpdateFailed
-	call := pc.provider.UpdatePod
+	action := actionUpdate
 	if applied == nil {
-		op, reason, call, err = pc.firstSight(ctx, resolved)
-		if errors.Is(err, errProviderLost) {
-			pc.providerLost(ctx, podKey(pod), pod, rec)
-			return nil
-		}
-		if err != nil {
+		if action, err = pc.firstSight(ctx, resolved); err != nil {
 			return err
 		}
 	}
-	if call != nil {
-		rec.setCreating(op == "CreatePod")
-		err := pc.callProvider(ctx, op, resolved, call)
-		rec.setCreating(false)
+	switch action {
+	case actionLost:
+		pc.providerLost(ctx, podKey(pod), pod, rec)
+		return nil
+	case actionCreate:
+		defer rec.createStarted()()
+		err = pc.callProvider(ctx, "CreatePod", resolved, pc.provider.CreatePod)
+	case actionUpdate:
+		err = pc.callProvider(ctx, "UpdatePod", resolved, pc.provider.UpdatePod)
+	}
+	if err != nil {
+		reason := action.failureReason()
 		if errdefs.IsInvalidInput(err) {
 			pc.recorder.Eventf(pod, corev1.EventTypeWarning, reason, "Provider rejected the pod: %v", err)
 			pc.reject(pod, rec, err)
 			return nil
 		}
-		if err != nil {
-			pc.recorder.Eventf(pod, corev1.EventTypeWarning, reason, "Provider failed: %v", err)
-			return err
-		}
+		pc.recorder.Eventf(pod, corev1.EventTypeWarning, reason, "Provider failed: %v", err)
+		return err
 	}
-	rec.setApplied(pod)
+	rec.handedOver(pod)
 	return nil
+}
+
+// providerAction is what the provider must be told of a pod the controller
+// hands over.
+type providerAction int
+
+const (
+	// actionNone: the provider already runs the pod as it is.
+	actionNone providerAction = iota
+	// actionCreate: the provider does not have the pod.
+	actionCreate
+	// actionUpdate: the provider has an older spec of the pod.
+	actionUpdate
+	// actionLost: the pod ran before, and the provider no longer has it.
+	actionLost
+)
+
+// failureReason is the Event reason of a failed call for action.
+func (a providerAction) failureReason() string {
+	if a == actionCreate {
+		return ReasonProviderCreateFailed
+	}
+	return ReasonProviderUpdateFailed
 }
 
 // resolveEnv returns the provider's copy of pod, with its environment
@@ -235,15 +237,12 @@ func (pc *PodController) resolveEnv(pod *corev1.Pod) (*corev1.Pod, error) {
 	return res.Pod, nil
 }
 
-// errProviderLost is firstSight's answer for a pod that ran before (its
-// status says so) but that the provider no longer has: after a restart, a
-// lost pod is reported lost, never silently started again.
-var errProviderLost = errors.New("the provider lost a pod that had started")
-
 // firstSight decides what to do with a pod this process has not handed to
 // the provider yet: the provider may already run it (we restarted), run an
-// older pod of the same name, not have it, or have lost it.
-func (pc *PodController) firstSight(ctx context.Context, resolved *corev1.Pod) (string, string, func(context.Context, *corev1.Pod) error, error) {
+// older pod of the same name, not have it, or have lost it. After a restart,
+// a pod whose status shows it ran is reported lost, never silently started
+// again.
+func (pc *PodController) firstSight(ctx context.Context, resolved *corev1.Pod) (providerAction, error) {
 	var existing *corev1.Pod
 	err := pc.traceProvider(ctx, "GetPod", func(ctx context.Context) error {
 		var err error
@@ -253,25 +252,25 @@ func (pc *PodController) firstSight(ctx context.Context, resolved *corev1.Pod) (
 	switch {
 	case errdefs.IsNotFound(err) || (err == nil && existing == nil):
 		if everStarted(&resolved.Status) {
-			return "", "", nil, errProviderLost
+			return actionLost, nil
 		}
-		return "CreatePod", ReasonProviderCreateFailed, pc.provider.CreatePod, nil
+		return actionCreate, nil
 	case err != nil:
-		return "", "", nil, err
+		return actionNone, err
 	case existing.UID != "" && existing.UID != resolved.UID:
 		if err := pc.callProvider(ctx, "DeletePod", existing, pc.provider.DeletePod); err != nil && !errdefs.IsNotFound(err) {
-			return "", "", nil, err
+			return actionNone, err
 		}
-		return "CreatePod", ReasonProviderCreateFailed, pc.provider.CreatePod, nil
+		return actionCreate, nil
 	}
 	// The provider runs the pod (this process restarted): its status now,
 	// which may have moved on meanwhile, is written as any later one.
-	pc.CheckAndUpdatePod(ctx, podKey(resolved), nil, existing)
+	pc.providerSaw(podKey(resolved), nil, existing)
 	if apiequality.Semantic.DeepEqual(existing.Spec, resolved.Spec) {
 		log.G(ctx).Debug("provider already runs the pod")
-		return "", "", nil, nil
+		return actionNone, nil
 	}
-	return "UpdatePod", ReasonProviderUpdateFailed, pc.provider.UpdatePod, nil
+	return actionUpdate, nil
 }
 
 // everStarted reports whether a pod's status shows it ran: a status only a
@@ -301,7 +300,7 @@ func (pc *PodController) configError(ctx context.Context, pod *corev1.Pod, rec *
 	if !isMissing && !errors.As(err, &invalid) {
 		return err // a lister failure: retry
 	}
-	rec.setWaitingForConfig(isMissing)
+	rec.configMissing(isMissing)
 	pc.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonFailed, "Error: %v", err)
 	if isMissing {
 		pc.recordMissingRefs(pod, false, *missing)
@@ -323,7 +322,7 @@ func (pc *PodController) configError(ctx context.Context, pod *corev1.Pod, rec *
 // the provider's: one writer per pod.
 func (pc *PodController) queueStatus(pod *corev1.Pod, status corev1.PodStatus) {
 	key := podKey(pod)
-	pc.StorePod(key, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}, Status: status})
+	pc.pods.get(key).providerReported(withStatus(pod, status))
 	pc.statusQueue.Enqueue(key)
 }
 
@@ -342,7 +341,7 @@ func waitingStatuses(containers []corev1.Container, reason, msg string) []corev1
 // reject marks a pod the provider refused as invalid Failed; retrying an
 // invalid pod cannot succeed.
 func (pc *PodController) reject(pod *corev1.Pod, rec *podRecord, cause error) {
-	status := pc.freshestStatus(pod, rec).DeepCopy()
+	status := rec.freshestStatus(pod).DeepCopy()
 	status.Phase = corev1.PodFailed
 	status.Reason = ReasonProviderRejected
 	status.Message = fmt.Sprintf("The provider rejected the pod: %v", cause)

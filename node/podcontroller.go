@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	corev1informers "k8s.io/client-go/informers/core/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -416,7 +415,7 @@ func (pc *PodController) addEventHandlers(ctx context.Context) (map[cache.Shared
 				return
 			}
 			key := podKey(pod)
-			pc.pods.get(key).lastSeen(pod)
+			pc.pods.get(key).objectGone(pod)
 			pc.syncQueue.Enqueue(key)
 		},
 	})
@@ -483,10 +482,7 @@ func (pc *PodController) SyncPodStatusFromProviderEnqueue(_ context.Context, key
 // identity and status are kept, copied: the provider may go on changing its
 // object.
 func (pc *PodController) StorePod(key string, pod *corev1.Pod) {
-	pc.pods.get(key).setProviderPod(&corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
-		Status:     *pod.Status.DeepCopy(),
-	})
+	pc.pods.get(key).providerReported(pod)
 }
 
 // LoadPod returns the provider's latest view of key (a *corev1.Pod), as
@@ -498,7 +494,7 @@ func (pc *PodController) LoadPod(key string) (any, bool) {
 	if r == nil {
 		return nil, false
 	}
-	p := r.providerPod()
+	p := r.view().provider
 	return p, p != nil
 }
 
@@ -512,10 +508,16 @@ func (pc *PodController) DeletePod(key string) {
 // queues the status to be written to Kubernetes.
 func (pc *PodController) CheckAndUpdatePod(_ context.Context, key string, obj any, newPod *corev1.Pod) {
 	old, _ := obj.(*corev1.Pod)
-	if old != nil && old.UID == newPod.UID && statusEqual(&old.Status, &newPod.Status) {
+	pc.providerSaw(key, old, newPod)
+}
+
+// providerSaw takes the provider's new view of a pod: if its status differs
+// from the old view (nil when none), it is recorded and queued for writing.
+func (pc *PodController) providerSaw(key string, old, cur *corev1.Pod) {
+	if old != nil && old.UID == cur.UID && statusEqual(&old.Status, &cur.Status) {
 		return
 	}
-	pc.StorePod(key, newPod)
+	pc.pods.get(key).providerReported(cur)
 	pc.statusQueue.Enqueue(key)
 }
 
@@ -526,6 +528,9 @@ func (pc *PodController) onProviderPod(ctx context.Context, pod *corev1.Pod) {
 		return
 	}
 	key := podKey(pod)
-	old, _ := pc.LoadPod(key)
-	pc.CheckAndUpdatePod(ctx, key, old, pod)
+	var old *corev1.Pod
+	if r := pc.pods.lookup(key); r != nil {
+		old = r.view().provider
+	}
+	pc.providerSaw(key, old, pod)
 }

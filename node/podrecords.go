@@ -11,13 +11,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/utils/ptr"
 )
 
 // podRecord is what the controller remembers about one pod key between
-// queue items. The queues guarantee a key is handled by one worker per queue
-// at a time, but the three queues share the record, hence the lock.
+// queue items, and the only place that state changes: the sync, status and
+// delete queues each hold a key in one worker at a time, but share the
+// record, so every transition takes its lock. Readers get a copy (view) and
+// decide from that.
 type podRecord struct {
 	mu sync.Mutex
+	st podState
+}
+
+// podState is one pod key's state at a moment. Its methods are the
+// controller's decisions, pure functions of the state.
+type podState struct {
 	// applied is what we remember of the pod last handed to CreatePod or
 	// UpdatePod, nil if the provider was never given it.
 	applied   *appliedPod
@@ -86,10 +95,18 @@ func (a *appliedPod) changed(cur *corev1.Pod) bool {
 	return !maps.Equal(a.labels, cur.Labels) || !maps.Equal(a.annotations, cur.Annotations)
 }
 
-// stub is a pod with just the identity of the applied one, to tell the
-// provider to delete it when its object is gone.
-func (a *appliedPod) stub(namespace, name string) *corev1.Pod {
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: a.uid}}
+// identity is a pod with only what names it, the form in which the
+// controller keeps the provider's view of a pod and tells the provider to
+// delete one whose object is gone.
+func identity(namespace, name string, uid types.UID) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: uid}}
+}
+
+// withStatus is pod's identity with status.
+func withStatus(pod *corev1.Pod, status corev1.PodStatus) *corev1.Pod {
+	p := identity(pod.Namespace, pod.Name, pod.UID)
+	p.Status = status
+	return p
 }
 
 type patchedStatus struct {
@@ -97,127 +114,185 @@ type patchedStatus struct {
 	status          corev1.PodStatus
 }
 
-func (r *podRecord) lock() func() {
+// update runs one transition under the record's lock.
+func (r *podRecord) update(f func(*podState)) {
 	r.mu.Lock()
-	return r.mu.Unlock
+	defer r.mu.Unlock()
+	f(&r.st)
+}
+
+// view returns a copy of the state to decide from. The pointers it holds
+// are never modified in place, only replaced, so the copy stays consistent.
+func (r *podRecord) view() podState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.st
+}
+
+// handedOver records that the provider was given pod (CreatePod or
+// UpdatePod succeeded, or it already ran it).
+func (r *podRecord) handedOver(pod *corev1.Pod) {
+	a := appliedOf(pod)
+	r.update(func(s *podState) {
+		s.applied, s.appliedAt = &a, time.Now()
+		s.providerDeleted = false
+	})
+}
+
+// replaced forgets a previous incarnation of the key (same name, other UID).
+func (r *podRecord) replaced() {
+	r.update(func(s *podState) {
+		*s = podState{last: s.last, objectDeleted: s.objectDeleted, creating: s.creating}
+	})
+}
+
+// createStarted marks CreatePod as running; the returned func marks its end.
+func (r *podRecord) createStarted() (ended func()) {
+	r.update(func(s *podState) { s.creating = true })
+	return func() { r.update(func(s *podState) { s.creating = false }) }
+}
+
+// configMissing and configured record whether the pod waits for a mandatory
+// ConfigMap or Secret to appear.
+func (r *podRecord) configMissing(missing bool) {
+	r.update(func(s *podState) { s.waitingForConfig = missing })
+}
+
+// providerReported records the provider's latest view of the pod: its
+// identity and a copy of its status (the provider may go on changing its
+// object).
+func (r *podRecord) providerReported(pod *corev1.Pod) {
+	p := withStatus(pod, *pod.Status.DeepCopy())
+	r.update(func(s *podState) { s.provider = p })
+}
+
+// stopForcedWith records the terminal status the controller decided for a
+// pod the provider did not confirm stopped in time.
+func (r *podRecord) stopForcedWith(pp *corev1.Pod) {
+	r.update(func(s *podState) { s.provider, s.stopForced = pp, true })
+}
+
+// statusWritten records that the provider's view pp is in the API server:
+// updated, our write's answer (nil when nothing needed writing), is the
+// freshest status until the informer catches up, and pp is dropped unless a
+// newer view arrived meanwhile.
+func (r *podRecord) statusWritten(pp, updated *corev1.Pod) {
+	r.update(func(s *podState) {
+		if updated != nil {
+			s.patched = &patchedStatus{resourceVersion: updated.ResourceVersion, status: updated.Status}
+		}
+		if pp != nil && s.provider == pp {
+			s.provider = nil
+		}
+	})
 }
 
 // informerSaw forgets our last write once the informer has caught up with
 // it, so a steady pod keeps no copy of its status.
 func (r *podRecord) informerSaw(resourceVersion string) {
-	defer r.lock()()
-	if r.patched == nil {
-		return
+	r.update(func(s *podState) {
+		if s.patched != nil && !newerThan(s.patched.resourceVersion, resourceVersion) {
+			s.patched = nil
+		}
+	})
+}
+
+// providerDeleted records that DeletePod succeeded with grace, or that the
+// provider did not have the pod.
+func (r *podRecord) providerDeleted(grace int64) {
+	r.update(func(s *podState) { s.providerDeleted, s.deleteGrace, s.deletedAt = true, grace, time.Now() })
+}
+
+// objectDeleted records that we removed the pod object with uid.
+func (r *podRecord) objectDeleted(uid types.UID) {
+	r.update(func(s *podState) { s.objectDeleted = uid })
+}
+
+// objectGone records the pod's final object, from the informer's delete event.
+func (r *podRecord) objectGone(last *corev1.Pod) {
+	r.update(func(s *podState) { s.last = last })
+}
+
+// freshestStatus returns the newest status we know the API server has for
+// pod: the informer's, or our last write's while the informer has not seen
+// it yet.
+func (r *podRecord) freshestStatus(pod *corev1.Pod) *corev1.PodStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.st.patched == nil {
+		return &pod.Status
 	}
-	if cmp, err := resourceversion.CompareResourceVersion(r.patched.resourceVersion, resourceVersion); err != nil || cmp <= 0 {
-		r.patched = nil
+	if newerThan(r.st.patched.resourceVersion, pod.ResourceVersion) {
+		return &r.st.patched.status
 	}
+	r.st.patched = nil // the informer has caught up
+	return &pod.Status
 }
 
-func (r *podRecord) lastSeen(pod *corev1.Pod) {
-	defer r.lock()()
-	r.last = pod
+// newerThan reports whether resource version a is known to be newer than b.
+func newerThan(a, b string) bool {
+	cmp, err := resourceversion.CompareResourceVersion(a, b)
+	return err == nil && cmp > 0
 }
 
-func (r *podRecord) lastPod() *corev1.Pod {
-	defer r.lock()()
-	return r.last
-}
-
-func (r *podRecord) setProviderPod(pod *corev1.Pod) {
-	defer r.lock()()
-	r.provider = pod
-}
-
-// written drops the provider's view once its status is in the API server,
-// unless a newer one arrived meanwhile.
-func (r *podRecord) written(pod *corev1.Pod) {
-	defer r.lock()()
-	if r.provider == pod {
-		r.provider = nil
+// providerViewOf returns the provider's latest view unless it is of an
+// earlier pod of the same name than uid.
+func (s podState) providerViewOf(uid types.UID) *corev1.Pod {
+	if s.provider != nil && s.provider.UID != "" && s.provider.UID != uid {
+		return nil
 	}
+	return s.provider
 }
 
-func (r *podRecord) providerPod() *corev1.Pod {
-	defer r.lock()()
-	return r.provider
+// tellProvider decides whether a deleting pod's DeletePod call is due: the
+// provider has not been told, or the grace period shrank (a second `kubectl
+// delete` with a shorter one) for a pod still stopping. Our own final delete
+// of a stopped pod reaches us as grace 0 too, which is no news.
+func (s podState) tellProvider(grace int64, terminal bool) bool {
+	return !s.providerDeleted || grace < s.deleteGrace && !terminal
 }
 
-func (r *podRecord) appliedPod() (*appliedPod, time.Time) {
-	defer r.lock()()
-	return r.applied, r.appliedAt
+// stopOnGone decides what the provider is told when the pod's object is
+// gone: nothing (nil), or DeletePod with the pod it returns. A pod removed
+// before the provider confirmed its stop (force deleted, or past its grace
+// period) is stopped with grace 0, as the kubelet kills what is left of a
+// pod whose object is gone. We remove an object only once its terminal
+// status is written (or the stop was forced, flagged apart), so what we
+// removed is stopped already, even when all we have is its identity.
+func (s podState) stopOnGone(namespace, name string) *corev1.Pod {
+	last := s.last
+	if last == nil && s.applied != nil {
+		// The store dropped the object before its delete event reached us.
+		last = identity(namespace, name, s.applied.uid)
+	}
+	if last == nil {
+		return nil
+	}
+	removedByUs := s.applied != nil && s.objectDeleted == s.applied.uid
+	if s.providerDeleted && (s.deleteGrace <= 0 || !s.stopForced && (removedByUs || isTerminalStatus(&last.Status))) {
+		return nil
+	}
+	last = last.DeepCopy()
+	if s.providerDeleted {
+		last.DeletionGracePeriodSeconds = ptr.To[int64](0)
+	}
+	return last
 }
 
-func (r *podRecord) setApplied(pod *corev1.Pod) {
-	a := appliedOf(pod)
-	defer r.lock()()
-	r.applied, r.appliedAt = &a, time.Now()
-	r.providerDeleted = false
+// mayBeOrphan reports whether a pod the provider has but Kubernetes does not
+// may be deleted from the provider: not while we delete or create it.
+func (s podState) mayBeOrphan() bool {
+	return !s.providerDeleted && !s.creating
 }
 
-func (r *podRecord) setObjectDeleted(uid types.UID) {
-	defer r.lock()()
-	r.objectDeleted = uid
-}
-
-func (r *podRecord) isObjectDeleted(uid types.UID) bool {
-	defer r.lock()()
-	return r.objectDeleted == uid
-}
-
-func (r *podRecord) setProviderDeleted(grace int64) {
-	defer r.lock()()
-	r.providerDeleted, r.deleteGrace, r.deletedAt = true, grace, time.Now()
-}
-
-func (r *podRecord) isProviderDeleted() bool {
-	defer r.lock()()
-	return r.providerDeleted
-}
-
-// providerDeletedWith returns the grace period DeletePod was given, and
-// whether it was called (and succeeded) at all.
-func (r *podRecord) providerDeletedWith() (int64, bool) {
-	defer r.lock()()
-	return r.deleteGrace, r.providerDeleted
-}
-
-// providerDeletedAt is when DeletePod last succeeded; zero if it has not.
-func (r *podRecord) providerDeletedAt() time.Time {
-	defer r.lock()()
-	return r.deletedAt
-}
-
-func (r *podRecord) setStopForced() {
-	defer r.lock()()
-	r.stopForced = true
-}
-
-func (r *podRecord) wasStopForced() bool {
-	defer r.lock()()
-	return r.stopForced
-}
-
-func (r *podRecord) setCreating(v bool) {
-	defer r.lock()()
-	r.creating = v
-}
-
-func (r *podRecord) isCreating() bool {
-	defer r.lock()()
-	return r.creating
-}
-
-func (r *podRecord) setWaitingForConfig(v bool) {
-	defer r.lock()()
-	r.waitingForConfig = v
-}
-
-// reset forgets a previous incarnation of the key (same name, other UID).
-func (r *podRecord) reset() {
-	defer r.lock()()
-	r.applied, r.provider, r.patched, r.waitingForConfig = nil, nil, nil, false
-	r.providerDeleted, r.deleteGrace, r.deletedAt, r.stopForced = false, 0, time.Time{}, false
+// mayBeLost reports whether a pod missing from a provider list taken at
+// listed can be lost: the provider had it before the list was taken, or was
+// told to delete it.
+func (s podState) mayBeLost(deleting bool, listed time.Time) bool {
+	if s.applied != nil && !s.appliedAt.After(listed) {
+		return true
+	}
+	return deleting && s.providerDeleted
 }
 
 // podRecords maps "namespace/name" to its record.
@@ -263,14 +338,9 @@ func (p *podRecords) waitingForConfig(namespace string) []string {
 	defer p.mu.RUnlock()
 	var keys []string
 	for key, r := range p.m {
-		if !strings.HasPrefix(key, prefix) {
-			continue
-		}
-		r.mu.Lock()
-		if r.waitingForConfig {
+		if strings.HasPrefix(key, prefix) && r.view().waitingForConfig {
 			keys = append(keys, key)
 		}
-		r.mu.Unlock()
 	}
 	return keys
 }
