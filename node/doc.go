@@ -14,10 +14,15 @@
 //	provider NotifyPods (or polling) ──> status queue ──> pods/status patch
 //	terminal status of a deleting pod ──> delete queue ──> delete (grace 0)
 //
-// A provider implements PodLifecycleHandler, and PodNotifier to report pod
-// status as it changes; one that does not is polled. Errors a provider
-// returns should use the kinds in package errdefs: GetPod and GetPodStatus
-// returning errdefs.NotFound tell the controller a pod is gone.
+// A provider implements Provider: the pod lifecycle (PodLifecycleHandler)
+// and the node it runs pods on. It implements PodNotifier to report pod
+// status as it changes (one that does not is polled), NodeProvider to report
+// its health and node changes, and any of the optional capabilities listed
+// with Provider (logs, exec, attach, port-forward, stats, ...); everything
+// that runs a provider discovers them the same way (PodHandlerConfigOf,
+// NodeProviderOf, KeepsEnvObjectRefs). Errors a provider returns should use
+// the kinds in package errdefs: GetPod and GetPodStatus returning
+// errdefs.NotFound tell the controller a pod is gone.
 //
 // Provider calls are retried until they succeed or fail with
 // errdefs.InvalidInput; a deleted pod whose stop the provider has not

@@ -11,10 +11,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/vkubelet/virtual-kubelet/internal/provider"
+	"github.com/vkubelet/virtual-kubelet/node"
 )
 
 func init() {
-	provider.Register("fake", func(context.Context, provider.InitConfig) (provider.Provider, error) { return nil, nil })
+	provider.Register("fake", func(context.Context, provider.InitConfig) (node.Provider, error) { return nil, nil })
 }
 
 // run executes the command line in-process and returns exit code and output.

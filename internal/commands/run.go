@@ -112,7 +112,7 @@ func Run(ctx context.Context, o *Options) error {
 
 	sh := &shared{client: client, factory: factory, pods: pods, deletions: deletions, objects: objects, events: events}
 	nodes := make([]*nodeutil.Node, len(names))
-	providers := make([]provider.Provider, len(names))
+	providers := make([]node.Provider, len(names))
 	for i, name := range names {
 		if nodes[i], providers[i], err = buildNode(withNode(ctx, name), o, name, o.ListenPort+int32(i), nodeIP, sh); err != nil {
 			return err
@@ -196,7 +196,7 @@ type shared struct {
 
 // buildNode makes one virtual node: its provider (whose kubelet API will
 // listen on port), its Node controller and pod controller.
-func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP string, sh *shared) (*nodeutil.Node, provider.Provider, error) {
+func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP string, sh *shared) (*nodeutil.Node, node.Provider, error) {
 	client := sh.client
 	core := sh.factory.Core().V1()
 	initProvider, err := provider.Get(o.Provider)
@@ -228,7 +228,6 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		Client:               client,
 		Node:                 spec,
 		Provider:             p,
-		NodeProvider:         provider.NodeProviderOf(p, spec),
 		Workers:              o.workersPerNode(),
 		InformerResyncPeriod: o.FullResyncPeriod,
 		DisableLease:         !o.EnableNodeLease,
@@ -236,9 +235,6 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		EventRecorder:        sh.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "virtual-kubelet", Host: name}),
 		ConfigurePodController: func(c *node.PodControllerConfig) {
 			c.ProviderCallObserver = metrics.ObserveProviderCall
-			if copier, ok := p.(provider.EnvObjectCopier); ok {
-				c.KeepEnvObjectRefs = copier.CopiesEnvObjects()
-			}
 			if sh.objects != nil {
 				sh.objects.Configure(c)
 			}
@@ -358,7 +354,7 @@ const (
 
 // nodeSpec is the Node the daemon registers: what schedulers and users
 // select on, what the provider says the node has, and where its kubelet API is.
-func nodeSpec(ctx context.Context, o *Options, name string, p provider.Provider) *corev1.Node {
+func nodeSpec(ctx context.Context, o *Options, name string, p node.Provider) *corev1.Node {
 	capacity := p.Capacity(ctx)
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
@@ -397,7 +393,7 @@ func nodeSpec(ctx context.Context, o *Options, name string, p provider.Provider)
 		}
 		n.Spec.Taints = []corev1.Taint{{Key: o.TaintKey, Value: value, Effect: corev1.TaintEffect(o.TaintEffect)}}
 	}
-	if d, ok := p.(provider.NodeDecorator); ok {
+	if d, ok := p.(node.NodeDecorator); ok {
 		for k, v := range d.NodeLabels() {
 			n.Labels[k] = v
 		}

@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/util/certificate"
 
 	"github.com/vkubelet/virtual-kubelet/internal/metrics"
-	"github.com/vkubelet/virtual-kubelet/internal/provider"
+	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/api"
 	"github.com/vkubelet/virtual-kubelet/node/log"
 )
@@ -118,7 +118,7 @@ func startServers(ctx context.Context, o *Options, client kubernetes.Interface, 
 
 // kubeletAPI serves node name's kubelet API on port: the provider's
 // capabilities, behind the kubelet's authentication and authorization.
-func (s *servers) kubeletAPI(ctx context.Context, o *Options, name string, port int32, nodeIP string, p provider.Provider) error {
+func (s *servers) kubeletAPI(ctx context.Context, o *Options, name string, port int32, nodeIP string, p node.Provider) error {
 	tlsConfig, stop, err := s.servingTLS(ctx, o, name, nodeIP)
 	if err != nil {
 		return err
@@ -128,43 +128,19 @@ func (s *servers) kubeletAPI(ctx context.Context, o *Options, name string, port 
 	if err != nil {
 		return err
 	}
+	routes := node.PodHandlerConfigOf(p)
+	routes.StreamIdleTimeout, routes.StreamCreationTimeout = o.StreamIdleTimeout, o.StreamCreationTimeout
 	var authz authorizer.Authorizer = s.auth
 	if o.AuthorizationMode == AuthzAlwaysAllow {
 		authz = authorizerfactory.NewAlwaysAllowAuthorizer()
 	}
-	handler := api.WithAuth(api.PodHandler(podHandlerConfig(o, p), true), api.NewAuthFrom(s.auth, authz, name))
+	handler := api.WithAuth(api.PodHandler(routes, true), api.NewAuthFrom(s.auth, authz, name))
 	s.serve(ctx, "kubelet API", &http.Server{
 		Handler:           handler,
 		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: 30 * time.Second,
 	}, l, true)
 	return nil
-}
-
-// podHandlerConfig routes the kubelet API to the provider's capabilities.
-func podHandlerConfig(o *Options, p provider.Provider) api.PodHandlerConfig {
-	cfg := api.PodHandlerConfig{
-		GetPods:               p.GetPods,
-		StreamIdleTimeout:     o.StreamIdleTimeout,
-		StreamCreationTimeout: o.StreamCreationTimeout,
-	}
-	if lp, ok := p.(provider.LogsProvider); ok {
-		cfg.GetContainerLogs = lp.GetContainerLogs
-	}
-	if ep, ok := p.(provider.ExecProvider); ok {
-		cfg.RunInContainer = ep.RunInContainer
-	}
-	if ap, ok := p.(provider.AttachProvider); ok {
-		cfg.AttachToContainer = ap.AttachToContainer
-	}
-	if pp, ok := p.(provider.PortForwardProvider); ok {
-		cfg.PortForward = pp.PortForward
-	}
-	if sp, ok := p.(provider.StatsProvider); ok {
-		cfg.GetStatsSummary = sp.GetStatsSummary
-		cfg.GetMetricsResource = sp.GetMetricsResource
-	}
-	return cfg
 }
 
 // defaultClientCA is the CA client certificates are verified against when

@@ -6,8 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/vkubelet/virtual-kubelet/node"
 )
 
 // NodeBasics answers the parts of Provider that come straight from the
@@ -54,35 +52,4 @@ func HealthyConditions(since time.Time, who string) []corev1.NodeCondition {
 		cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "has sufficient PID"),
 		cond(corev1.NodeNetworkUnavailable, corev1.ConditionFalse, "RouteCreated", "has a network"),
 	}
-}
-
-// NodeProviderOf is the node.NodeProvider that keeps p's node: p itself when
-// it is one, else node.NaiveNodeProvider. For a CapacityNotifier, the
-// registered Node with each new capacity (allocatable the same) is what
-// NotifyNodeStatus reports, in place of what p's own would.
-func NodeProviderOf(p Provider, registered *corev1.Node) node.NodeProvider {
-	np, ok := p.(node.NodeProvider)
-	if !ok {
-		np = node.NaiveNodeProvider{}
-	}
-	if c, ok := p.(CapacityNotifier); ok {
-		return capacityUpdates{NodeProvider: np, registered: registered.DeepCopy(), notifier: c}
-	}
-	return np
-}
-
-// capacityUpdates reports the registered Node with the provider's newest
-// capacity.
-type capacityUpdates struct {
-	node.NodeProvider
-	registered *corev1.Node
-	notifier   CapacityNotifier
-}
-
-func (u capacityUpdates) NotifyNodeStatus(ctx context.Context, cb func(*corev1.Node)) {
-	u.notifier.NotifyCapacity(ctx, func(capacity corev1.ResourceList) {
-		n := u.registered.DeepCopy()
-		n.Status.Capacity, n.Status.Allocatable = capacity, capacity.DeepCopy()
-		cb(n)
-	})
 }

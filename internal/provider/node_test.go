@@ -6,10 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/vkubelet/virtual-kubelet/node"
 )
 
 func TestNodeBasics(t *testing.T) {
@@ -34,35 +30,5 @@ func TestNodeBasics(t *testing.T) {
 		if c.Status != corev1.ConditionFalse {
 			t.Errorf("condition %s = %s, want False", c.Type, c.Status)
 		}
-	}
-}
-
-// capacityProvider reports one new capacity.
-type capacityProvider struct {
-	Provider
-	capacity corev1.ResourceList
-}
-
-func (c capacityProvider) NotifyCapacity(_ context.Context, f func(corev1.ResourceList)) {
-	f(c.capacity)
-}
-
-func TestNodeProviderOf(t *testing.T) {
-	registered := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: "vk", Labels: map[string]string{"type": "virtual-kubelet"}},
-		Status:     corev1.NodeStatus{Capacity: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("10")}},
-	}
-	if _, ok := NodeProviderOf(nil, registered).(node.NaiveNodeProvider); !ok {
-		t.Error("a provider that is no NodeProvider gets the naive one")
-	}
-	np := NodeProviderOf(capacityProvider{capacity: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("7")}}, registered)
-	var got *corev1.Node
-	np.NotifyNodeStatus(context.Background(), func(n *corev1.Node) { got = n })
-	if got == nil || got.Name != "vk" || got.Labels["type"] != "virtual-kubelet" ||
-		got.Status.Capacity.Pods().Value() != 7 || got.Status.Allocatable.Pods().Value() != 7 {
-		t.Errorf("reported node: %+v", got)
-	}
-	if registered.Status.Capacity.Pods().Value() != 10 {
-		t.Error("the registered node was modified")
 	}
 }

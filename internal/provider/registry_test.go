@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/vkubelet/virtual-kubelet/node"
 )
 
 func TestRegistry(t *testing.T) {
@@ -16,7 +18,7 @@ func TestRegistry(t *testing.T) {
 	if _, err := Get("mock"); err == nil || !strings.Contains(err.Error(), "without providers") {
 		t.Errorf("empty registry: %v", err)
 	}
-	f := func(context.Context, InitConfig) (Provider, error) { return nil, nil }
+	f := func(context.Context, InitConfig) (node.Provider, error) { return nil, nil }
 	Register("zeta", f)
 	Register("alpha", f)
 	if got := strings.Join(Names(), ","); got != "alpha,zeta" {

@@ -48,8 +48,8 @@ type Config struct {
 	Node *corev1.Node
 	// Provider runs the pods. Required.
 	Provider node.PodLifecycleHandler
-	// NodeProvider keeps the node alive; it defaults to the Provider if it
-	// implements node.NodeProvider, else to node.NaiveNodeProvider.
+	// NodeProvider keeps the node alive; it defaults to
+	// node.NodeProviderOf(Provider, Node).
 	NodeProvider node.NodeProvider
 
 	// Workers is the number of workers for each pod queue (default 10).
@@ -119,11 +119,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("nodeutil: Workers must be positive, got %d", cfg.Workers)
 	}
 	if cfg.NodeProvider == nil {
-		if np, ok := cfg.Provider.(node.NodeProvider); ok {
-			cfg.NodeProvider = np
-		} else {
-			cfg.NodeProvider = node.NaiveNodeProvider{}
-		}
+		cfg.NodeProvider = node.NodeProviderOf(cfg.Provider, cfg.Node)
 	}
 	transform := cfg.TransformPods
 	if transform == nil {
@@ -170,6 +166,7 @@ func New(cfg Config) (*Node, error) {
 		ServiceInformer:   core.Services(),
 		EventRecorder:     recorder,
 		Provider:          cfg.Provider,
+		KeepEnvObjectRefs: node.KeepsEnvObjectRefs(cfg.Provider),
 		Node:              n.nodeController.Node,
 		// Tokens of projected service-account volumes, for providers
 		// implementing node.PodVolumeHandler.

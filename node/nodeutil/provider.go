@@ -170,7 +170,10 @@ func WithTLSConfig(opts ...func(*tls.Config) error) NodeOpt {
 func AttachProviderRoutes(mux api.ServeMux) NodeOpt {
 	return func(cfg *NodeConfig) error {
 		cfg.routeAttacher = func(p Provider, cfg NodeConfig, pods corev1listers.PodLister) {
-			api.AttachPodRoutes(providerRoutes(p, cfg, pods), mux, cfg.DebugHTTP)
+			routes := node.PodHandlerConfigOf(p)
+			routes.GetPodsFromKubernetes = func(context.Context) ([]*corev1.Pod, error) { return pods.List(labels.Everything()) }
+			routes.StreamIdleTimeout, routes.StreamCreationTimeout = cfg.StreamIdleTimeout, cfg.StreamCreationTimeout
+			api.AttachPodRoutes(routes, mux, cfg.DebugHTTP)
 		}
 		if h, ok := mux.(http.Handler); ok && cfg.Handler == nil {
 			cfg.Handler = h
@@ -256,25 +259,6 @@ func NewNode(name string, newProvider NewProviderFunc, opts ...NodeOpt) (*Node, 
 		n.serve = func(ctx context.Context) error { return serveTLS(ctx, cfg.HTTPListenAddr, cfg.TLSConfig, cfg.Handler) }
 	}
 	return n, nil
-}
-
-// providerRoutes is the PodHandlerConfig of a provider: its methods, and
-// the pods Kubernetes has bound to the node for /pods.
-func providerRoutes(p Provider, cfg NodeConfig, pods corev1listers.PodLister) api.PodHandlerConfig {
-	return api.PodHandlerConfig{
-		RunInContainer:    p.RunInContainer,
-		AttachToContainer: p.AttachToContainer,
-		PortForward:       p.PortForward,
-		GetContainerLogs:  p.GetContainerLogs,
-		GetPods:           p.GetPods,
-		GetPodsFromKubernetes: func(context.Context) ([]*corev1.Pod, error) {
-			return pods.List(labels.Everything())
-		},
-		GetStatsSummary:       p.GetStatsSummary,
-		GetMetricsResource:    p.GetMetricsResource,
-		StreamIdleTimeout:     cfg.StreamIdleTimeout,
-		StreamCreationTimeout: cfg.StreamCreationTimeout,
-	}
 }
 
 // serveTLS serves h on addr until ctx ends, then shuts the server down.

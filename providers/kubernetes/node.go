@@ -41,7 +41,7 @@ func (p *Provider) NotifyNodeStatus(context.Context, func(*corev1.Node)) {}
 // again. Both lists are served from B's watch cache.
 const capacityRefreshInterval = 30 * time.Second
 
-// NotifyCapacity implements provider.CapacityNotifier: with deriveCapacity
+// NotifyCapacity implements node.CapacityNotifier: with deriveCapacity
 // it computes B's capacity every capacityRefreshInterval and calls f when
 // it changed. A failed computation keeps the last capacity (B is away: Ping
 // says so).
@@ -135,7 +135,7 @@ func add(list corev1.ResourceList, name corev1.ResourceName, q resource.Quantity
 	list[name] = sum
 }
 
-// Capacity implements provider.Provider.
+// Capacity implements node.Provider.
 func (p *Provider) Capacity(context.Context) corev1.ResourceList {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -148,8 +148,8 @@ func (p *Provider) NodeConditions(context.Context) []corev1.NodeCondition {
 	return provider.HealthyConditions(p.startedAt, "the remote cluster")
 }
 
-// NodeLabels implements provider.NodeDecorator: the config's node.labels.
+// NodeLabels implements node.NodeDecorator: the config's node.labels.
 func (p *Provider) NodeLabels() map[string]string { return p.cfg.Node.Labels }
 
-// NodeTaints implements provider.NodeDecorator: the config's node.taints.
+// NodeTaints implements node.NodeDecorator: the config's node.taints.
 func (p *Provider) NodeTaints() []corev1.Taint { return p.cfg.Node.Taints }

@@ -38,6 +38,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vkubelet/virtual-kubelet/internal/provider"
+	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 	"github.com/vkubelet/virtual-kubelet/node/log"
 )
@@ -68,23 +69,23 @@ type Provider struct {
 }
 
 var (
-	_ provider.Provider            = (*Provider)(nil)
-	_ provider.LogsProvider        = (*Provider)(nil)
-	_ provider.ExecProvider        = (*Provider)(nil)
-	_ provider.AttachProvider      = (*Provider)(nil)
-	_ provider.PortForwardProvider = (*Provider)(nil)
-	_ provider.StatsProvider       = (*Provider)(nil)
-	_ provider.EnvObjectCopier     = (*Provider)(nil)
+	_ node.Provider            = (*Provider)(nil)
+	_ node.LogsProvider        = (*Provider)(nil)
+	_ node.ExecProvider        = (*Provider)(nil)
+	_ node.AttachProvider      = (*Provider)(nil)
+	_ node.PortForwardProvider = (*Provider)(nil)
+	_ node.StatsProvider       = (*Provider)(nil)
+	_ node.EnvObjectCopier     = (*Provider)(nil)
 )
 
-// CopiesEnvObjects implements provider.EnvObjectCopier: the ConfigMaps and
+// CopiesEnvObjects implements node.EnvObjectCopier: the ConfigMaps and
 // Secrets env refers to are copied to B like those of volumes.
 func (*Provider) CopiesEnvObjects() bool { return true }
 
 // New builds the provider from --provider-config (see Config), connects to
 // the remote cluster and waits until its informer has synced, so GetPod and
 // GetPods answer from a complete view of B from the start.
-func New(ctx context.Context, ic provider.InitConfig) (provider.Provider, error) {
+func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 	cfg, err := LoadConfig(ic.ConfigPath)
 	if err != nil {
 		return nil, err

@@ -59,19 +59,19 @@ type Provider struct {
 }
 
 var (
-	_ provider.Provider            = (*Provider)(nil)
-	_ provider.LogsProvider        = (*Provider)(nil)
-	_ provider.ExecProvider        = (*Provider)(nil)
-	_ provider.AttachProvider      = (*Provider)(nil)
-	_ provider.PortForwardProvider = (*Provider)(nil)
-	_ provider.StatsProvider       = (*Provider)(nil)
-	_ node.PodVolumeHandler        = (*Provider)(nil)
+	_ node.Provider            = (*Provider)(nil)
+	_ node.LogsProvider        = (*Provider)(nil)
+	_ node.ExecProvider        = (*Provider)(nil)
+	_ node.AttachProvider      = (*Provider)(nil)
+	_ node.PortForwardProvider = (*Provider)(nil)
+	_ node.StatsProvider       = (*Provider)(nil)
+	_ node.PodVolumeHandler    = (*Provider)(nil)
 )
 
 // New builds a mock provider from the init config. The config file, if any,
 // sets the node's capacity, a state directory and faults (see loadConfig);
 // the pods kept in the state directory are running again when it returns.
-func New(_ context.Context, cfg provider.InitConfig) (provider.Provider, error) {
+func New(_ context.Context, cfg provider.InitConfig) (node.Provider, error) {
 	conf, err := loadConfig(cfg.ConfigPath, cfg.NodeName)
 	if err != nil {
 		return nil, err
@@ -230,7 +230,7 @@ func (p *Provider) GetPods(ctx context.Context) ([]*corev1.Pod, error) {
 	return out, nil
 }
 
-// Capacity implements provider.Provider.
+// Capacity implements node.Provider.
 func (p *Provider) Capacity(context.Context) corev1.ResourceList { return p.capacity.DeepCopy() }
 
 // NodeConditions reports the node Ready with no pressure.

@@ -1,0 +1,151 @@
+package node
+
+import (
+	"context"
+	"io"
+
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/vkubelet/virtual-kubelet/node/api"
+)
+
+// Provider is the contract a provider implements to back a virtual node:
+// the pod lifecycle, and the node it runs pods on, which is read once to
+// register the Node.
+//
+// Everything else is optional, and a provider says what it can do by
+// implementing the interfaces below: PodNotifier pushes pod status instead
+// of being polled, NodeProvider reports the node's health and changes, and
+// the capabilities (logs, exec, attach, port-forward, stats, env-object
+// copying, changing capacity, node labels and taints) serve the kubelet API
+// and shape the node. Whatever runs a provider (the daemon, package
+// nodeutil, the kubelet API routes) discovers them through PodHandlerConfigOf,
+// NodeProviderOf and KeepsEnvObjectRefs, one way. A provider without a
+// capability gets 501 Not Implemented for its kubelet API routes.
+type Provider interface {
+	PodLifecycleHandler
+
+	// Capacity is the node's capacity; allocatable is the same.
+	Capacity(context.Context) corev1.ResourceList
+	// NodeConditions are the node's conditions (Ready and the pressure
+	// conditions).
+	NodeConditions(context.Context) []corev1.NodeCondition
+	// NodeAddresses are the node's addresses; the InternalIP is where the
+	// API server reaches the kubelet API.
+	NodeAddresses(context.Context) []corev1.NodeAddress
+	// NodeDaemonEndpoints says on which port the kubelet API listens.
+	NodeDaemonEndpoints(context.Context) *corev1.NodeDaemonEndpoints
+	// OperatingSystem is the operating system the node runs pods for.
+	OperatingSystem() string
+}
+
+// The optional capabilities of a provider.
+type (
+	// LogsProvider serves `kubectl logs`.
+	LogsProvider interface {
+		GetContainerLogs(ctx context.Context, namespace, podName, containerName string, opts api.ContainerLogOpts) (io.ReadCloser, error)
+	}
+	// ExecProvider serves `kubectl exec`.
+	ExecProvider interface {
+		RunInContainer(ctx context.Context, namespace, podName, containerName string, cmd []string, attach api.AttachIO) error
+	}
+	// AttachProvider serves `kubectl attach`.
+	AttachProvider interface {
+		AttachToContainer(ctx context.Context, namespace, podName, containerName string, attach api.AttachIO) error
+	}
+	// PortForwardProvider serves `kubectl port-forward`.
+	PortForwardProvider interface {
+		PortForward(ctx context.Context, namespace, podName string, port int32, stream io.ReadWriteCloser) error
+	}
+	// StatsProvider serves /stats/summary and /metrics/resource (kubectl
+	// top, through metrics-server). api.MetricsResourceFromSummary builds
+	// the latter from the former.
+	StatsProvider interface {
+		GetStatsSummary(context.Context) (*statsv1alpha1.Summary, error)
+		GetMetricsResource(context.Context) ([]*dto.MetricFamily, error)
+	}
+	// NodeDecorator adds labels and taints of the provider's own (from its
+	// config) to the Node that is registered.
+	NodeDecorator interface {
+		NodeLabels() map[string]string
+		NodeTaints() []corev1.Taint
+	}
+	// EnvObjectCopier copies the ConfigMaps and Secrets a pod's env refers
+	// to where it runs the pod: when it says so, it gets pods with those
+	// references kept (PodControllerConfig.KeepEnvObjectRefs).
+	EnvObjectCopier interface {
+		CopiesEnvObjects() bool
+	}
+	// CapacityNotifier is a provider whose capacity changes while it runs
+	// (see NodeProviderOf).
+	CapacityNotifier interface {
+		// NotifyCapacity calls f with the node's new capacity each time it
+		// changes, until ctx ends. It does not block.
+		NotifyCapacity(ctx context.Context, f func(corev1.ResourceList))
+	}
+)
+
+// PodHandlerConfigOf routes the kubelet API to p's capabilities: the pod
+// list, and logs, exec, attach, port-forward and stats where p has them.
+// The caller adds what is not the provider's (timeouts, the pods Kubernetes
+// has bound to the node).
+func PodHandlerConfigOf(p PodLifecycleHandler) api.PodHandlerConfig {
+	cfg := api.PodHandlerConfig{GetPods: p.GetPods}
+	if lp, ok := p.(LogsProvider); ok {
+		cfg.GetContainerLogs = lp.GetContainerLogs
+	}
+	if ep, ok := p.(ExecProvider); ok {
+		cfg.RunInContainer = ep.RunInContainer
+	}
+	if ap, ok := p.(AttachProvider); ok {
+		cfg.AttachToContainer = ap.AttachToContainer
+	}
+	if pp, ok := p.(PortForwardProvider); ok {
+		cfg.PortForward = pp.PortForward
+	}
+	if sp, ok := p.(StatsProvider); ok {
+		cfg.GetStatsSummary = sp.GetStatsSummary
+		cfg.GetMetricsResource = sp.GetMetricsResource
+	}
+	return cfg
+}
+
+// KeepsEnvObjectRefs reports whether p wants pods with their env references
+// to ConfigMaps and Secrets kept (an EnvObjectCopier that copies them).
+func KeepsEnvObjectRefs(p PodLifecycleHandler) bool {
+	c, ok := p.(EnvObjectCopier)
+	return ok && c.CopiesEnvObjects()
+}
+
+// NodeProviderOf is the NodeProvider that keeps p's node: p itself when it
+// is one, else NaiveNodeProvider. For a CapacityNotifier, the registered
+// Node with each new capacity (allocatable the same) is what
+// NotifyNodeStatus reports, in place of what p's own would.
+func NodeProviderOf(p PodLifecycleHandler, registered *corev1.Node) NodeProvider {
+	np, ok := p.(NodeProvider)
+	if !ok {
+		np = NaiveNodeProvider{}
+	}
+	if c, ok := p.(CapacityNotifier); ok {
+		return capacityUpdates{NodeProvider: np, registered: registered.DeepCopy(), notifier: c}
+	}
+	return np
+}
+
+// capacityUpdates reports the registered Node with the provider's newest
+// capacity.
+type capacityUpdates struct {
+	NodeProvider
+	registered *corev1.Node
+	notifier   CapacityNotifier
+}
+
+func (u capacityUpdates) NotifyNodeStatus(ctx context.Context, cb func(*corev1.Node)) {
+	u.notifier.NotifyCapacity(ctx, func(capacity corev1.ResourceList) {
+		n := u.registered.DeepCopy()
+		n.Status.Capacity, n.Status.Allocatable = capacity, capacity.DeepCopy()
+		cb(n)
+	})
+}
