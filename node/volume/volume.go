@@ -30,7 +30,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 
 	"github.com/vkubelet/virtual-kubelet/node/internal/podenv"
@@ -215,22 +214,23 @@ func (res *resolution) projected(p *corev1.ProjectedVolumeSource) ([]File, error
 // object returns the files of a ConfigMap or Secret: every key, or the
 // items' keys at their paths.
 func (res *resolution) object(kind, name string, items []corev1.KeyToPath, optional *bool, mode int32) ([]File, error) {
-	data, immutable, err := res.data(kind, name)
+	obj, err := podenv.Objects{ConfigMaps: res.r.ConfigMaps, Secrets: res.r.Secrets}.Get(kind, res.pod.Namespace, name, true)
 	if err != nil {
 		return nil, err
 	}
 	// A missing optional object is a source too: its creation fills the volume.
-	if !immutable && !res.seen[kind+"/"+name] {
+	if (obj == nil || !obj.Immutable) && !res.seen[kind+"/"+name] {
 		res.seen[kind+"/"+name] = true
 		res.out.Sources = append(res.out.Sources, kind+"/"+name)
 	}
 	isOptional := optional != nil && *optional
-	if data == nil {
+	if obj == nil {
 		if isOptional {
 			return nil, nil
 		}
 		return nil, &MissingError{Kind: kind, Namespace: res.pod.Namespace, Name: name}
 	}
+	data := obj.Data
 	if len(items) == 0 {
 		files := make([]File, 0, len(data))
 		for k, v := range data {
@@ -250,52 +250,6 @@ func (res *resolution) object(kind, name string, items []corev1.KeyToPath, optio
 		files = append(files, File{Path: cleanPath(it.Path), Data: v, Mode: modeOr(it.Mode, mode)})
 	}
 	return files, nil
-}
-
-// data returns a ConfigMap's data and binaryData, or a Secret's data; nil
-// when the object does not exist. A ConfigMap's string data is the
-// informer's own, not a copy.
-func (res *resolution) data(kind, name string) (map[string]string, bool, error) {
-	ns := res.pod.Namespace
-	switch kind {
-	case "ConfigMap":
-		if res.r.ConfigMaps == nil {
-			return nil, false, &InvalidError{Msg: fmt.Sprintf("configmap %q: no ConfigMap lister configured", name)}
-		}
-		cm, err := res.r.ConfigMaps.ConfigMaps(ns).Get(name)
-		if apierrors.IsNotFound(err) {
-			return nil, false, nil
-		} else if err != nil {
-			return nil, false, err
-		}
-		immutable := cm.Immutable != nil && *cm.Immutable
-		if len(cm.BinaryData) == 0 && cm.Data != nil {
-			return cm.Data, immutable, nil
-		}
-		data := make(map[string]string, len(cm.Data)+len(cm.BinaryData))
-		for k, v := range cm.Data {
-			data[k] = v
-		}
-		for k, v := range cm.BinaryData {
-			data[k] = string(v)
-		}
-		return data, immutable, nil
-	default:
-		if res.r.Secrets == nil {
-			return nil, false, &InvalidError{Msg: fmt.Sprintf("secret %q: no Secret lister configured", name)}
-		}
-		s, err := res.r.Secrets.Secrets(ns).Get(name)
-		if apierrors.IsNotFound(err) {
-			return nil, false, nil
-		} else if err != nil {
-			return nil, false, err
-		}
-		data := make(map[string]string, len(s.Data))
-		for k, v := range s.Data {
-			data[k] = string(v)
-		}
-		return data, s.Immutable != nil && *s.Immutable, nil
-	}
 }
 
 // downwardAPI returns the files of downward API items: pod fields, with

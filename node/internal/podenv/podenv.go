@@ -344,43 +344,17 @@ func (o *objectCache) get(kind, name string) (map[string]string, error) {
 	if o.missing[id] {
 		return nil, nil
 	}
-	var data map[string]string
-	switch kind {
-	case "ConfigMap":
-		if o.l.ConfigMaps == nil {
-			return nil, &InvalidError{Msg: fmt.Sprintf("configmap %q: no ConfigMap lister configured", name)}
-		}
-		cm, err := o.l.ConfigMaps.ConfigMaps(o.namespace).Get(name)
-		if err != nil {
-			return nil, o.notFound(id, err)
-		}
-		data = cm.Data
-	case "Secret":
-		if o.l.Secrets == nil {
-			return nil, &InvalidError{Msg: fmt.Sprintf("secret %q: no Secret lister configured", name)}
-		}
-		s, err := o.l.Secrets.Secrets(o.namespace).Get(name)
-		if err != nil {
-			return nil, o.notFound(id, err)
-		}
-		data = make(map[string]string, len(s.Data))
-		for k, v := range s.Data {
-			data[k] = string(v)
-		}
+	obj, err := Objects{ConfigMaps: o.l.ConfigMaps, Secrets: o.l.Secrets}.Get(kind, o.namespace, name, false)
+	if err != nil {
+		return nil, err
 	}
-	if data == nil {
-		data = map[string]string{}
+	if obj == nil {
+		o.missing[id] = true
+		return nil, nil
 	}
+	data := obj.Data
 	o.data[id] = data
 	return data, nil
-}
-
-func (o *objectCache) notFound(id string, err error) error {
-	if apierrors.IsNotFound(err) {
-		o.missing[id] = true
-		return nil
-	}
-	return err
 }
 
 func (o *objectCache) envFromData(from corev1.EnvFromSource) (map[string]string, error) {
