@@ -34,6 +34,9 @@ func (pc *PodController) deletePodFromKubernetes(ctx context.Context, key string
 		return errTerminalStatusPending
 	}
 	ctx = withPodFields(ctx, pod)
+	// Recorded before the request: the object's delete event can reach the
+	// sync queue before the request returns, and must find the pod stopped.
+	rec.objectDeleted(pod.UID)
 	err = pc.client.Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: ptr.To[int64](0),
 		Preconditions:      &metav1.Preconditions{UID: &pod.UID},
@@ -42,9 +45,9 @@ func (pc *PodController) deletePodFromKubernetes(ctx context.Context, key string
 		return nil // gone, or a new pod of the same name that is not ours to delete
 	}
 	if err != nil {
+		rec.objectDeleted("")
 		return fmt.Errorf("deleting pod: %w", err)
 	}
-	rec.objectDeleted(pod.UID)
 	log.G(ctx).Debug("pod deleted")
 	return nil
 }

@@ -414,8 +414,13 @@ func (pc *PodController) addEventHandlers(ctx context.Context) (map[cache.Shared
 			if !ok || !pc.accept(ctx, pod) {
 				return
 			}
+			// A pod with no record was never handed to the provider, or
+			// is stopped and forgotten already: a record made for it now
+			// would have it stopped again.
 			key := podKey(pod)
-			pc.pods.get(key).objectGone(pod)
+			if r := pc.pods.lookup(key); r != nil {
+				r.objectGone(pod)
+			}
 			pc.syncQueue.Enqueue(key)
 		},
 	})

@@ -203,7 +203,8 @@ func (r *podRecord) providerDeleted(grace int64) {
 	r.update(func(s *podState) { s.providerDeleted, s.deleteGrace, s.deletedAt = true, grace, time.Now() })
 }
 
-// objectDeleted records that we removed the pod object with uid.
+// objectDeleted records that we remove the pod object with uid; "" takes
+// that back when the removal failed.
 func (r *podRecord) objectDeleted(uid types.UID) {
 	r.update(func(s *podState) { s.objectDeleted = uid })
 }
