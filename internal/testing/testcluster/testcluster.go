@@ -234,7 +234,7 @@ func cached(env, dir string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("cannot locate hack/%s/build.sh", dir)
 	}
-	script := filepath.Join(filepath.Dir(file), "..", "..", "hack", dir, "build.sh")
+	script := filepath.Join(filepath.Dir(file), "..", "..", "..", "hack", dir, "build.sh")
 	cmd := exec.Command("bash", script)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
