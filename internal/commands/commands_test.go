@@ -143,8 +143,8 @@ func TestClientLimitsScaleWithNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		o.scaleClientLimits(fs)
-		if o.KubeAPIQPS != c.qps || o.KubeAPIBurst != c.burst {
-			t.Errorf("%v: qps %v burst %d, want %v and %d", c.args, o.KubeAPIQPS, o.KubeAPIBurst, c.qps, c.burst)
+		if o.Client.KubeAPIQPS != c.qps || o.Client.KubeAPIBurst != c.burst {
+			t.Errorf("%v: qps %v burst %d, want %v and %d", c.args, o.Client.KubeAPIQPS, o.Client.KubeAPIBurst, c.qps, c.burst)
 		}
 	}
 }

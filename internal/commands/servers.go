@@ -36,6 +36,10 @@ type servers struct {
 	// errs receives the error of a server that stopped on its own.
 	errs chan error
 
+	opts *ServerOptions
+	// nodes are the process's nodes, named in the self-signed certificate
+	// and the certificate files.
+	nodes  *NodeOptions
 	client kubernetes.Interface
 	// auth authenticates and authorizes the requests of every node's
 	// kubelet API; each node maps requests to its own name.
@@ -79,8 +83,8 @@ func (s *servers) shutdown(timeout time.Duration) {
 // startServers starts the metrics server and prepares what every node's
 // kubelet API server shares: the client, and one authenticator and
 // authorizer with their caches.
-func startServers(ctx context.Context, o *Options, client kubernetes.Interface, restCfg *rest.Config) (*servers, error) {
-	s := &servers{errs: make(chan error, 2), client: client}
+func startServers(ctx context.Context, o *ServerOptions, nodes *NodeOptions, client kubernetes.Interface, restCfg *rest.Config) (*servers, error) {
+	s := &servers{errs: make(chan error, 2), opts: o, nodes: nodes, client: client}
 	clientCA, err := defaultClientCA(ctx, o, restCfg)
 	if err != nil {
 		return nil, err
@@ -91,7 +95,7 @@ func startServers(ctx context.Context, o *Options, client kubernetes.Interface, 
 		Anonymous:                 o.AnonymousAuth,
 		TokenReviewClient:         client.AuthenticationV1(),
 		SubjectAccessReviewClient: client.AuthorizationV1(),
-		NodeName:                  o.NodeName,
+		NodeName:                  nodes.NodeName,
 	}); err != nil {
 		return nil, err
 	}
@@ -118,8 +122,9 @@ func startServers(ctx context.Context, o *Options, client kubernetes.Interface, 
 
 // kubeletAPI serves node name's kubelet API on port: the provider's
 // capabilities, behind the kubelet's authentication and authorization.
-func (s *servers) kubeletAPI(ctx context.Context, o *Options, name string, port int32, nodeIP string, p node.Provider) error {
-	tlsConfig, stop, err := s.servingTLS(ctx, o, name, nodeIP)
+func (s *servers) kubeletAPI(ctx context.Context, name string, port int32, nodeIP string, p node.Provider) error {
+	o := s.opts
+	tlsConfig, stop, err := s.servingTLS(ctx, name, nodeIP)
 	if err != nil {
 		return err
 	}
@@ -147,7 +152,7 @@ func (s *servers) kubeletAPI(ctx context.Context, o *Options, name string, port 
 // --client-ca-file is not given: the cluster CA of the kubeconfig (or the
 // in-cluster config), which signs the API server's kubelet client
 // certificate in most clusters.
-func defaultClientCA(ctx context.Context, o *Options, restCfg *rest.Config) ([]byte, error) {
+func defaultClientCA(ctx context.Context, o *ServerOptions, restCfg *rest.Config) ([]byte, error) {
 	if o.ClientCAFile != "" {
 		return nil, nil
 	}
@@ -171,11 +176,12 @@ func defaultClientCA(ctx context.Context, o *Options, restCfg *rest.Config) ([]b
 // self-signed one for the node's name and address. Client certificates are
 // requested, and verified by the authenticator against --client-ca-file. The
 // returned function stops certificate rotation.
-func (s *servers) servingTLS(ctx context.Context, o *Options, name string, nodeIP string) (*tls.Config, func(), error) {
+func (s *servers) servingTLS(ctx context.Context, name string, nodeIP string) (*tls.Config, func(), error) {
+	o := s.opts
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert}
 	switch {
 	case o.RotateServerCerts:
-		m, err := servingCertManager(o, name, s.client, nodeIP)
+		m, err := s.servingCertManager(name, nodeIP)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -200,7 +206,7 @@ func (s *servers) servingTLS(ctx context.Context, o *Options, name string, nodeI
 		// One key pair for every node of the process, with every node's
 		// name: a thousand RSA keys would take minutes to make.
 		if s.selfSigned == nil {
-			names := o.NodeNames()
+			names := s.nodes.NodeNames()
 			certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey(names[0], []net.IP{net.ParseIP(nodeIP)}, names)
 			if err != nil {
 				return nil, nil, err
@@ -221,14 +227,14 @@ func (s *servers) servingTLS(ctx context.Context, o *Options, name string, nodeI
 // servingCertManager requests the kubelet serving certificate the way the
 // kubelet does (subject system:node:<name> in system:nodes, the node's name
 // and IP as SANs), keeps it in --cert-dir and renews it before it expires.
-func servingCertManager(o *Options, name string, client kubernetes.Interface, nodeIP string) (certificate.Manager, error) {
+func (s *servers) servingCertManager(name string, nodeIP string) (certificate.Manager, error) {
 	pair := "kubelet-server" // the kubelet's name, for a single node
-	if name != o.NodeName {
+	if name != s.nodes.NodeName {
 		pair += "-" + name
 	}
-	store, err := certificate.NewFileStore(pair, o.CertDir, o.CertDir, "", "")
+	store, err := certificate.NewFileStore(pair, s.opts.CertDir, s.opts.CertDir, "", "")
 	if err != nil {
-		return nil, fmt.Errorf("--cert-dir %s: %w", o.CertDir, err)
+		return nil, fmt.Errorf("--cert-dir %s: %w", s.opts.CertDir, err)
 	}
 	template := &x509.CertificateRequest{
 		Subject:     pkix.Name{CommonName: "system:node:" + name, Organization: []string{"system:nodes"}},
@@ -237,10 +243,22 @@ func servingCertManager(o *Options, name string, client kubernetes.Interface, no
 	}
 	return certificate.NewManager(&certificate.Config{
 		Name:             "kubelet-serving",
-		ClientsetFn:      func(*tls.Certificate) (kubernetes.Interface, error) { return client, nil },
+		ClientsetFn:      func(*tls.Certificate) (kubernetes.Interface, error) { return s.client, nil },
 		Template:         template,
 		SignerName:       certificatesv1.KubeletServingSignerName,
 		Usages:           []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth},
 		CertificateStore: store,
 	})
+}
+
+// errServerFailed wraps a server that stopped on its own.
+var errServerFailed = errors.New("server failed")
+
+// listen opens a TCP listener, with a message naming the flag on failure.
+func listen(flag, addr string) (net.Listener, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--%s %s: %w", flag, addr, err)
+	}
+	return l, nil
 }

@@ -1,0 +1,193 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/vkubelet/virtual-kubelet/internal/metrics"
+	"github.com/vkubelet/virtual-kubelet/internal/provider"
+	"github.com/vkubelet/virtual-kubelet/internal/version"
+	"github.com/vkubelet/virtual-kubelet/node"
+	"github.com/vkubelet/virtual-kubelet/node/nodeutil"
+)
+
+// shared is what the nodes of one process have in common.
+type shared struct {
+	client  kubernetes.Interface
+	factory informers.SharedInformerFactory // ConfigMaps, Secrets, Services
+	// With one node, nil: it watches its own pods and Node.
+	pods      *nodeutil.PodsByNode
+	deletions *nodeutil.NodeDeletions
+	objects   *nodeutil.ObjectInformers
+	events    record.EventBroadcaster
+	// stops undo what startShared started, in reverse order.
+	stops []func()
+}
+
+// startShared starts what the nodes share: the ConfigMap, Secret and
+// Service informers (their factory starts with the first node), one event
+// broadcaster, and with many nodes one watch of their pods, dispatched by
+// node name, and one of their Nodes, for deletions.
+func startShared(ctx context.Context, o *Options, client kubernetes.Interface) (*shared, error) {
+	// One event broadcaster for all nodes: each has its own watchers and
+	// a thousand-event queue, 70 MB and 2,000 goroutines at 1,000 nodes.
+	events := record.NewBroadcaster()
+	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	sh := &shared{client: client, factory: nodeutil.NewInformerFactory(client, o.Client.FullResyncPeriod), events: events, stops: []func(){events.Shutdown}}
+	if o.Node.NodeCount <= 1 {
+		return sh, nil
+	}
+	podFactory := informers.NewSharedInformerFactoryWithOptions(client, o.Client.FullResyncPeriod,
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.FieldSelector = "spec.nodeName!=" }),
+		informers.WithTransform(nodeutil.DropManagedFields))
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = nodeTypeLabel + "=" + nodeTypeValue }),
+		informers.WithTransform(nodeutil.DropManagedFields))
+	var err error
+	if sh.pods, err = nodeutil.NewPodsByNode(podFactory.Core().V1().Pods()); err != nil {
+		sh.stop()
+		return nil, err
+	}
+	metrics.RegisterPodPhases(podFactory.Core().V1().Pods().Lister())
+	if sh.deletions, err = nodeutil.NewNodeDeletions(nodeFactory.Core().V1().Nodes()); err != nil {
+		sh.stop()
+		return nil, err
+	}
+	if sh.objects, err = nodeutil.NewObjectInformers(sh.factory); err != nil {
+		sh.stop()
+		return nil, err
+	}
+	podFactory.Start(ctx.Done())
+	nodeFactory.Start(ctx.Done())
+	sh.stops = append(sh.stops, podFactory.Shutdown, nodeFactory.Shutdown)
+	return sh, nil
+}
+
+// stop stops what startShared started.
+func (sh *shared) stop() {
+	for i := len(sh.stops) - 1; i >= 0; i-- {
+		sh.stops[i]()
+	}
+}
+
+// buildNode makes one virtual node: its provider (whose kubelet API will
+// listen on port), its Node controller and pod controller.
+func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP string, sh *shared) (*nodeutil.Node, node.Provider, error) {
+	client := sh.client
+	core := sh.factory.Core().V1()
+	initProvider, err := provider.Get(o.Provider.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := initProvider(ctx, provider.InitConfig{
+		ConfigPath:      o.Provider.Config,
+		NodeName:        name,
+		OperatingSystem: o.Node.OperatingSystem,
+		InternalIP:      nodeIP,
+		DaemonPort:      port,
+		ClusterDomain:   o.Client.ClusterDomain,
+		ResourceManager: &provider.ResourceManager{
+			ConfigMaps: core.ConfigMaps().Lister(),
+			Secrets:    core.Secrets().Lister(),
+			Services:   core.Services().Lister(),
+		},
+		KubeClient: client,
+	})
+	if err != nil {
+		if o.Node.NodeCount > 1 {
+			return nil, nil, fmt.Errorf("provider %s for node %s: %w", o.Provider.Name, name, err)
+		}
+		return nil, nil, fmt.Errorf("provider %s: %w", o.Provider.Name, err)
+	}
+	spec := nodeSpec(ctx, o, name, p)
+	cfg := nodeutil.Config{
+		Client:               client,
+		Node:                 spec,
+		Provider:             p,
+		Workers:              o.workersPerNode(),
+		InformerResyncPeriod: o.Client.FullResyncPeriod,
+		DisableLease:         !o.Node.EnableNodeLease,
+		InformerFactory:      sh.factory,
+		EventRecorder:        sh.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "virtual-kubelet", Host: name}),
+		ConfigurePodController: func(c *node.PodControllerConfig) {
+			c.ProviderCallObserver = metrics.ObserveProviderCall
+			if sh.objects != nil {
+				sh.objects.Configure(c)
+			}
+		},
+	}
+	if sh.pods != nil {
+		cfg.PodInformer = sh.pods.For(name)
+		cfg.NodeOptions = append(cfg.NodeOptions, node.WithNodeDeletions(sh.deletions))
+	}
+	n, err := nodeutil.New(cfg)
+	return n, p, err
+}
+
+// The label every Node of the daemon carries; many nodes of one process
+// watch their Nodes by it.
+const (
+	nodeTypeLabel = "type"
+	nodeTypeValue = "virtual-kubelet"
+)
+
+// nodeSpec is the Node the daemon registers: what schedulers and users
+// select on, what the provider says the node has, and where its kubelet API is.
+func nodeSpec(ctx context.Context, o *Options, name string, p node.Provider) *corev1.Node {
+	capacity := p.Capacity(ctx)
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name,
+			Labels: map[string]string{
+				nodeTypeLabel:                      nodeTypeValue,
+				"kubernetes.io/role":               "agent",
+				corev1.LabelHostname:               name,
+				corev1.LabelOSStable:               strings.ToLower(p.OperatingSystem()),
+				corev1.LabelArchStable:             runtime.GOARCH,
+				"node.kubernetes.io/instance-type": "virtual-kubelet",
+			},
+		},
+		Status: corev1.NodeStatus{
+			Capacity:    capacity,
+			Allocatable: capacity.DeepCopy(),
+			Conditions:  p.NodeConditions(ctx),
+			Addresses:   p.NodeAddresses(ctx),
+			// Our kubelet API speaks WebSocket for exec, attach and
+			// port-forward: the API server need not translate to SPDY.
+			DeclaredFeatures: []string{"ExtendWebSocketsToKubelet"},
+			NodeInfo: corev1.NodeSystemInfo{
+				OperatingSystem: p.OperatingSystem(),
+				Architecture:    runtime.GOARCH,
+				KubeletVersion:  version.KubeletVersion(),
+			},
+		},
+	}
+	if ep := p.NodeDaemonEndpoints(ctx); ep != nil {
+		n.Status.DaemonEndpoints = *ep
+	}
+	if !o.Node.DisableTaint {
+		value := o.Node.TaintValue
+		if value == "" {
+			value = o.Provider.Name
+		}
+		n.Spec.Taints = []corev1.Taint{{Key: o.Node.TaintKey, Value: value, Effect: corev1.TaintEffect(o.Node.TaintEffect)}}
+	}
+	if d, ok := p.(node.NodeDecorator); ok {
+		for k, v := range d.NodeLabels() {
+			n.Labels[k] = v
+		}
+		n.Spec.Taints = append(n.Spec.Taints, d.NodeTaints()...)
+	}
+	n.Labels[nodeTypeLabel] = nodeTypeValue // ours: the daemon finds its Nodes by it
+	return n
+}
