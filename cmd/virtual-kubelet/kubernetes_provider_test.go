@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,12 +64,14 @@ func startTwoClusters(t *testing.T) *twoClusters {
   qps: 100
   burst: 200
 namespace: %s
+sourceCluster: a
+signingKeyFile: %s
 capacity: {cpu: "64", memory: 256Gi, pods: "2000"}
 node:
   labels: {example.com/backend: cluster-b}
 pods:
   tolerations: [{key: virtual-kubelet.io/provider, operator: Exists}]
-`, tc.b.Info.NodeKubeconfig, tc.remoteNS)
+`, tc.b.Info.NodeKubeconfig, tc.remoteNS, signingKey(t))
 	if err := os.WriteFile(tc.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +83,16 @@ pods:
 		t.Fatalf("node labels or capacity from the provider config: %v %v", n.Labels, n.Status.Capacity)
 	}
 	return tc
+}
+
+// signingKey writes a provider's signing key and returns its path.
+func signingKey(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "signing-key")
+	if err := os.WriteFile(path, []byte(rand.Text()+rand.Text()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // kubectl runs A's kubectl in the test's namespace.
@@ -495,10 +508,12 @@ func (tc *twoClusters) prefixNode(t *testing.T) {
 	config := filepath.Join(t.TempDir(), "prefix.yaml")
 	cfg := fmt.Sprintf(`remote: {kubeconfig: %s}
 namespacePrefix: p-
+sourceCluster: a
+signingKeyFile: %s
 deriveCapacity: true
 pods:
   tolerations: [{key: virtual-kubelet.io/provider, operator: Exists}]
-`, tc.b.Info.NodeKubeconfig)
+`, tc.b.Info.NodeKubeconfig, signingKey(t))
 	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -545,7 +560,8 @@ pods:
 	}
 	eventually(t, "derived capacity at registration", capacityIs(func(int64) bool { return true }))
 
-	// Pods of two namespaces of A, each in prefix+namespace in B.
+	// Pods of two namespaces of A, each in prefix+namespace in B, which
+	// enforces the provider's Pod Security level.
 	namespaces := []string{tc.a.Namespace(t), tc.a.Namespace(t)}
 	for _, ns := range namespaces {
 		p := tc.pod("web", corev1.Container{Name: "app", Image: "busybox"})
@@ -556,12 +572,14 @@ pods:
 	}
 	for _, ns := range namespaces {
 		p := waitPod(t, tc.a.Client, ns, "web", "Running", isRunning)
-		r, err := tc.b.Client.CoreV1().Pods("p-"+ns).Get(ctx, "web", metav1.GetOptions{})
+		remoteName := "a." + d.name + "." + ns + ".web"
+		r, err := tc.b.Client.CoreV1().Pods("p-"+ns).Get(ctx, remoteName, metav1.GetOptions{})
 		if err != nil || r.Status.PodIP != p.Status.PodIP || r.Labels[k8sprovider.LabelSourceUID] != string(p.UID) {
-			t.Errorf("pod %s/web in B as p-%s/web: %v %+v", ns, ns, err, r)
+			t.Errorf("pod %s/web in B as p-%s/%s: %v %+v", ns, ns, remoteName, err, r)
 		}
 		bns, err := tc.b.Client.CoreV1().Namespaces().Get(ctx, "p-"+ns, metav1.GetOptions{})
-		if err != nil || bns.Labels[k8sprovider.LabelNode] != d.name || bns.Labels[k8sprovider.LabelSourceNamespace] != ns {
+		if err != nil || bns.Labels[k8sprovider.LabelSourceNamespace] != ns || bns.Labels["pod-security.kubernetes.io/enforce"] != "baseline" ||
+			bns.Annotations[k8sprovider.AnnotationSignature] == "" {
 			t.Errorf("namespace p-%s in B: %v %v", ns, err, bns)
 		}
 	}
