@@ -29,10 +29,11 @@ func newIndexer(t *testing.T, objs ...any) cache.Indexer {
 	return idx
 }
 
-// objectsProvider is a test provider whose A holds ConfigMaps "unused",
-// "used", "fresh" of namespace team and Secret kube-system/topsecret, and
-// whose B holds remote (also in B's informers).
-func objectsProvider(t *testing.T, remote ...runtime.Object) (*Provider, *fake.Clientset) {
+// objectsProvider is a test provider of cfg whose A holds ConfigMaps
+// "unused", "used", "fresh", "settings" and Secret "creds" of namespace
+// team and Secret kube-system/topsecret, and whose B holds remote (also in
+// B's informers).
+func objectsProvider(t *testing.T, cfg Config, remote ...runtime.Object) (*Provider, *fake.Clientset) {
 	t.Helper()
 	var cms, secrets []any
 	for _, o := range remote {
@@ -44,17 +45,18 @@ func objectsProvider(t *testing.T, remote ...runtime.Object) (*Provider, *fake.C
 		}
 	}
 	client := fake.NewClientset(remote...)
-	p := testProvider(t, Config{})
+	p := testProvider(t, cfg)
 	p.remote = client
 	p.pods = informers.NewSharedInformerFactory(client, 0).Core().V1().Pods().Informer()
 	var local []any
-	for _, name := range []string{"unused", "used", "fresh"} {
+	for _, name := range []string{"unused", "used", "fresh", "settings"} {
 		local = append(local, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name}, Data: map[string]string{"k": "v"}})
 	}
 	p.local = &provider.ResourceManager{
 		ConfigMaps: corev1listers.NewConfigMapLister(newIndexer(t, local...)),
-		Secrets: corev1listers.NewSecretLister(newIndexer(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "topsecret"},
-			Data: map[string][]byte{"token": []byte("root")}})),
+		Secrets: corev1listers.NewSecretLister(newIndexer(t,
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "topsecret"}, Data: map[string][]byte{"token": []byte("root")}},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "creds"}, Data: map[string][]byte{"password": []byte("hunter2")}})),
 	}
 	p.objects = newObjectSync(p, corev1listers.NewConfigMapLister(newIndexer(t, cms...)), corev1listers.NewSecretLister(newIndexer(t, secrets...)))
 	return p, client
@@ -99,7 +101,7 @@ func TestCollectCopies(t *testing.T) {
 	ctx := context.Background()
 	p0 := testProvider(t, Config{})
 	unused, used, fresh := copyOf(t, p0, "unused", "u1"), copyOf(t, p0, "used", "u2"), copyOf(t, p0, "fresh", "u3")
-	p, client := objectsProvider(t, unused, used, fresh)
+	p, client := objectsProvider(t, Config{}, unused, used, fresh)
 	remote, err := p.remotePod(podUsing("used"))
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +137,7 @@ func TestCollectCopies(t *testing.T) {
 // a pod creation using another proceeds; one using that copy waits for the
 // deletion and then copies again.
 func TestCollectionDoesNotBlockCreation(t *testing.T) {
-	p, client := objectsProvider(t)
+	p, client := objectsProvider(t, Config{})
 	s := p.objects
 	if !s.startCollecting("configmap/from-a/x") {
 		t.Fatal("an unused copy was not collectable")
@@ -163,10 +165,10 @@ func TestCollectionDoesNotBlockCreation(t *testing.T) {
 	}
 }
 
-// TestForgedCopies: objects of B's users labelled as this node's copies,
-// even naming a Secret of A's kube-system, make nothing of A cross, are
-// never changed nor deleted, and an object of B under a copy's name fails
-// the pod with a clear error.
+// TestForgedCopies: objects of B's users labelled as this node's copies
+// or pods, even naming a Secret of A's kube-system, make nothing of A cross
+// and nothing of B reach A, are never changed nor deleted, and an object of
+// B under a copy's name fails the pod with a clear error.
 func TestForgedCopies(t *testing.T) {
 	ctx := context.Background()
 	p0 := testProvider(t, Config{})
@@ -185,7 +187,7 @@ func TestForgedCopies(t *testing.T) {
 		Labels:      map[string]string{LabelNode: "vk-b", LabelSourceNamespace: "kube-system", LabelSourceUID: "x"},
 		Annotations: map[string]string{AnnotationSourceName: "thief"}},
 		Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "a.vk-b.kube-system.topsecret"}}}}}}
-	p, client := objectsProvider(t, forged, replayed, squatter)
+	p, client := objectsProvider(t, Config{}, forged, replayed, squatter)
 	if err := p.pods.GetStore().Add(forgedPod); err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +209,12 @@ func TestForgedCopies(t *testing.T) {
 	if got.Annotations[AnnotationSignature] != "not ours" {
 		t.Error("an object of B's users was overwritten")
 	}
-	if _, _, _, ok := p.trust.sourceOf(forgedPod); ok {
-		t.Error("a forged pod was taken for this node's")
+	// The forged pod feeds nothing to A.
+	var notified []*corev1.Pod
+	p.NotifyPods(ctx, func(pod *corev1.Pod) { notified = append(notified, pod) })
+	p.remoteChanged(forgedPod)
+	p.remoteDeleted(forgedPod)
+	if pods, err := p.GetPods(ctx); err != nil || len(pods) != 0 || len(notified) != 0 {
+		t.Errorf("a forged pod was taken for this node's: GetPods %v %v, notified %v", pods, err, notified)
 	}
 }
