@@ -43,14 +43,11 @@ type twoClusters struct {
 	ns       string        // the test's namespace in A
 }
 
-func startTwoClusters(t *testing.T) *twoClusters {
+// startTwoClusters starts B, configured by configure, and the provider's
+// daemon in A.
+func startTwoClusters(t *testing.T, configure ...func(*controlplane.Config)) *twoClusters {
 	t.Helper()
-	// B runs metrics-server, for the stats of its pods.
-	metricsServer, err := testcluster.MetricsServerBin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc := &twoClusters{t: t, a: testcluster.Shared(t), b: testcluster.Private(t, func(cfg *controlplane.Config) { cfg.MetricsServerBin = metricsServer })}
+	tc := &twoClusters{t: t, a: testcluster.Shared(t), b: testcluster.Private(t, configure...)}
 	worker := startDaemon(t, tc.b, tc.b.AddHost(t, testcluster.UniqueName("w")))
 	waitNodeReady(t, tc.b.Client, worker.name)
 	tc.remoteNS = tc.b.Namespace(t)
@@ -146,7 +143,12 @@ func isRunning(p *corev1.Pod) bool {
 // a restart of the daemon. The outage comes last: B takes a while to
 // recover from it (its own node goes NotReady and is tainted).
 func TestKubernetesProvider(t *testing.T) {
-	tc := startTwoClusters(t)
+	// B runs metrics-server, for the stats of its pods.
+	metricsServer, err := testcluster.MetricsServerBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := startTwoClusters(t, func(cfg *controlplane.Config) { cfg.MetricsServerBin = metricsServer })
 	ctx := context.Background()
 
 	t.Run("deployment of 20 replicas runs in B", func(t *testing.T) {

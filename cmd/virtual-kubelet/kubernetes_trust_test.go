@@ -143,7 +143,9 @@ func TestKubernetesProviderTrustBoundary(t *testing.T) {
 		name, field string
 		change      func(*corev1.Pod)
 	}{
-		{"privileged", `securityContext.privileged=true`, func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext.Privileged = ptr.To(true) }},
+		{"privileged", `securityContext.privileged=true`, func(p *corev1.Pod) {
+			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+		}},
 		{"hostpath", "spec.volumes[root]: volume type hostPath", func(p *corev1.Pod) {
 			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
 		}},
