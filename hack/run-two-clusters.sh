@@ -33,10 +33,14 @@ workers=$!
 trap 'kill $workers 2>/dev/null || true' EXIT
 
 config=$CLUSTER_DIR/$NODE-provider.yaml
+key=$CLUSTER_DIR/$NODE-signing-key
+[ -s "$key" ] || (umask 077 && head -c 32 /dev/urandom >"$key")
 cat >"$config" <<EOT
 remote:
   kubeconfig: $CLUSTER_B_DIR/admin-node.kubeconfig
 namespace: $REMOTE_NAMESPACE
+sourceCluster: a
+signingKeyFile: $key
 capacity: {cpu: "64", memory: 256Gi, pods: "1000"}
 pods:
   tolerations: [{key: virtual-kubelet.io/provider, operator: Exists}]

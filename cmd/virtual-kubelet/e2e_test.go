@@ -338,8 +338,13 @@ func TestBadInputFailsCleanly(t *testing.T) {
 	kubeconfig := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters: [{name: b, cluster: {server: \"https://127.0.0.1:%d\"}}]\n"+
 		"contexts: [{name: b, context: {cluster: b}}]\ncurrent-context: b\n", freePort(t))
 	unreachable := filepath.Join(dir, "unreachable.yaml")
-	if os.WriteFile(closed, []byte(kubeconfig), 0o600) != nil || os.WriteFile(unreachable, []byte("remote: {kubeconfig: "+closed+"}\nnamespace: b\n"), 0o600) != nil {
+	trust := "sourceCluster: a\nsigningKeyFile: " + signingKey(t) + "\n"
+	if os.WriteFile(closed, []byte(kubeconfig), 0o600) != nil || os.WriteFile(unreachable, []byte("remote: {kubeconfig: "+closed+"}\nnamespace: b\n"+trust), 0o600) != nil {
 		t.Fatal("writing configs")
+	}
+	noKey := filepath.Join(dir, "no-key.yaml")
+	if err := os.WriteFile(noKey, []byte("remote: {kubeconfig: "+closed+"}\nnamespace: b\nsourceCluster: a\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
 	base := []string{"--nodename", "vk0", "--node-ip", "127.0.0.1", "--kubeconfig", c.Info.Kubeconfig, "--metrics-addr", ""}
 	cases := []struct {
@@ -350,6 +355,7 @@ func TestBadInputFailsCleanly(t *testing.T) {
 		{[]string{"--provider", "kubernetes"}, "provider kubernetes: --provider-config is required"},
 		{[]string{"--provider", "kubernetes", "--provider-config", noRemote}, "provider kubernetes: provider config " + noRemote + ": remote: set remote.kubeconfig"},
 		{[]string{"--provider", "kubernetes", "--provider-config", unreachable}, "provider kubernetes: remote cluster https://127.0.0.1:"},
+		{[]string{"--provider", "kubernetes", "--provider-config", noKey}, "provider kubernetes: provider config " + noKey + ": signingKeyFile: required"},
 		{[]string{"--provider", "mock", "--provider-config", filepath.Join(dir, "missing.json")}, "provider mock: provider config: open " + filepath.Join(dir, "missing.json")},
 		{[]string{"--provider", "mock", "--provider-config", malformed}, `node "vk0": cpu: invalid quantity "eight"`},
 		{[]string{"--provider", "mock", "--kubeconfig", filepath.Join(dir, "nope")}, "kubeconfig: stat " + filepath.Join(dir, "nope")},

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,14 +43,11 @@ type twoClusters struct {
 	ns       string        // the test's namespace in A
 }
 
-func startTwoClusters(t *testing.T) *twoClusters {
+// startTwoClusters starts B, configured by configure, and the provider's
+// daemon in A.
+func startTwoClusters(t *testing.T, configure ...func(*controlplane.Config)) *twoClusters {
 	t.Helper()
-	// B runs metrics-server, for the stats of its pods.
-	metricsServer, err := testcluster.MetricsServerBin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc := &twoClusters{t: t, a: testcluster.Shared(t), b: testcluster.Private(t, func(cfg *controlplane.Config) { cfg.MetricsServerBin = metricsServer })}
+	tc := &twoClusters{t: t, a: testcluster.Shared(t), b: testcluster.Private(t, configure...)}
 	worker := startDaemon(t, tc.b, tc.b.AddHost(t, testcluster.UniqueName("w")))
 	waitNodeReady(t, tc.b.Client, worker.name)
 	tc.remoteNS = tc.b.Namespace(t)
@@ -63,12 +61,14 @@ func startTwoClusters(t *testing.T) *twoClusters {
   qps: 100
   burst: 200
 namespace: %s
+sourceCluster: a
+signingKeyFile: %s
 capacity: {cpu: "64", memory: 256Gi, pods: "2000"}
 node:
   labels: {example.com/backend: cluster-b}
 pods:
   tolerations: [{key: virtual-kubelet.io/provider, operator: Exists}]
-`, tc.b.Info.NodeKubeconfig, tc.remoteNS)
+`, tc.b.Info.NodeKubeconfig, tc.remoteNS, signingKey(t))
 	if err := os.WriteFile(tc.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +80,16 @@ pods:
 		t.Fatalf("node labels or capacity from the provider config: %v %v", n.Labels, n.Status.Capacity)
 	}
 	return tc
+}
+
+// signingKey writes a provider's signing key and returns its path.
+func signingKey(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "signing-key")
+	if err := os.WriteFile(path, []byte(rand.Text()+rand.Text()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // kubectl runs A's kubectl in the test's namespace.
@@ -133,7 +143,12 @@ func isRunning(p *corev1.Pod) bool {
 // a restart of the daemon. The outage comes last: B takes a while to
 // recover from it (its own node goes NotReady and is tainted).
 func TestKubernetesProvider(t *testing.T) {
-	tc := startTwoClusters(t)
+	// B runs metrics-server, for the stats of its pods.
+	metricsServer, err := testcluster.MetricsServerBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := startTwoClusters(t, func(cfg *controlplane.Config) { cfg.MetricsServerBin = metricsServer })
 	ctx := context.Background()
 
 	t.Run("deployment of 20 replicas runs in B", func(t *testing.T) {
@@ -495,10 +510,12 @@ func (tc *twoClusters) prefixNode(t *testing.T) {
 	config := filepath.Join(t.TempDir(), "prefix.yaml")
 	cfg := fmt.Sprintf(`remote: {kubeconfig: %s}
 namespacePrefix: p-
+sourceCluster: a
+signingKeyFile: %s
 deriveCapacity: true
 pods:
   tolerations: [{key: virtual-kubelet.io/provider, operator: Exists}]
-`, tc.b.Info.NodeKubeconfig)
+`, tc.b.Info.NodeKubeconfig, signingKey(t))
 	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -545,7 +562,8 @@ pods:
 	}
 	eventually(t, "derived capacity at registration", capacityIs(func(int64) bool { return true }))
 
-	// Pods of two namespaces of A, each in prefix+namespace in B.
+	// Pods of two namespaces of A, each in prefix+namespace in B, which
+	// enforces the provider's Pod Security level.
 	namespaces := []string{tc.a.Namespace(t), tc.a.Namespace(t)}
 	for _, ns := range namespaces {
 		p := tc.pod("web", corev1.Container{Name: "app", Image: "busybox"})
@@ -556,12 +574,14 @@ pods:
 	}
 	for _, ns := range namespaces {
 		p := waitPod(t, tc.a.Client, ns, "web", "Running", isRunning)
-		r, err := tc.b.Client.CoreV1().Pods("p-"+ns).Get(ctx, "web", metav1.GetOptions{})
+		remoteName := "a." + d.name + "." + ns + ".web"
+		r, err := tc.b.Client.CoreV1().Pods("p-"+ns).Get(ctx, remoteName, metav1.GetOptions{})
 		if err != nil || r.Status.PodIP != p.Status.PodIP || r.Labels[k8sprovider.LabelSourceUID] != string(p.UID) {
-			t.Errorf("pod %s/web in B as p-%s/web: %v %+v", ns, ns, err, r)
+			t.Errorf("pod %s/web in B as p-%s/%s: %v %+v", ns, ns, remoteName, err, r)
 		}
 		bns, err := tc.b.Client.CoreV1().Namespaces().Get(ctx, "p-"+ns, metav1.GetOptions{})
-		if err != nil || bns.Labels[k8sprovider.LabelNode] != d.name || bns.Labels[k8sprovider.LabelSourceNamespace] != ns {
+		if err != nil || bns.Labels[k8sprovider.LabelSourceNamespace] != ns || bns.Labels["pod-security.kubernetes.io/enforce"] != "baseline" ||
+			bns.Annotations[k8sprovider.AnnotationSignature] == "" {
 			t.Errorf("namespace p-%s in B: %v %v", ns, err, bns)
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -49,6 +50,7 @@ type remoteSide struct {
 	workers     *benchDaemon
 	namespace   string
 	configPath  string
+	keyPath     string
 	qps         float64
 	burst       int
 	pods        *tracker
@@ -79,7 +81,12 @@ func startRemote(ctx context.Context, c config, b *cluster, n int) (*remoteSide,
 		s.stop()
 		return nil, fmt.Errorf("B's workers %s: %w (log: %s)", workers, err, s.workers.logPath)
 	}
-	cfg := providerConfig(b.info.Kubeconfig, ns, n, c.remoteQPS, c.remoteBurst)
+	s.keyPath = filepath.Join(os.TempDir(), fmt.Sprintf("bench-vk-%d-signing-key", n))
+	if err := os.WriteFile(s.keyPath, []byte(rand.Text()+rand.Text()), 0o600); err != nil {
+		s.stop()
+		return nil, err
+	}
+	cfg := providerConfig(b.info.Kubeconfig, s.keyPath, ns, n, c.remoteQPS, c.remoteBurst)
 	data, err := yaml.Marshal(cfg)
 	if err != nil {
 		s.stop()
@@ -105,11 +112,13 @@ func startRemote(ctx context.Context, c config, b *cluster, n int) (*remoteSide,
 // providerConfig is the kubernetes provider's config for the pass: B's
 // admin kubeconfig, one namespace, room for many more than n pods, and the
 // toleration that lets B's scheduler put them on the mock node.
-func providerConfig(kubeconfig, namespace string, n int, qps float64, burst int) *k8sprovider.Config {
+func providerConfig(kubeconfig, signingKey, namespace string, n int, qps float64, burst int) *k8sprovider.Config {
 	return &k8sprovider.Config{
-		Remote:    k8sprovider.RemoteConfig{Kubeconfig: kubeconfig, QPS: float32(qps), Burst: burst},
-		Namespace: namespace,
-		Capacity:  map[string]string{"cpu": "1000", "memory": "4Ti", "pods": strconv.Itoa(10 * n)},
+		Remote:         k8sprovider.RemoteConfig{Kubeconfig: kubeconfig, QPS: float32(qps), Burst: burst},
+		Namespace:      namespace,
+		SourceCluster:  "bench",
+		SigningKeyFile: signingKey,
+		Capacity:       map[string]string{"cpu": "1000", "memory": "4Ti", "pods": strconv.Itoa(10 * n)},
 		Pods: k8sprovider.RemotePodScheduling{
 			Tolerations: []corev1.Toleration{{Key: "virtual-kubelet.io/provider", Operator: corev1.TolerationOpExists}},
 		},
@@ -174,5 +183,8 @@ func (s *remoteSide) stop() {
 	}
 	if s.configPath != "" {
 		os.Remove(s.configPath)
+	}
+	if s.keyPath != "" {
+		os.Remove(s.keyPath)
 	}
 }

@@ -91,7 +91,7 @@ func TestProviderConfig(t *testing.T) {
 		qps   float64
 		burst int
 	}{{0, 0}, {500, 1000}} {
-		data, err := yaml.Marshal(providerConfig(kubeconfig, "bench-remote-1000", 1000, limits.qps, limits.burst))
+		data, err := yaml.Marshal(providerConfig(kubeconfig, filepath.Join(dir, "key"), "bench-remote-1000", 1000, limits.qps, limits.burst))
 		if err != nil {
 			t.Fatal(err)
 		}

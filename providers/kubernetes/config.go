@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	psapi "k8s.io/pod-security-admission/api"
 	"sigs.k8s.io/yaml"
 )
 
@@ -33,6 +34,12 @@ import (
 //	  nodeSelector: {pool: burst}
 //	  tolerations: [{key: virtual-kubelet.io/provider, operator: Exists}]
 //	  schedulerName: default-scheduler
+//	sourceCluster: a             # A's name, part of every name in B
+//	signingKeyFile: /etc/vk/signing-key   # marks what this provider made in B
+//	podSecurity: baseline        # restricted, baseline or privileged
+//	volumeTypes: [configMap, secret, downwardAPI, projected, emptyDir]
+//	annotationPrefixes: [mock.vkubelet.io/]
+//	runtimeClasses: {gvisor: gvisor}   # A's runtimeClassName: B's
 type Config struct {
 	Remote          RemoteConfig        `json:"remote"`
 	Namespace       string              `json:"namespace,omitempty"`
@@ -41,7 +48,38 @@ type Config struct {
 	DeriveCapacity  bool                `json:"deriveCapacity,omitempty"`
 	Node            NodeConfig          `json:"node,omitempty"`
 	Pods            RemotePodScheduling `json:"pods,omitempty"`
+
+	// SourceCluster names cluster A; with the node's name it begins every
+	// name the provider gives objects in B, so two clusters or two nodes
+	// writing into one namespace of B cannot meet.
+	SourceCluster string `json:"sourceCluster"`
+	// SigningKeyFile holds the key (at least 32 bytes) of the signatures
+	// that mark the objects this provider made in B: B's users cannot
+	// forge them, and the daemon recognises its objects after a restart.
+	SigningKeyFile string `json:"signingKeyFile"`
+	// PodSecurity is the Pod Security Standards level pods must meet to
+	// cross to B, and the level enforced on the namespaces made in B.
+	PodSecurity string `json:"podSecurity,omitempty"`
+	// VolumeTypes are the volume sources (by field name) that may cross.
+	VolumeTypes []string `json:"volumeTypes,omitempty"`
+	// AnnotationPrefixes are the prefixes of the annotations that cross;
+	// others are not copied.
+	AnnotationPrefixes []string `json:"annotationPrefixes,omitempty"`
+	// RuntimeClasses maps A's runtimeClassName to B's; a pod naming a
+	// class not in the map is refused.
+	RuntimeClasses map[string]string `json:"runtimeClasses,omitempty"`
 }
+
+// Defaults of the pod policy.
+var (
+	DefaultPodSecurity        = "baseline"
+	DefaultVolumeTypes        = []string{"configMap", "secret", "downwardAPI", "projected", "emptyDir"}
+	DefaultAnnotationPrefixes = []string{"mock.vkubelet.io/"}
+)
+
+// minSigningKey is the shortest signing key accepted: the HMAC-SHA256
+// block of security.
+const minSigningKey = 32
 
 // RemoteConfig says how to reach cluster B.
 type RemoteConfig struct {
@@ -124,6 +162,9 @@ func (c *Config) validate() error {
 			return fmt.Errorf("namespacePrefix: %q must be at most 20 lower-case letters, digits or '-', starting with a letter or digit", c.NamespacePrefix)
 		}
 	}
+	if err := c.validatePolicy(); err != nil {
+		return err
+	}
 	if c.DeriveCapacity && len(c.Capacity) > 0 {
 		return errors.New("capacity and deriveCapacity are exclusive")
 	}
@@ -165,6 +206,63 @@ func (c *Config) validate() error {
 		}
 	}
 	return nil
+}
+
+// validatePolicy checks the fields of the trust boundary and fills in
+// their defaults.
+func (c *Config) validatePolicy() error {
+	if c.SourceCluster == "" {
+		return errors.New("sourceCluster: required: a DNS label naming cluster A, part of every name in the remote cluster")
+	}
+	if errs := validation.IsDNS1123Label(c.SourceCluster); len(errs) > 0 {
+		return fmt.Errorf("sourceCluster: %q: %s (it names cluster A in every name in the remote cluster)", c.SourceCluster, strings.Join(errs, "; "))
+	}
+	if c.SigningKeyFile == "" {
+		return errors.New("signingKeyFile: required: a file of at least 32 random bytes, readable by the daemon only")
+	}
+	if c.PodSecurity == "" {
+		c.PodSecurity = DefaultPodSecurity
+	}
+	if _, err := psapi.ParseLevel(c.PodSecurity); err != nil {
+		return fmt.Errorf("podSecurity: %q: %v", c.PodSecurity, err)
+	}
+	if c.VolumeTypes == nil {
+		c.VolumeTypes = DefaultVolumeTypes
+	}
+	known := volumeTypeNames()
+	for i, v := range c.VolumeTypes {
+		if !known[v] {
+			return fmt.Errorf("volumeTypes[%d]: %q is no volume source of Kubernetes (as in a pod spec: hostPath, persistentVolumeClaim, ...)", i, v)
+		}
+	}
+	if c.AnnotationPrefixes == nil {
+		c.AnnotationPrefixes = DefaultAnnotationPrefixes
+	}
+	for i, prefix := range c.AnnotationPrefixes {
+		if prefix == "" || strings.HasPrefix(prefix, systemPrefix) {
+			return fmt.Errorf("annotationPrefixes[%d]: %q: must be non-empty and not under %s, the provider's own", i, prefix, systemPrefix)
+		}
+	}
+	for from, to := range c.RuntimeClasses {
+		for _, name := range []string{from, to} {
+			if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+				return fmt.Errorf("runtimeClasses: %q: %s", name, strings.Join(errs, "; "))
+			}
+		}
+	}
+	return nil
+}
+
+// signingKey reads the key of SigningKeyFile.
+func (c *Config) signingKey() ([]byte, error) {
+	key, err := os.ReadFile(c.SigningKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("signingKeyFile: %w", err)
+	}
+	if len(key) < minSigningKey {
+		return nil, fmt.Errorf("signingKeyFile %s: %d bytes, want at least %d", c.SigningKeyFile, len(key), minSigningKey)
+	}
+	return key, nil
 }
 
 // capacity returns the fixed capacity; validate has checked the quantities.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -24,6 +25,9 @@ func writeConfig(t *testing.T, text string) string {
 func TestLoadConfig(t *testing.T) {
 	kubeconfig := writeConfig(t, "apiVersion: v1\nkind: Config\n")
 	good := `remote: {kubeconfig: ` + kubeconfig + `, qps: 20, burst: 40}
+sourceCluster: a
+signingKeyFile: /etc/vk/key
+runtimeClasses: {gvisor: runsc}
 namespace: from-a
 capacity: {cpu: "8", pods: "100"}
 node:
@@ -39,16 +43,26 @@ pods:
 	}
 	pods := cfg.capacity()[corev1.ResourcePods]
 	if cfg.Namespace != "from-a" || cfg.Remote.QPS != 20 || pods.Value() != 100 ||
-		cfg.Node.Taints[0].Effect != corev1.TaintEffectNoSchedule || cfg.Pods.NodeSelector["pool"] != "burst" {
+		cfg.Node.Taints[0].Effect != corev1.TaintEffectNoSchedule || cfg.Pods.NodeSelector["pool"] != "burst" ||
+		cfg.PodSecurity != "baseline" || !slices.Equal(cfg.VolumeTypes, DefaultVolumeTypes) || !slices.Equal(cfg.AnnotationPrefixes, DefaultAnnotationPrefixes) ||
+		cfg.RuntimeClasses["gvisor"] != "runsc" {
 		t.Errorf("config: %+v", cfg)
 	}
 	// The same in JSON.
-	if _, err := LoadConfig(writeConfig(t, `{"remote": {"inCluster": true}, "namespacePrefix": "a-", "deriveCapacity": true}`)); err != nil {
+	if _, err := LoadConfig(writeConfig(t, `{"remote": {"inCluster": true}, "namespacePrefix": "a-", "deriveCapacity": true, "sourceCluster": "a", "signingKeyFile": "/k"}`)); err != nil {
 		t.Errorf("JSON config: %v", err)
 	}
 
+	const trust = "\nsourceCluster: a\nsigningKeyFile: /k"
 	for _, tt := range []struct{ config, want string }{
 		{``, "remote: set remote.kubeconfig"},
+		{`remote: {inCluster: true}` + "\nnamespace: a", "sourceCluster: required"},
+		{`remote: {inCluster: true}` + "\nnamespace: a\nsourceCluster: A.B", `sourceCluster: "A.B"`},
+		{`remote: {inCluster: true}` + "\nnamespace: a\nsourceCluster: a", "signingKeyFile: required"},
+		{`remote: {inCluster: true}` + "\nnamespace: a\npodSecurity: strict" + trust, `podSecurity: "strict": must be one of privileged, baseline, restricted`},
+		{`remote: {inCluster: true}` + "\nnamespace: a\nvolumeTypes: [secret, hostpath]" + trust, `volumeTypes[1]: "hostpath" is no volume source`},
+		{`remote: {inCluster: true}` + "\nnamespace: a\nannotationPrefixes: [virtual-kubelet.io/]" + trust, `annotationPrefixes[0]: "virtual-kubelet.io/"`},
+		{`remote: {inCluster: true}` + "\nnamespace: a\nruntimeClasses: {gvisor: Bad_Name}" + trust, `runtimeClasses: "Bad_Name"`},
 		{`remote: {inCluster: true}`, "namespace: set namespace"},
 		{`remote: {inCluster: true, kubeconfig: /x}` + "\nnamespace: a", "exclusive"},
 		{`remote: {kubeconfig: /does/not/exist}` + "\nnamespace: a", "remote.kubeconfig: stat /does/not/exist"},
@@ -56,11 +70,11 @@ pods:
 		{`remote: {inCluster: true}` + "\nnamespace: Not_A_Label", `namespace: "Not_A_Label"`},
 		{`remote: {inCluster: true}` + "\nnamespace: a\nnamespacePrefix: b-", "namespace and namespacePrefix are exclusive"},
 		{`remote: {inCluster: true}` + "\nnamespacePrefix: UPPER-", "namespacePrefix"},
-		{`remote: {inCluster: true}` + "\nnamespace: a\ncapacity: {cpu: lots}", `capacity.cpu: invalid quantity "lots"`},
-		{`remote: {inCluster: true}` + "\nnamespace: a\ncapacity: {cpu: \"1\"}\nderiveCapacity: true", "capacity and deriveCapacity are exclusive"},
-		{`remote: {inCluster: true}` + "\nnamespace: a\nnode: {taints: [{key: k, effect: Sometimes}]}", `node.taints[0].effect: "Sometimes"`},
-		{`remote: {inCluster: true}` + "\nnamespace: a\nnode: {labels: {\"bad key!\": v}}", `node.labels: key "bad key!"`},
-		{`remote: {inCluster: true}` + "\nnamespace: a\npods: {tolerations: [{key: k, operator: Maybe}]}", `pods.tolerations[0].operator: "Maybe"`},
+		{`remote: {inCluster: true}` + "\nnamespace: a\ncapacity: {cpu: lots}" + trust, `capacity.cpu: invalid quantity "lots"`},
+		{`remote: {inCluster: true}` + "\nnamespace: a\ncapacity: {cpu: \"1\"}\nderiveCapacity: true" + trust, "capacity and deriveCapacity are exclusive"},
+		{`remote: {inCluster: true}` + "\nnamespace: a\nnode: {taints: [{key: k, effect: Sometimes}]}" + trust, `node.taints[0].effect: "Sometimes"`},
+		{`remote: {inCluster: true}` + "\nnamespace: a\nnode: {labels: {\"bad key!\": v}}" + trust, `node.labels: key "bad key!"`},
+		{`remote: {inCluster: true}` + "\nnamespace: a\npods: {tolerations: [{key: k, operator: Maybe}]}" + trust, `pods.tolerations[0].operator: "Maybe"`},
 		{`remote: {inCluster: true}` + "\nnamespace: a\nnamspace: typo", `unknown field "namspace"`},
 		{`remote: [1, 2]`, "remote"},
 	} {
@@ -79,8 +93,26 @@ pods:
 func TestInClusterOutsideACluster(t *testing.T) {
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	t.Setenv("KUBERNETES_SERVICE_PORT", "")
-	_, err := New(context.Background(), provider.InitConfig{NodeName: "vk", ConfigPath: writeConfig(t, "remote: {inCluster: true}\nnamespace: from-a\n")})
+	key := writeConfig(t, strings.Repeat("k", minSigningKey))
+	_, err := New(context.Background(), provider.InitConfig{NodeName: "vk", ConfigPath: writeConfig(t, "remote: {inCluster: true}\nnamespace: from-a\nsourceCluster: a\nsigningKeyFile: "+key+"\n")})
 	if err == nil || !strings.Contains(err.Error(), "remote.inCluster: the daemon does not run in a pod of the remote cluster") {
 		t.Errorf("inCluster outside a cluster: %v", err)
+	}
+}
+
+// TestNewRefusesWeakTrust: a short signing key, or a node name that cannot
+// be part of names in B, is refused at start with the field named.
+func TestNewRefusesWeakTrust(t *testing.T) {
+	short := writeConfig(t, "short")
+	key := writeConfig(t, strings.Repeat("k", minSigningKey))
+	for _, tt := range []struct{ node, key, want string }{
+		{"vk", short, "signingKeyFile " + short + ": 5 bytes, want at least 32"},
+		{"vk", "/does/not/exist", "signingKeyFile: open /does/not/exist"},
+		{"vk.b", key, `node name "vk.b"`},
+	} {
+		_, err := New(context.Background(), provider.InitConfig{NodeName: tt.node, ConfigPath: writeConfig(t, "remote: {inCluster: true}\nnamespace: from-a\nsourceCluster: a\nsigningKeyFile: "+tt.key+"\n")})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("node %s, key %s: %v, want an error containing %q", tt.node, tt.key, err, tt.want)
+		}
 	}
 }

@@ -3,8 +3,7 @@ package kubernetes
 import (
 	"context"
 	"fmt"
-	"maps"
-	"strings"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 
+	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 	"github.com/vkubelet/virtual-kubelet/node/log"
 )
 
@@ -25,169 +25,281 @@ import (
 // API calls only for what changed.
 const objectResyncInterval = 5 * time.Second
 
+// copyGrace is how long after a CreatePod's pod reached B the copies it
+// used are kept though B's pod informer may not show the pod yet.
+const copyGrace = 3 * objectResyncInterval
+
 // objectSync copies the ConfigMaps and Secrets pods use from A to B, keeps
 // the copies equal to their sources and deletes those no pod of the node in
-// B uses any more. The copies carry the same back-links as pods, so after a
-// restart B's informer still knows them.
+// B uses any more.
+//
+// What is copied is decided by A alone: CreatePod copies what A's pod
+// refers to; the resync and the collection follow the references of the
+// pods this node made in B (signed, see AnnotationSignature), which are
+// those of A's pods, as a pod's volumes and env cannot change. The labels
+// and annotations of B's ConfigMaps and Secrets decide nothing: a copy is
+// touched only if its signature says this node made it, so an object of
+// B's users is never written, adopted nor deleted.
 type objectSync struct {
-	p                *Provider
-	remoteConfigMaps corev1listers.ConfigMapLister
-	remoteSecrets    corev1listers.SecretLister
-
-	// inUse orders garbage collection with CreatePod: a CreatePod holds it
-	// for reading from the copy of its objects until its pod is in B (see
-	// hold), a collection holds it for writing from its last look at
-	// lastCopied to its deletions. So a copy is never deleted between its
-	// copy and the creation of the pod that uses it.
-	inUse sync.RWMutex
+	p     *Provider
+	kinds map[string]copyKind
 
 	mu sync.Mutex
-	// lastCopied is when a CreatePod last copied each object (by copyKey):
-	// a copy used that recently is kept though B's pod informer may not
-	// show its pod yet.
-	lastCopied map[string]time.Time
+	// collected is signalled when the collection of a copy ends.
+	collected *sync.Cond
+	// inFlight counts, by copyKey, the CreatePods using each copy from its
+	// copy until their pod is in B; collection spares those.
+	inFlight map[string]int
+	// lastUsed is when the last such CreatePod was done with each copy.
+	lastUsed map[string]time.Time
+	// collecting are the copies being deleted: a CreatePod waits for the
+	// deletion, then copies again.
+	collecting map[string]bool
 	// deleted are the UIDs of the copies collected while B's informer may
 	// still list them: such a copy is made again rather than trusted to
 	// exist.
 	deleted map[string]types.UID
 }
 
-// copyGrace is how long after a CreatePod copied an object its copy is
-// kept even if B's pod informer shows no pod using it.
-const copyGrace = 3 * objectResyncInterval
+// copyKinds are the kinds copied, in the order CreatePod copies them.
+var copyKinds = []string{kindConfigMap, kindSecret}
 
 func copyKey(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }
 
 func newObjectSync(p *Provider, cms corev1listers.ConfigMapLister, secrets corev1listers.SecretLister) *objectSync {
-	return &objectSync{p: p, remoteConfigMaps: cms, remoteSecrets: secrets, lastCopied: map[string]time.Time{}, deleted: map[string]types.UID{}}
-}
-
-// hold keeps garbage collection away until the returned release is called:
-// CreatePod holds it from the copy of its objects to the creation of its
-// pod.
-func (s *objectSync) hold() (release func()) {
-	s.inUse.RLock()
-	return s.inUse.RUnlock
-}
-
-// collected reports whether the copy B's informer lists as kind
-// namespace/name with uid is one garbage collection deleted.
-func (s *objectSync) collected(kind, namespace, name string, uid types.UID) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	gone, ok := s.deleted[copyKey(kind, namespace, name)]
-	return ok && gone == uid
-}
-
-// copying records that a CreatePod is copying the objects refs of kind in
-// A's namespace.
-func (s *objectSync) copying(kind, namespace string, refs []objectRef) {
-	now := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, r := range refs {
-		ns, name := s.p.names.remote(namespace, r.name)
-		s.lastCopied[copyKey(kind, ns, name)] = now
+	s := &objectSync{p: p, inFlight: map[string]int{}, lastUsed: map[string]time.Time{}, collecting: map[string]bool{}, deleted: map[string]types.UID{}}
+	s.collected = sync.NewCond(&s.mu)
+	s.kinds = map[string]copyKind{
+		kindConfigMap: &copier[*corev1.ConfigMap]{
+			kind: kindConfigMap, s: s,
+			source: func(ns, name string) (*corev1.ConfigMap, error) { return p.local.ConfigMaps.ConfigMaps(ns).Get(name) },
+			cached: func(ns, name string) (*corev1.ConfigMap, error) { return cms.ConfigMaps(ns).Get(name) },
+			list:   func() ([]*corev1.ConfigMap, error) { return cms.List(labels.Everything()) },
+			client: func(ns string) remoteClient[*corev1.ConfigMap] { return p.remote.CoreV1().ConfigMaps(ns) },
+			build: func(src *corev1.ConfigMap, meta metav1.ObjectMeta) *corev1.ConfigMap {
+				return &corev1.ConfigMap{ObjectMeta: meta, Data: src.Data, BinaryData: src.BinaryData}
+			},
+			same: func(have, want *corev1.ConfigMap) bool {
+				return apiequality.Semantic.DeepEqual(have.Data, want.Data) && apiequality.Semantic.DeepEqual(have.BinaryData, want.BinaryData)
+			},
+		},
+		kindSecret: &copier[*corev1.Secret]{
+			kind: kindSecret, s: s,
+			source: func(ns, name string) (*corev1.Secret, error) { return p.local.Secrets.Secrets(ns).Get(name) },
+			cached: func(ns, name string) (*corev1.Secret, error) { return secrets.Secrets(ns).Get(name) },
+			list:   func() ([]*corev1.Secret, error) { return secrets.List(labels.Everything()) },
+			client: func(ns string) remoteClient[*corev1.Secret] { return p.remote.CoreV1().Secrets(ns) },
+			build: func(src *corev1.Secret, meta metav1.ObjectMeta) *corev1.Secret {
+				return &corev1.Secret{ObjectMeta: meta, Data: src.Data, Type: src.Type}
+			},
+			same: func(have, want *corev1.Secret) bool { return apiequality.Semantic.DeepEqual(have.Data, want.Data) },
+		},
 	}
+	return s
 }
 
-// copyFor copies what the pod's volumes and env use. A missing mandatory
-// object is an error the controller retries, as the kubelet waits for it.
-func (s *objectSync) copyFor(ctx context.Context, pod *corev1.Pod) error {
-	configMaps, secrets := referencedObjects(pod)
-	s.copying("configmap", pod.Namespace, configMaps)
-	s.copying("secret", pod.Namespace, secrets)
-	err := copyEach(ctx, "configmap", pod.Namespace, configMaps, func(name string) (*corev1.ConfigMap, error) {
-		return s.p.local.ConfigMaps.ConfigMaps(pod.Namespace).Get(name)
-	}, s.syncConfigMap)
+// copyKind is the copying of one kind of object.
+type copyKind interface {
+	// sync makes B's copy of A's object namespace/name equal to it; a
+	// missing optional object is skipped.
+	sync(ctx context.Context, namespace, name string, optional bool) error
+	// owned lists the copies in B this node made.
+	owned() []metav1.Object
+	// remove deletes the copy of that UID.
+	remove(ctx context.Context, namespace, name string, uid types.UID) error
+}
+
+// remoteClient is the part of client-go's typed clients a copier uses.
+type remoteClient[T any] interface {
+	Get(context.Context, string, metav1.GetOptions) (T, error)
+	Create(context.Context, T, metav1.CreateOptions) (T, error)
+	Update(context.Context, T, metav1.UpdateOptions) (T, error)
+	Delete(context.Context, string, metav1.DeleteOptions) error
+}
+
+// copier copies objects of type T from A to B.
+type copier[T metav1.Object] struct {
+	kind   string
+	s      *objectSync
+	source func(namespace, name string) (T, error) // A's, from its informer
+	cached func(namespace, name string) (T, error) // B's, from its informer
+	list   func() ([]T, error)                     // B's labelled with this node
+	client func(namespace string) remoteClient[T]
+	build  func(src T, meta metav1.ObjectMeta) T // the copy
+	same   func(have, want T) bool               // whether have's content is want's
+}
+
+func (c *copier[T]) sync(ctx context.Context, namespace, name string, optional bool) error {
+	src, err := c.source(namespace, name)
+	if apierrors.IsNotFound(err) && optional {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s/%s for the remote cluster: %w", c.kind, namespace, name, err)
+	}
+	p := c.s.p
+	meta, err := p.copyMeta(c.kind, namespace, name)
 	if err != nil {
 		return err
 	}
-	return copyEach(ctx, "secret", pod.Namespace, secrets, func(name string) (*corev1.Secret, error) {
-		return s.p.local.Secrets.Secrets(pod.Namespace).Get(name)
-	}, s.syncSecret)
-}
-
-// copyEach reads each referenced object of A and syncs its copy in B.
-func copyEach[T any](ctx context.Context, kind, namespace string, refs []objectRef, get func(string) (T, error), sync func(context.Context, T) error) error {
-	for _, ref := range refs {
-		src, err := get(ref.name)
-		if apierrors.IsNotFound(err) && ref.optional {
-			continue
+	want := c.build(src, meta)
+	client := c.client(meta.Namespace)
+	have, err := c.cached(meta.Namespace, meta.Name)
+	if err == nil && c.s.wasCollected(c.kind, have) {
+		err = apierrors.NewNotFound(corev1.Resource(c.kind+"s"), meta.Name)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = client.Create(ctx, want, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			// Ours, made by another pod's copy (the resync converges), or
+			// not: B's informer only lists objects labelled with this node.
+			if have, err = client.Get(ctx, meta.Name, metav1.GetOptions{}); err == nil && !p.trust.ownsCopy(c.kind, have) {
+				return c.notOurs(have)
+			}
 		}
-		if err != nil {
-			return fmt.Errorf("%s %s/%s for the remote cluster: %w", kind, namespace, ref.name, err)
-		}
-		if err := sync(ctx, src); err != nil {
-			return err
-		}
+	case err != nil:
+	case !p.trust.ownsCopy(c.kind, have):
+		return c.notOurs(have)
+	case c.same(have, want):
+	default:
+		want.SetResourceVersion(have.GetResourceVersion())
+		_, err = client.Update(ctx, want, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("copying %s %s/%s to the remote cluster: %w", c.kind, namespace, name, err)
 	}
 	return nil
 }
 
-func (s *objectSync) copyMeta(src metav1.ObjectMeta) metav1.ObjectMeta {
-	ns, name := s.p.names.remote(src.Namespace, src.Name)
-	return metav1.ObjectMeta{
+// notOurs is the error for an object in B of a copy's name this node did
+// not make: it is neither used nor changed.
+func (c *copier[T]) notOurs(have T) error {
+	return errdefs.InvalidInputf("%s %s/%s exists in the remote cluster and was not made by node %s: it is not used", c.kind, have.GetNamespace(), have.GetName(), c.s.p.nodeName)
+}
+
+func (c *copier[T]) owned() []metav1.Object {
+	all, _ := c.list()
+	var out []metav1.Object
+	for _, o := range all {
+		if c.s.p.trust.ownsCopy(c.kind, o) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func (c *copier[T]) remove(ctx context.Context, namespace, name string, uid types.UID) error {
+	return c.client(namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+}
+
+// copyMeta is the metadata of B's copy of A's object namespace/name of kind,
+// signed.
+func (p *Provider) copyMeta(kind, namespace, name string) (metav1.ObjectMeta, error) {
+	ns, err := p.names.remoteNamespace(namespace)
+	if err != nil {
+		return metav1.ObjectMeta{}, err
+	}
+	remoteName, err := p.names.remoteName(namespace, name)
+	if err != nil {
+		return metav1.ObjectMeta{}, err
+	}
+	meta := metav1.ObjectMeta{
 		Namespace:   ns,
-		Name:        name,
-		Labels:      map[string]string{LabelNode: s.p.nodeName, LabelSourceNamespace: src.Namespace},
-		Annotations: map[string]string{AnnotationSourceName: src.Name},
+		Name:        remoteName,
+		Labels:      map[string]string{LabelNode: p.nodeName, LabelSourceNamespace: namespace},
+		Annotations: map[string]string{AnnotationSourceName: name},
+	}
+	p.trust.signCopy(kind, &meta)
+	return meta, nil
+}
+
+// wasCollected reports whether the copy B's informer lists is one
+// collection deleted.
+func (s *objectSync) wasCollected(kind string, obj metav1.Object) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	gone, ok := s.deleted[copyKey(kind, obj.GetNamespace(), obj.GetName())]
+	return ok && gone == obj.GetUID()
+}
+
+// copyFor copies what the pod's volumes and env use and returns the release
+// to call once the pod is in B (or will not be): until then, and for
+// copyGrace after, collection spares those copies. A missing mandatory
+// object is an error the controller retries, as the kubelet waits for it.
+func (s *objectSync) copyFor(ctx context.Context, pod *corev1.Pod) (release func(), err error) {
+	refs := referencedObjects(&pod.Spec)
+	var keys []string
+	for _, kind := range copyKinds {
+		for _, r := range refs[kind] {
+			meta, err := s.p.copyMeta(kind, pod.Namespace, r.name)
+			if err != nil {
+				return nil, err
+			}
+			keys = append(keys, copyKey(kind, meta.Namespace, meta.Name))
+		}
+	}
+	release = s.use(keys)
+	for _, kind := range copyKinds {
+		for _, r := range refs[kind] {
+			if err := s.kinds[kind].sync(ctx, pod.Namespace, r.name, r.optional); err != nil {
+				release()
+				return nil, err
+			}
+		}
+	}
+	return release, nil
+}
+
+// use marks the copies keys in use until release is called, once any
+// collection of them under way has ended.
+func (s *objectSync) use(keys []string) (release func()) {
+	s.mu.Lock()
+	for slices.ContainsFunc(keys, func(k string) bool { return s.collecting[k] }) {
+		s.collected.Wait()
+	}
+	for _, k := range keys {
+		s.inFlight[k]++
+	}
+	s.mu.Unlock()
+	return func() {
+		now := time.Now()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, k := range keys {
+			if s.inFlight[k]--; s.inFlight[k] == 0 {
+				delete(s.inFlight, k)
+			}
+			s.lastUsed[k] = now
+		}
 	}
 }
 
-func (s *objectSync) syncConfigMap(ctx context.Context, src *corev1.ConfigMap) error {
-	want := &corev1.ConfigMap{ObjectMeta: s.copyMeta(src.ObjectMeta), Data: src.Data, BinaryData: src.BinaryData}
-	client := s.p.remote.CoreV1().ConfigMaps(want.Namespace)
-	have, err := s.remoteConfigMaps.ConfigMaps(want.Namespace).Get(want.Name)
-	if err == nil && s.collected("configmap", have.Namespace, have.Name, have.UID) {
-		err = apierrors.NewNotFound(corev1.Resource("configmaps"), want.Name)
+// startCollecting claims the copy key for deletion unless a CreatePod is
+// using it or used it within copyGrace.
+func (s *objectSync) startCollecting(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inFlight[key] > 0 || time.Since(s.lastUsed[key]) < copyGrace {
+		return false
 	}
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = client.Create(ctx, want, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			err = nil // another pod's copy won the race; the resync converges
-		}
-	case err != nil:
-	case apiequality.Semantic.DeepEqual(have.Data, want.Data) && apiequality.Semantic.DeepEqual(have.BinaryData, want.BinaryData):
-	default:
-		want.ResourceVersion = have.ResourceVersion
-		_, err = client.Update(ctx, want, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		return fmt.Errorf("copying configmap %s/%s to the remote cluster: %w", src.Namespace, src.Name, err)
-	}
-	return nil
+	s.collecting[key] = true
+	return true
 }
 
-func (s *objectSync) syncSecret(ctx context.Context, src *corev1.Secret) error {
-	want := &corev1.Secret{ObjectMeta: s.copyMeta(src.ObjectMeta), Data: src.Data, Type: src.Type}
-	client := s.p.remote.CoreV1().Secrets(want.Namespace)
-	have, err := s.remoteSecrets.Secrets(want.Namespace).Get(want.Name)
-	if err == nil && s.collected("secret", have.Namespace, have.Name, have.UID) {
-		err = apierrors.NewNotFound(corev1.Resource("secrets"), want.Name)
+// endCollecting ends the deletion of key, which removed uid if gone.
+func (s *objectSync) endCollecting(key string, uid types.UID, gone bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.collecting, key)
+	if gone {
+		s.deleted[key] = uid
 	}
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = client.Create(ctx, want, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			err = nil
-		}
-	case err != nil:
-	case apiequality.Semantic.DeepEqual(have.Data, want.Data):
-	default:
-		want.ResourceVersion = have.ResourceVersion
-		_, err = client.Update(ctx, want, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		return fmt.Errorf("copying secret %s/%s to the remote cluster: %w", src.Namespace, src.Name, err)
-	}
-	return nil
+	s.collected.Broadcast()
 }
 
 // run brings every copy in B in line with its source, and collects the
-// copies no pod uses, until ctx ends. A copy whose source is gone is left
-// alone while pods in B may still mount it.
+// copies no pod uses, until ctx ends.
 func (s *objectSync) run(ctx context.Context) {
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		s.resync(ctx)
@@ -195,101 +307,77 @@ func (s *objectSync) run(ctx context.Context) {
 	}, objectResyncInterval)
 }
 
-func (s *objectSync) resync(ctx context.Context) {
-	cms, _ := s.remoteConfigMaps.List(labels.Everything())
-	for _, c := range cms {
-		if s.collected("configmap", c.Namespace, c.Name, c.UID) {
-			continue // deleted: not to be made again but for a pod
+// sourceRef is an object of A a pod of this node in B uses.
+type sourceRef struct{ kind, namespace, name string }
+
+// inUse returns the objects of A the pods this node made in B use, by the
+// copyKey of their copies. Pods of B's users are not looked at.
+func (s *objectSync) inUse() map[string]sourceRef {
+	out := map[string]sourceRef{}
+	for _, obj := range s.p.pods.GetStore().List() {
+		pod := obj.(*corev1.Pod)
+		namespace, _, _, ok := s.p.trust.sourceOf(pod)
+		if !ok {
+			continue
 		}
-		if src, err := s.p.local.ConfigMaps.ConfigMaps(c.Labels[LabelSourceNamespace]).Get(c.Annotations[AnnotationSourceName]); err == nil {
-			if err := s.syncConfigMap(ctx, src); err != nil {
-				log.G(ctx).WithError(err).Warn("kubernetes: configmap copy out of date")
+		for kind, refs := range referencedObjects(&pod.Spec) {
+			for _, r := range refs {
+				if name, ok := s.p.names.sourceName(namespace, r.name); ok {
+					out[copyKey(kind, pod.Namespace, r.name)] = sourceRef{kind, namespace, name}
+				}
 			}
 		}
 	}
-	secrets, _ := s.remoteSecrets.List(labels.Everything())
-	for _, c := range secrets {
-		if s.collected("secret", c.Namespace, c.Name, c.UID) {
-			continue
-		}
-		if src, err := s.p.local.Secrets.Secrets(c.Labels[LabelSourceNamespace]).Get(c.Annotations[AnnotationSourceName]); err == nil {
-			if err := s.syncSecret(ctx, src); err != nil {
-				log.G(ctx).WithError(err).Warn("kubernetes: secret copy out of date")
-			}
+	return out
+}
+
+// resync brings the copies the pods of this node in B use in line with
+// their sources in A. A copy whose source is gone is left as it is while
+// pods may still mount it.
+func (s *objectSync) resync(ctx context.Context) {
+	for _, ref := range s.inUse() {
+		if err := s.kinds[ref.kind].sync(ctx, ref.namespace, ref.name, true); err != nil {
+			log.G(ctx).WithError(err).Warn("kubernetes: copy out of date")
 		}
 	}
 }
 
-// collect deletes the copies no pod of the node in B uses and no CreatePod
-// copied within copyGrace.
+// collect deletes the copies this node made that no pod of the node in B
+// uses and no CreatePod used within copyGrace, one at a time, holding off
+// only the CreatePods of the copy being deleted.
 func (s *objectSync) collect(ctx context.Context) {
-	copies := map[string]types.UID{}
-	cms, _ := s.remoteConfigMaps.List(labels.Everything())
-	for _, c := range cms {
-		copies[copyKey("configmap", c.Namespace, c.Name)] = c.UID
-	}
-	secrets, _ := s.remoteSecrets.List(labels.Everything())
-	for _, c := range secrets {
-		copies[copyKey("secret", c.Namespace, c.Name)] = c.UID
+	used := s.inUse()
+	listed := map[string]types.UID{}
+	for _, kind := range copyKinds {
+		k := s.kinds[kind]
+		for _, c := range k.owned() {
+			key := copyKey(kind, c.GetNamespace(), c.GetName())
+			listed[key] = c.GetUID()
+			if _, ok := used[key]; ok || s.wasCollected(kind, c) || !s.startCollecting(key) {
+				continue
+			}
+			err := k.remove(ctx, c.GetNamespace(), c.GetName(), c.GetUID())
+			gone := err == nil || apierrors.IsNotFound(err)
+			s.endCollecting(key, c.GetUID(), gone)
+			switch {
+			case gone:
+				log.G(ctx).WithField("copy", key).Debug("kubernetes: unused copy deleted from the remote cluster")
+			case apierrors.IsConflict(err): // replaced meanwhile by a new copy
+			default:
+				log.G(ctx).WithError(err).WithField("copy", key).Warn("kubernetes: deleting an unused copy from the remote cluster")
+			}
+		}
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for key, uid := range s.deleted {
-		if copies[key] != uid {
+		if listed[key] != uid {
 			delete(s.deleted, key) // B's informer has seen the deletion
 		}
 	}
-	s.mu.Unlock()
-
-	unused := maps.Clone(copies)
-	for _, obj := range s.p.pods.GetStore().List() {
-		pod := obj.(*corev1.Pod)
-		configMaps, secrets := referencedObjects(pod)
-		for _, r := range configMaps {
-			delete(unused, copyKey("configmap", pod.Namespace, r.name))
-		}
-		for _, r := range secrets {
-			delete(unused, copyKey("secret", pod.Namespace, r.name))
-		}
-	}
-	if len(unused) == 0 {
-		return
-	}
-
-	s.inUse.Lock()
-	defer s.inUse.Unlock()
-	for key, uid := range unused {
-		s.mu.Lock()
-		last, recent := s.lastCopied[key]
-		recent = recent && time.Since(last) < copyGrace
-		s.mu.Unlock()
-		if recent {
-			continue
-		}
-		kind, rest, _ := strings.Cut(key, "/")
-		namespace, name, _ := strings.Cut(rest, "/")
-		opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
-		var err error
-		if kind == "configmap" {
-			err = s.p.remote.CoreV1().ConfigMaps(namespace).Delete(ctx, name, opts)
-		} else {
-			err = s.p.remote.CoreV1().Secrets(namespace).Delete(ctx, name, opts)
-		}
-		switch {
-		case err == nil || apierrors.IsNotFound(err):
-			s.mu.Lock()
-			s.deleted[key] = uid
-			s.mu.Unlock()
-			log.G(ctx).WithField("copy", key).Debug("kubernetes: unused copy deleted from the remote cluster")
-		case apierrors.IsConflict(err): // replaced meanwhile by a new copy
-		default:
-			log.G(ctx).WithError(err).WithField("copy", key).Warn("kubernetes: deleting an unused copy from the remote cluster")
-		}
-	}
-	s.mu.Lock()
-	for key, last := range s.lastCopied {
+	for key, last := range s.lastUsed {
 		if time.Since(last) >= copyGrace {
-			delete(s.lastCopied, key)
+			delete(s.lastUsed, key)
 		}
 	}
-	s.mu.Unlock()
 }

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -14,72 +15,206 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vkubelet/virtual-kubelet/internal/provider"
+	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 )
 
-// TestCollectCopies: copies no pod in B uses are deleted, unless a pod
-// creation copied them within copyGrace; a copy collected while B's
-// informer still lists it is made again, not trusted to exist.
-func TestCollectCopies(t *testing.T) {
-	ctx := context.Background()
-	names := namer{namespace: "from-a"}
-	copyOf := func(name string, uid string) *corev1.ConfigMap {
-		ns, n := names.remote("team", name)
-		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n, UID: k8stypes.UID(uid),
-			Labels: map[string]string{LabelNode: "vk-b", LabelSourceNamespace: "team"}, Annotations: map[string]string{AnnotationSourceName: name}}}
-	}
-	unused, used, fresh := copyOf("unused", "u1"), copyOf("used", "u2"), copyOf("fresh", "u3")
-	remote := fake.NewClientset(unused, used, fresh)
-	remoteCMs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	for _, c := range []*corev1.ConfigMap{unused, used, fresh} {
-		if err := remoteCMs.Add(c); err != nil {
+func newIndexer(t *testing.T, objs ...any) cache.Indexer {
+	t.Helper()
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, o := range objs {
+		if err := idx.Add(o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	localCMs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	for _, name := range []string{"unused", "used", "fresh"} {
-		if err := localCMs.Add(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name}, Data: map[string]string{"k": "v"}}); err != nil {
-			t.Fatal(err)
+	return idx
+}
+
+// objectsProvider is a test provider of cfg whose A holds ConfigMaps
+// "unused", "used", "fresh", "settings" and Secret "creds" of namespace
+// team and Secret kube-system/topsecret, and whose B holds remote (also in
+// B's informers).
+func objectsProvider(t *testing.T, cfg Config, remote ...runtime.Object) (*Provider, *fake.Clientset) {
+	t.Helper()
+	var cms, secrets []any
+	for _, o := range remote {
+		switch o.(type) {
+		case *corev1.ConfigMap:
+			cms = append(cms, o)
+		case *corev1.Secret:
+			secrets = append(secrets, o)
 		}
 	}
-	p := &Provider{
-		cfg: &Config{}, names: names, nodeName: "vk-b", remote: remote,
-		pods:  informers.NewSharedInformerFactory(remote, 0).Core().V1().Pods().Informer(),
-		local: &provider.ResourceManager{ConfigMaps: corev1listers.NewConfigMapLister(localCMs)},
+	client := fake.NewClientset(remote...)
+	p := testProvider(t, cfg)
+	p.remote = client
+	p.pods = informers.NewSharedInformerFactory(client, 0).Core().V1().Pods().Informer()
+	var local []any
+	for _, name := range []string{"unused", "used", "fresh", "settings"} {
+		local = append(local, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name}, Data: map[string]string{"k": "v"}})
 	}
-	noSecrets := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	p.objects = newObjectSync(p, corev1listers.NewConfigMapLister(remoteCMs), corev1listers.NewSecretLister(noSecrets))
-	podUsing := func(name string) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "p-" + name, UID: k8stypes.UID("uid-" + name)}, Spec: corev1.PodSpec{
-			Volumes: []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-				LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}}}}
+	p.local = &provider.ResourceManager{
+		ConfigMaps: corev1listers.NewConfigMapLister(newIndexer(t, local...)),
+		Secrets: corev1listers.NewSecretLister(newIndexer(t,
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "topsecret"}, Data: map[string][]byte{"token": []byte("root")}},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "creds"}, Data: map[string][]byte{"password": []byte("hunter2")}})),
 	}
-	if err := p.pods.GetStore().Add(p.remotePod(podUsing("used"))); err != nil {
+	p.objects = newObjectSync(p, corev1listers.NewConfigMapLister(newIndexer(t, cms...)), corev1listers.NewSecretLister(newIndexer(t, secrets...)))
+	return p, client
+}
+
+// copyOf is the copy this node makes in B of A's ConfigMap team/name.
+func copyOf(t *testing.T, p *Provider, name, uid string) *corev1.ConfigMap {
+	meta, err := p.copyMeta(kindConfigMap, "team", name)
+	if err != nil {
 		t.Fatal(err)
 	}
-	p.objects.copying("configmap", "team", []objectRef{{name: "fresh"}}) // a CreatePod in flight
+	meta.UID = k8stypes.UID(uid)
+	return &corev1.ConfigMap{ObjectMeta: meta, Data: map[string]string{"k": "v"}}
+}
+
+func podUsing(name string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "p-" + name, UID: k8stypes.UID("uid-" + name)}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "c", Image: "i"}},
+		Volumes: []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}}}}
+}
+
+func exists(t *testing.T, client *fake.Clientset, c metav1.Object) bool {
+	t.Helper()
+	var err error
+	switch c.(type) {
+	case *corev1.ConfigMap:
+		_, err = client.CoreV1().ConfigMaps(c.GetNamespace()).Get(context.Background(), c.GetName(), metav1.GetOptions{})
+	case *corev1.Secret:
+		_, err = client.CoreV1().Secrets(c.GetNamespace()).Get(context.Background(), c.GetName(), metav1.GetOptions{})
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// TestCollectCopies: copies no pod in B uses are deleted, unless a pod
+// creation used them within copyGrace; a copy collected while B's informer
+// still lists it is made again, not trusted to exist.
+func TestCollectCopies(t *testing.T) {
+	ctx := context.Background()
+	p0 := testProvider(t, Config{})
+	unused, used, fresh := copyOf(t, p0, "unused", "u1"), copyOf(t, p0, "used", "u2"), copyOf(t, p0, "fresh", "u3")
+	p, client := objectsProvider(t, Config{}, unused, used, fresh)
+	remote, err := p.remotePod(podUsing("used"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.pods.GetStore().Add(remote); err != nil {
+		t.Fatal(err)
+	}
+	freshKey := copyKey(kindConfigMap, fresh.Namespace, fresh.Name)
+	p.objects.use([]string{freshKey})() // a CreatePod just done with it
 
 	p.objects.collect(ctx)
-	exists := func(c *corev1.ConfigMap) bool {
-		_, err := remote.CoreV1().ConfigMaps(c.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Fatal(err)
-		}
-		return err == nil
-	}
-	if exists(unused) || !exists(used) || !exists(fresh) {
-		t.Fatalf("after collection: unused %v (want false), used %v, fresh %v (want true)", exists(unused), exists(used), exists(fresh))
+	if exists(t, client, unused) || !exists(t, client, used) || !exists(t, client, fresh) {
+		t.Fatalf("after collection: unused %v (want false), used %v, fresh %v (want true)", exists(t, client, unused), exists(t, client, used), exists(t, client, fresh))
 	}
 
 	// B's informer still lists the deleted copy: the resync leaves it
 	// deleted, a pod using it again gets a new one.
 	p.objects.resync(ctx)
-	if exists(unused) {
+	if exists(t, client, unused) {
 		t.Error("the resync made a collected copy again")
 	}
-	if err := p.objects.copyFor(ctx, podUsing("unused")); err != nil {
+	release, err := p.objects.copyFor(ctx, podUsing("unused"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if !exists(unused) {
+	release()
+	if !exists(t, client, unused) {
 		t.Error("a collected copy was trusted to exist because B's informer still listed it")
+	}
+}
+
+// TestCollectionDoesNotBlockCreation: while the collection holds one copy,
+// a pod creation using another proceeds; one using that copy waits for the
+// deletion and then copies again.
+func TestCollectionDoesNotBlockCreation(t *testing.T) {
+	p, client := objectsProvider(t, Config{})
+	s := p.objects
+	if !s.startCollecting("configmap/from-a/x") {
+		t.Fatal("an unused copy was not collectable")
+	}
+	s.use([]string{"configmap/from-a/y"})() // would hang if collection held every creation off
+	waited := make(chan struct{})
+	go func() {
+		s.use([]string{"configmap/from-a/x"})()
+		close(waited)
+	}()
+	s.endCollecting("configmap/from-a/x", "uid", true)
+	<-waited
+	if s.startCollecting("configmap/from-a/x") {
+		t.Error("a copy a creation just used was collectable")
+	}
+	// And a copy in use is never collected.
+	release, err := s.copyFor(context.Background(), podUsing("used"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	c := copyOf(t, p, "used", "")
+	if !exists(t, client, c) || s.startCollecting(copyKey(kindConfigMap, c.Namespace, c.Name)) {
+		t.Error("a copy a creation is using was collectable")
+	}
+}
+
+// TestForgedCopies: objects of B's users labelled as this node's copies
+// or pods, even naming a Secret of A's kube-system, make nothing of A cross
+// and nothing of B reach A, are never changed nor deleted, and an object of
+// B under a copy's name fails the pod with a clear error.
+func TestForgedCopies(t *testing.T) {
+	ctx := context.Background()
+	p0 := testProvider(t, Config{})
+	forged := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "from-a", Name: "steal", UID: "f1",
+		Labels:      map[string]string{LabelNode: "vk-b", LabelSourceNamespace: "kube-system"},
+		Annotations: map[string]string{AnnotationSourceName: "topsecret", AnnotationSignature: "forged"}}}
+	meta, err := p0.copyMeta(kindSecret, "kube-system", "topsecret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayed := &corev1.Secret{ObjectMeta: *meta.DeepCopy()} // our claim under another name
+	replayed.Name, replayed.UID = "a.vk-b.kube-system.other", "f2"
+	squatter := copyOf(t, p0, "used", "f3") // B's user took the name, signature and all but other content
+	squatter.Annotations[AnnotationSignature] = "not ours"
+	forgedPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "from-a", Name: "thief", UID: "f4",
+		Labels:      map[string]string{LabelNode: "vk-b", LabelSourceNamespace: "kube-system", LabelSourceUID: "x"},
+		Annotations: map[string]string{AnnotationSourceName: "thief"}},
+		Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "a.vk-b.kube-system.topsecret"}}}}}}
+	p, client := objectsProvider(t, Config{}, forged, replayed, squatter)
+	if err := p.pods.GetStore().Add(forgedPod); err != nil {
+		t.Fatal(err)
+	}
+	p.objects.resync(ctx)
+	p.objects.collect(ctx)
+	if exists(t, client, &corev1.Secret{ObjectMeta: meta}) {
+		t.Error("A's kube-system/topsecret was copied to B for a forged object")
+	}
+	for _, o := range []metav1.Object{forged, replayed, squatter} {
+		if !exists(t, client, o) {
+			t.Errorf("%s, an object of B's users, was deleted", o.GetName())
+		}
+	}
+	_, err = p.objects.copyFor(ctx, podUsing("used"))
+	if !errdefs.IsInvalidInput(err) || err.Error() != "configmap from-a/a.vk-b.team.used exists in the remote cluster and was not made by node vk-b: it is not used" {
+		t.Errorf("copy onto an object of B's users: %v", err)
+	}
+	got, _ := client.CoreV1().ConfigMaps("from-a").Get(ctx, squatter.Name, metav1.GetOptions{})
+	if got.Annotations[AnnotationSignature] != "not ours" {
+		t.Error("an object of B's users was overwritten")
+	}
+	// The forged pod feeds nothing to A.
+	var notified []*corev1.Pod
+	p.NotifyPods(ctx, func(pod *corev1.Pod) { notified = append(notified, pod) })
+	p.remoteChanged(forgedPod)
+	p.remoteDeleted(forgedPod)
+	if pods, err := p.GetPods(ctx); err != nil || len(pods) != 0 || len(notified) != 0 {
+		t.Errorf("a forged pod was taken for this node's: GetPods %v %v, notified %v", pods, err, notified)
 	}
 }

@@ -1,9 +1,14 @@
 // Package kubernetes is a provider that runs a virtual node's pods in
 // another Kubernetes cluster: each pod bound to the node in cluster A
 // becomes a pod in cluster B, named after it and linked back to it by labels
-// and an annotation (see LabelNode and friends). B's pod status flows back
-// to A from an informer on B; logs, exec, attach and port-forward are
-// proxied to B's API server.
+// and an annotation (see LabelNode and friends), signed
+// (AnnotationSignature) so that only the pods this node made are taken for
+// A's. B's pod status flows back to A from an informer on B; logs, exec,
+// attach and port-forward are proxied to B's API server.
+//
+// The provider is a trust boundary: a pod crosses only if it meets the
+// config's Pod Security Standards level, its volume types and runtime class
+// are allowed, and only the allowed annotations go with it (podPolicy).
 //
 // What crosses over: the pod's spec with A's scheduling stripped (B's comes
 // from the config), and copies of the ConfigMaps and Secrets its volumes and
@@ -23,6 +28,7 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,11 +36,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+	psapi "k8s.io/pod-security-admission/api"
 	"k8s.io/utils/ptr"
 
 	"github.com/vkubelet/virtual-kubelet/internal/provider"
@@ -48,8 +56,10 @@ const sourceIndex = "source"
 
 // Provider runs pods in the remote cluster. Create it with New.
 type Provider struct {
-	cfg   *Config
-	names namer
+	cfg    *Config
+	names  namer
+	policy *podPolicy
+	trust  signer
 	provider.NodeBasics
 	nodeName  string
 	capacity  corev1.ResourceList
@@ -90,6 +100,17 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	if errs := validation.IsDNS1123Label(ic.NodeName); len(errs) > 0 {
+		return nil, fmt.Errorf("node name %q: %s (it is part of every name in the remote cluster)", ic.NodeName, strings.Join(errs, "; "))
+	}
+	key, err := cfg.signingKey()
+	if err != nil {
+		return nil, err
+	}
+	policy, err := newPodPolicy(cfg)
+	if err != nil {
+		return nil, err
+	}
 	restCfg, err := cfg.restConfig()
 	if err != nil {
 		return nil, err
@@ -104,7 +125,9 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 	}
 	p := &Provider{
 		cfg:          cfg,
-		names:        namer{namespace: cfg.Namespace, prefix: cfg.NamespacePrefix},
+		names:        namer{namespace: cfg.Namespace, prefix: cfg.NamespacePrefix, cluster: cfg.SourceCluster, node: ic.NodeName},
+		policy:       policy,
+		trust:        signer{key: key, cluster: cfg.SourceCluster, node: ic.NodeName},
 		NodeBasics:   provider.NodeBasicsFrom(ic),
 		nodeName:     ic.NodeName,
 		startedAt:    time.Now(),
@@ -130,7 +153,7 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 		informers.WithNamespace(cfg.Namespace), // "" is all namespaces
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
 	p.pods = factory.Core().V1().Pods().Informer()
-	if err := p.pods.AddIndexers(cache.Indexers{sourceIndex: indexBySource}); err != nil {
+	if err := p.pods.AddIndexers(cache.Indexers{sourceIndex: p.indexBySource}); err != nil {
 		return nil, err
 	}
 	if _, err := p.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -171,12 +194,14 @@ func (p *Provider) checkRemote(ctx context.Context) error {
 	return nil
 }
 
-func indexBySource(obj any) ([]string, error) {
+// indexBySource indexes the pods this node made by their source in A;
+// others are not indexed, so remoteFor never finds them.
+func (p *Provider) indexBySource(obj any) ([]string, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return nil, nil
 	}
-	ns, name, _, ok := sourceOf(pod)
+	ns, name, _, ok := p.trust.sourceOf(pod)
 	if !ok {
 		return nil, nil
 	}
@@ -204,7 +229,7 @@ func (p *Provider) remoteChanged(obj any) {
 	if !ok {
 		return
 	}
-	if _, _, _, ok := sourceOf(remote); ok {
+	if _, _, _, ok := p.trust.sourceOf(remote); ok {
 		p.send(p.localPod(remote))
 	}
 }
@@ -221,7 +246,7 @@ func (p *Provider) remoteDeleted(obj any) {
 	if !ok {
 		return
 	}
-	if _, _, _, ok := sourceOf(remote); !ok {
+	if _, _, _, ok := p.trust.sourceOf(remote); !ok {
 		return
 	}
 	pod := p.localPod(remote)
@@ -266,33 +291,41 @@ func (p *Provider) remoteFor(namespace, name string) (*corev1.Pod, error) {
 	return found, nil
 }
 
-// CreatePod copies the ConfigMaps and Secrets the pod uses, then creates
-// the pod in B.
+// CreatePod checks the pod against the policy, copies the ConfigMaps and
+// Secrets it uses, then creates the pod in B. A refusal is
+// errdefs.InvalidInput, before anything is written to B.
 func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
-	remote := p.remotePod(pod)
+	remote, err := p.remotePod(pod)
+	if err != nil {
+		return err
+	}
 	if err := p.ensureNamespace(ctx, remote.Namespace, pod.Namespace); err != nil {
 		return err
 	}
-	defer p.objects.hold()()
-	if err := p.objects.copyFor(ctx, pod); err != nil {
+	release, err := p.objects.copyFor(ctx, pod)
+	if err != nil {
+		p.forgetNamespace(remote.Namespace, err)
 		return err
 	}
-	_, err := p.remote.CoreV1().Pods(remote.Namespace).Create(ctx, remote, metav1.CreateOptions{})
+	defer release()
+	_, err = p.remote.CoreV1().Pods(remote.Namespace).Create(ctx, remote, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		existing, getErr := p.remote.CoreV1().Pods(remote.Namespace).Get(ctx, remote.Name, metav1.GetOptions{})
 		if getErr != nil {
 			return getErr
 		}
-		if _, _, uid, _ := sourceOf(existing); uid == pod.UID {
+		_, _, uid, ours := p.trust.sourceOf(existing)
+		switch {
+		case !ours:
+			return errdefs.InvalidInputf("pod %s/%s exists in the remote cluster and was not made by node %s: it is not used", remote.Namespace, remote.Name, p.nodeName)
+		case uid == pod.UID:
 			return nil // created by an earlier attempt
 		}
 		// An older pod of the same name is still terminating in B; the
 		// controller retries until it is gone.
 		return fmt.Errorf("pod %s/%s: an older pod of the same name is still in the remote cluster", remote.Namespace, remote.Name)
 	}
-	if apierrors.IsNotFound(err) {
-		p.namespaces.Delete(remote.Namespace) // deleted in B: created again on the retry
-	}
+	p.forgetNamespace(remote.Namespace, err)
 	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
 		return errdefs.AsInvalidInput(err)
 	}
@@ -302,7 +335,19 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	return err
 }
 
-// ensureNamespace creates a per-source namespace in B on first use.
+// forgetNamespace drops a namespace of B from those known to exist when a
+// write there found something missing: it may have been deleted in B, and
+// is made again on the controller's retry.
+func (p *Provider) forgetNamespace(namespace string, err error) {
+	if apierrors.IsNotFound(err) {
+		p.namespaces.Delete(namespace)
+	}
+}
+
+// ensureNamespace makes a per-source namespace in B on first use, enforcing
+// the policy's Pod Security level there too, so B's admission holds the
+// line as well. A namespace of that name a node of this cluster did not
+// make is not used.
 func (p *Provider) ensureNamespace(ctx context.Context, namespace, source string) error {
 	if p.cfg.Namespace != "" {
 		return nil
@@ -311,11 +356,23 @@ func (p *Provider) ensureNamespace(ctx context.Context, namespace, source string
 		return nil
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name:   namespace,
-		Labels: map[string]string{LabelNode: p.nodeName, LabelSourceNamespace: source},
+		Name: namespace,
+		Labels: map[string]string{
+			LabelSourceNamespace:      source,
+			psapi.EnforceLevelLabel:   string(p.policy.level.Level),
+			psapi.EnforceVersionLabel: p.policy.level.Version.String(),
+		},
+		Annotations: map[string]string{},
 	}}
+	p.trust.signNamespace(&ns.ObjectMeta)
 	_, err := p.remote.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	if apierrors.IsAlreadyExists(err) {
+		var existing *corev1.Namespace
+		if existing, err = p.remote.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{}); err == nil && !p.trust.ownsNamespace(existing) {
+			return errdefs.InvalidInputf("namespace %s exists in the remote cluster and was not made by the provider of cluster %s: it is not used (name it in the config's namespace to use it)", namespace, p.cfg.SourceCluster)
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("creating namespace %s in the remote cluster: %w", namespace, err)
 	}
 	// B's ServiceAccount admission refuses pods until the namespace's
@@ -336,7 +393,10 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 	if err != nil {
 		return err
 	}
-	want := p.remotePod(pod)
+	want, err := p.remotePod(pod)
+	if err != nil {
+		return err
+	}
 	updated := current.DeepCopy()
 	changed := false
 	for i := range updated.Spec.Containers {
@@ -414,7 +474,7 @@ func (p *Provider) GetPods(context.Context) ([]*corev1.Pod, error) {
 	var out []*corev1.Pod
 	for _, obj := range p.pods.GetStore().List() {
 		remote := obj.(*corev1.Pod)
-		if _, _, _, ok := sourceOf(remote); ok {
+		if _, _, _, ok := p.trust.sourceOf(remote); ok {
 			out = append(out, p.localPod(remote))
 		}
 	}

@@ -79,10 +79,11 @@ func (p *Provider) GetStatsSummary(ctx context.Context) (*statsv1alpha1.Summary,
 			continue // gone from B since the sample
 		}
 		remote := obj.(*corev1.Pod)
-		pod, ok := p.stats.podStats(remote, m, seen)
+		ns, name, uid, ok := p.trust.sourceOf(remote)
 		if !ok {
-			continue
+			continue // not made by this node
 		}
+		pod := p.stats.podStats(remote, statsv1alpha1.PodReference{Namespace: ns, Name: name, UID: string(uid)}, m, seen)
 		pods = append(pods, pod)
 		nodeCPU += *pod.CPU.UsageNanoCores
 		nodeCPUTime += *pod.CPU.UsageCoreNanoSeconds
@@ -104,13 +105,10 @@ func (p *Provider) GetStatsSummary(ctx context.Context) (*statsv1alpha1.Summary,
 	}, nil
 }
 
-// podStats is one pod's entry, named as in A; s.mu must be held.
-func (s *remoteStats) podStats(remote *corev1.Pod, m *metricsv1beta1.PodMetrics, seen map[cpuKey]bool) (statsv1alpha1.PodStats, bool) {
-	ns, name, uid, ok := sourceOf(remote)
-	if !ok {
-		return statsv1alpha1.PodStats{}, false
-	}
-	pod := statsv1alpha1.PodStats{PodRef: statsv1alpha1.PodReference{Namespace: ns, Name: name, UID: string(uid)}}
+// podStats is the entry of B's pod remote, named ref in A; s.mu must be
+// held.
+func (s *remoteStats) podStats(remote *corev1.Pod, ref statsv1alpha1.PodReference, m *metricsv1beta1.PodMetrics, seen map[cpuKey]bool) statsv1alpha1.PodStats {
+	pod := statsv1alpha1.PodStats{PodRef: ref}
 	if remote.Status.StartTime != nil {
 		pod.StartTime = *remote.Status.StartTime
 	}
@@ -136,7 +134,7 @@ func (s *remoteStats) podStats(remote *corev1.Pod, m *metricsv1beta1.PodMetrics,
 	}
 	pod.CPU = &statsv1alpha1.CPUStats{Time: m.Timestamp, UsageNanoCores: ptr.To(podCPU), UsageCoreNanoSeconds: ptr.To(podCPUTime)}
 	pod.Memory = &statsv1alpha1.MemoryStats{Time: m.Timestamp, WorkingSetBytes: ptr.To(podMem)}
-	return pod, true
+	return pod
 }
 
 // GetMetricsResource serves /metrics/resource from the stats summary, in the

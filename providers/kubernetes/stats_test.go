@@ -31,31 +31,39 @@ func statsProvider(t *testing.T, samples func() (*metricsv1beta1.PodMetricsList,
 		}
 		return true, list, err
 	})
-	p := &Provider{
-		cfg:       &Config{Namespace: "from-a"},
-		nodeName:  "vk-b",
-		startedAt: time.Now(),
-		pods:      cache.NewSharedIndexInformer(&cache.ListWatch{}, &corev1.Pod{}, 0, cache.Indexers{sourceIndex: indexBySource}),
-		stats:     &remoteStats{client: client, cpu: map[cpuKey]*cpuCounter{}},
-	}
-	remote := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
-		Namespace: "from-a", Name: "team-web-1234", UID: "b-uid",
-		Labels:      map[string]string{LabelNode: "vk-b", LabelSourceNamespace: "team", LabelSourceUID: "a-uid"},
-		Annotations: map[string]string{AnnotationSourceName: "web"},
-	}}
-	if err := p.pods.GetIndexer().Add(remote); err != nil {
+	p := testProvider(t, Config{})
+	p.startedAt = time.Now()
+	p.pods = cache.NewSharedIndexInformer(&cache.ListWatch{}, &corev1.Pod{}, 0, cache.Indexers{sourceIndex: p.indexBySource})
+	p.stats = &remoteStats{client: client, cpu: map[cpuKey]*cpuCounter{}}
+	remote, err := p.remotePod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web", UID: "a-uid"}})
+	if err != nil {
 		t.Fatal(err)
+	}
+	remote.UID = "b-uid"
+	// A pod of B's users with the same back-links but no signature of
+	// this node: not in the summary.
+	forged := remote.DeepCopy()
+	forged.Name, forged.UID = "forged", "f-uid"
+	delete(forged.Annotations, AnnotationSignature)
+	for _, pod := range []*corev1.Pod{remote, forged} {
+		if err := p.pods.GetIndexer().Add(pod); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return p
 }
 
 func sample(at time.Time, cpu string) *metricsv1beta1.PodMetricsList {
 	return &metricsv1beta1.PodMetricsList{Items: []metricsv1beta1.PodMetrics{{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "from-a", Name: "team-web-1234", Labels: map[string]string{LabelNode: "vk-b"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "from-a", Name: "a.vk-b.team.web", Labels: map[string]string{LabelNode: "vk-b"}},
 		Timestamp:  metav1.NewTime(at),
 		Containers: []metricsv1beta1.ContainerMetrics{{Name: "app", Usage: corev1.ResourceList{
 			corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("64Mi"),
 		}}},
+	}, {
+		ObjectMeta: metav1.ObjectMeta{Namespace: "from-a", Name: "forged", Labels: map[string]string{LabelNode: "vk-b"}},
+		Timestamp:  metav1.NewTime(at),
+		Containers: []metricsv1beta1.ContainerMetrics{{Name: "app", Usage: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}},
 	}, {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "from-a", Name: "gone", Labels: map[string]string{LabelNode: "vk-b"}},
 		Timestamp:  metav1.NewTime(at),

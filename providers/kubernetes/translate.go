@@ -1,13 +1,9 @@
 package kubernetes
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"strings"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 )
 
@@ -25,33 +21,20 @@ const (
 	AnnotationSourceName = "virtual-kubelet.io/source-name"
 )
 
-// namer maps A's namespace/name to B's.
-type namer struct {
-	namespace string // one namespace in B, or
-	prefix    string // B namespace = prefix + A namespace
-}
-
-// remote returns where the object namespace/name of A lives in B. With one
-// namespace in B the name carries the source namespace and a hash of both,
-// so "a-b"/"c" and "a"/"b-c" do not collide.
-func (n namer) remote(namespace, name string) (string, string) {
-	if n.namespace == "" {
-		return n.prefix + namespace, name
-	}
-	sum := sha256.Sum256([]byte(namespace + "/" + name))
-	suffix := hex.EncodeToString(sum[:4])
-	base := namespace + "-" + name
-	if max := 253 - len(suffix) - 1; len(base) > max {
-		base = strings.TrimRight(base[:max], "-.")
-	}
-	return n.namespace, base + "-" + suffix
-}
-
 // remotePod is the pod B runs for the source pod of A, which the pod
 // controller hands over with its environment resolved except for the
-// references to ConfigMaps and Secrets, which are renamed to the copies.
-func (p *Provider) remotePod(pod *corev1.Pod) *corev1.Pod {
-	ns, name := p.names.remote(pod.Namespace, pod.Name)
+// references to ConfigMaps and Secrets, which are renamed to the copies. A
+// pod the policy refuses, or whose names do not fit B, is an
+// errdefs.InvalidInput error naming the field.
+func (p *Provider) remotePod(pod *corev1.Pod) (*corev1.Pod, error) {
+	ns, err := p.names.remoteNamespace(pod.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	name, err := p.names.remoteName(pod.Namespace, pod.Name)
+	if err != nil {
+		return nil, err
+	}
 	spec := pod.Spec.DeepCopy()
 
 	// A's scheduling means nothing in B: the pod is bound to the virtual
@@ -62,9 +45,23 @@ func (p *Provider) remotePod(pod *corev1.Pod) *corev1.Pod {
 	spec.Tolerations = p.cfg.Pods.Tolerations
 	spec.SchedulerName = p.cfg.Pods.SchedulerName
 	spec.TopologySpreadConstraints = nil
+	spec.SchedulingGates = nil
 	spec.PriorityClassName, spec.Priority, spec.PreemptionPolicy = "", nil, nil
-	spec.RuntimeClassName = nil
 	spec.ResourceClaims = nil
+	if spec.RuntimeClassName, err = p.policy.runtimeClass(spec.RuntimeClassName); err != nil {
+		return nil, err
+	}
+	// B's RuntimeClass admission sets the overhead of B's class and refuses
+	// a pod that brings one of its own.
+	spec.Overhead = nil
+	// Ephemeral containers are added through their own subresource; B
+	// refuses them on create.
+	spec.EphemeralContainers = nil
+	// B's pod is named <cluster>.<node>.<namespace>.<name>; its hostname
+	// stays A's pod name, as A's kubelet would set it.
+	if spec.Hostname == "" && len(validation.IsDNS1123Label(pod.Name)) == 0 {
+		spec.Hostname = pod.Name
+	}
 
 	// A's service account token cannot be served by B (see the README):
 	// the projected kube-api-access volume is dropped and B mounts none.
@@ -77,27 +74,30 @@ func (p *Provider) remotePod(pod *corev1.Pod) *corev1.Pod {
 			dropped[v.Name] = true
 			continue
 		}
-		p.renameVolumeSources(pod.Namespace, &v)
 		volumes = append(volumes, v)
 	}
 	spec.Volumes = volumes
 	forEachContainer(spec, func(c *corev1.Container) {
 		c.VolumeMounts = withoutMounts(c.VolumeMounts, dropped)
-		p.renameEnvSources(pod.Namespace, c)
 	})
+	forEachObjectRef(spec, func(_ string, name *string, _ *bool) {
+		if err == nil {
+			*name, err = p.names.remoteName(pod.Namespace, *name)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
 	spec.ImagePullSecrets = nil
 	// A's service link variables are in the env already; B's would be
 	// those of B's namespace.
 	spec.EnableServiceLinks = ptr.To(false)
 
-	// Annotations cross over (they script the mock provider, for one);
-	// labels do not, or B's controllers could adopt the pod.
-	annotations := make(map[string]string, len(pod.Annotations)+1)
-	for k, v := range pod.Annotations {
-		annotations[k] = v
-	}
+	// Labels do not cross, or B's controllers could adopt the pod;
+	// annotations only as the policy allows.
+	annotations := p.policy.annotations(pod.Annotations)
 	annotations[AnnotationSourceName] = pod.Name
-	return &corev1.Pod{
+	remote := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: ns,
 			Name:      name,
@@ -110,6 +110,11 @@ func (p *Provider) remotePod(pod *corev1.Pod) *corev1.Pod {
 		},
 		Spec: *spec,
 	}
+	if err := p.policy.check(remote); err != nil {
+		return nil, err
+	}
+	p.trust.signPod(remote)
+	return remote, nil
 }
 
 // isServiceAccountToken reports the projected volume the ServiceAccount
@@ -139,57 +144,40 @@ func withoutMounts(mounts []corev1.VolumeMount, dropped map[string]bool) []corev
 	return out
 }
 
-// renameVolumeSources points ConfigMap and Secret volumes at the copies in B.
-func (p *Provider) renameVolumeSources(namespace string, v *corev1.Volume) {
-	rename := func(name string) string { _, n := p.names.remote(namespace, name); return n }
-	if v.ConfigMap != nil {
-		v.ConfigMap.Name = rename(v.ConfigMap.Name)
-	}
-	if v.Secret != nil {
-		v.Secret.SecretName = rename(v.Secret.SecretName)
-	}
-	if v.Projected != nil {
-		for i := range v.Projected.Sources {
-			s := &v.Projected.Sources[i]
-			if s.ConfigMap != nil {
-				s.ConfigMap.Name = rename(s.ConfigMap.Name)
-			}
-			if s.Secret != nil {
-				s.Secret.Name = rename(s.Secret.Name)
-			}
-		}
-	}
-}
+// Kinds of the objects pods refer to.
+const (
+	kindConfigMap = "configmap"
+	kindSecret    = "secret"
+)
 
-// referencedObjects lists the ConfigMaps and Secrets of A a pod uses, in
-// volumes and in env (the pod controller keeps env references, see
-// CopiesEnvObjects), each once: optional only if every use is.
-func referencedObjects(pod *corev1.Pod) (configMaps, secrets []objectRef) {
-	var cms, secs refSet
-	for _, v := range pod.Spec.Volumes {
+// forEachObjectRef calls f with every reference of spec to a ConfigMap or
+// Secret of its namespace, in volumes (but the ServiceAccount token's) and
+// in the env, with the name to read or rename and whether it is optional.
+func forEachObjectRef(spec *corev1.PodSpec, f func(kind string, name *string, optional *bool)) {
+	for _, v := range spec.Volumes {
 		switch {
 		case v.ConfigMap != nil:
-			cms.add(v.ConfigMap.Name, v.ConfigMap.Optional)
+			f(kindConfigMap, &v.ConfigMap.Name, v.ConfigMap.Optional)
 		case v.Secret != nil:
-			secs.add(v.Secret.SecretName, v.Secret.Optional)
+			f(kindSecret, &v.Secret.SecretName, v.Secret.Optional)
 		case v.Projected != nil && !isServiceAccountToken(v):
 			for _, s := range v.Projected.Sources {
 				if s.ConfigMap != nil {
-					cms.add(s.ConfigMap.Name, s.ConfigMap.Optional)
+					f(kindConfigMap, &s.ConfigMap.Name, s.ConfigMap.Optional)
 				}
 				if s.Secret != nil {
-					secs.add(s.Secret.Name, s.Secret.Optional)
+					f(kindSecret, &s.Secret.Name, s.Secret.Optional)
 				}
 			}
 		}
 	}
-	forEachContainer(&pod.Spec, func(c *corev1.Container) {
+	forEachContainer(spec, func(c *corev1.Container) {
 		for _, from := range c.EnvFrom {
-			if from.ConfigMapRef != nil {
-				cms.add(from.ConfigMapRef.Name, from.ConfigMapRef.Optional)
+			if r := from.ConfigMapRef; r != nil {
+				f(kindConfigMap, &r.Name, r.Optional)
 			}
-			if from.SecretRef != nil {
-				secs.add(from.SecretRef.Name, from.SecretRef.Optional)
+			if r := from.SecretRef; r != nil {
+				f(kindSecret, &r.Name, r.Optional)
 			}
 		}
 		for _, e := range c.Env {
@@ -197,14 +185,23 @@ func referencedObjects(pod *corev1.Pod) (configMaps, secrets []objectRef) {
 				continue
 			}
 			if r := e.ValueFrom.ConfigMapKeyRef; r != nil {
-				cms.add(r.Name, r.Optional)
+				f(kindConfigMap, &r.Name, r.Optional)
 			}
 			if r := e.ValueFrom.SecretKeyRef; r != nil {
-				secs.add(r.Name, r.Optional)
+				f(kindSecret, &r.Name, r.Optional)
 			}
 		}
 	})
-	return cms.refs, secs.refs
+}
+
+// referencedObjects lists the ConfigMaps and Secrets a pod uses, by kind,
+// each once: optional only if every use is.
+func referencedObjects(spec *corev1.PodSpec) map[string][]objectRef {
+	sets := map[string]*refSet{kindConfigMap: {}, kindSecret: {}}
+	forEachObjectRef(spec, func(kind string, name *string, optional *bool) {
+		sets[kind].add(*name, optional)
+	})
+	return map[string][]objectRef{kindConfigMap: sets[kindConfigMap].refs, kindSecret: sets[kindSecret].refs}
 }
 
 // refSet collects references in order of first use.
@@ -235,48 +232,15 @@ func forEachContainer(spec *corev1.PodSpec, f func(*corev1.Container)) {
 	}
 }
 
-// renameEnvSources points env and envFrom references at the copies in B.
-func (p *Provider) renameEnvSources(namespace string, c *corev1.Container) {
-	rename := func(name string) string { _, n := p.names.remote(namespace, name); return n }
-	for i := range c.EnvFrom {
-		if r := c.EnvFrom[i].ConfigMapRef; r != nil {
-			r.Name = rename(r.Name)
-		}
-		if r := c.EnvFrom[i].SecretRef; r != nil {
-			r.Name = rename(r.Name)
-		}
-	}
-	for i := range c.Env {
-		if c.Env[i].ValueFrom == nil {
-			continue
-		}
-		if r := c.Env[i].ValueFrom.ConfigMapKeyRef; r != nil {
-			r.Name = rename(r.Name)
-		}
-		if r := c.Env[i].ValueFrom.SecretKeyRef; r != nil {
-			r.Name = rename(r.Name)
-		}
-	}
-}
-
 type objectRef struct {
 	name     string
 	optional bool
 }
 
-// sourceOf returns A's namespace, name and UID of a pod in B, or ok false
-// for a pod without back-links.
-func sourceOf(remote *corev1.Pod) (namespace, name string, uid types.UID, ok bool) {
-	namespace = remote.Labels[LabelSourceNamespace]
-	name = remote.Annotations[AnnotationSourceName]
-	uid = types.UID(remote.Labels[LabelSourceUID])
-	return namespace, name, uid, namespace != "" && name != "" && uid != ""
-}
-
 // localPod is what A is told of a pod in B: A's identity, B's spec and
 // status, with the host IP of the virtual node.
 func (p *Provider) localPod(remote *corev1.Pod) *corev1.Pod {
-	ns, name, uid, _ := sourceOf(remote)
+	ns, name, uid, _ := p.trust.sourceOf(remote)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: uid, CreationTimestamp: remote.CreationTimestamp},
 		Spec:       *remote.Spec.DeepCopy(),

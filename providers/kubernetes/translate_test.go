@@ -10,40 +10,50 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vkubelet/virtual-kubelet/internal/provider"
+	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 )
 
+// TestRemoteNames: names in B carry the cluster and the node, never meet
+// for two sources, and a name past B's limits is a clear error.
 func TestRemoteNames(t *testing.T) {
-	one := namer{namespace: "from-a"}
-	ns1, n1 := one.remote("a-b", "c")
-	ns2, n2 := one.remote("a", "b-c")
-	if ns1 != "from-a" || ns2 != "from-a" || n1 == n2 || !strings.HasPrefix(n1, "a-b-c-") {
-		t.Errorf("one namespace: %s/%s and %s/%s", ns1, n1, ns2, n2)
+	one := namer{namespace: "from-a", cluster: "a", node: "vk-b"}
+	n1, _ := one.remoteName("a-b", "c")
+	n2, _ := one.remoteName("a", "b-c")
+	n3, _ := one.remoteName("a", "b.c")
+	other, _ := namer{namespace: "from-a", cluster: "a", node: "vk-c"}.remoteName("a-b", "c")
+	if n1 != "a.vk-b.a-b.c" || n2 != "a.vk-b.a.b-c" || n3 != "a.vk-b.a.b.c" || other != "a.vk-c.a-b.c" {
+		t.Errorf("names: %s %s %s %s", n1, n2, n3, other)
 	}
-	if _, again := one.remote("a-b", "c"); again != n1 {
-		t.Errorf("names are not deterministic: %s then %s", n1, again)
+	if name, ok := one.sourceName("a", n3); !ok || name != "b.c" {
+		t.Errorf("sourceName(%s) = %q, %v", n3, name, ok)
 	}
-	if _, long := one.remote("ns", strings.Repeat("x", 253)); len(long) > 253 {
-		t.Errorf("name of %d characters", len(long))
+	if _, ok := one.sourceName("a", other); ok {
+		t.Errorf("another node's name %s was taken for this node's", other)
 	}
-	perNamespace := namer{prefix: "a-"}
-	if ns, n := perNamespace.remote("team", "web"); ns != "a-team" || n != "web" {
-		t.Errorf("per namespace: %s/%s", ns, n)
+	if _, err := one.remoteName("ns", strings.Repeat("x", 250)); err == nil || !errdefs.IsInvalidInput(err) || !strings.Contains(err.Error(), "must be no more than 253 characters") {
+		t.Errorf("name past 253 characters: %v", err)
+	}
+	if ns, err := one.remoteNamespace("team"); ns != "from-a" || err != nil {
+		t.Errorf("one namespace: %s, %v", ns, err)
+	}
+	perNamespace := namer{prefix: "a-", cluster: "a", node: "vk-b"}
+	if ns, err := perNamespace.remoteNamespace("team"); ns != "a-team" || err != nil {
+		t.Errorf("per namespace: %s, %v", ns, err)
+	}
+	if _, err := perNamespace.remoteNamespace(strings.Repeat("n", 63)); err == nil || !errdefs.IsInvalidInput(err) || !strings.Contains(err.Error(), "must be no more than 63 characters") {
+		t.Errorf("prefix and a 63-character namespace: %v", err)
 	}
 }
 
 func TestRemotePod(t *testing.T) {
-	p := &Provider{
-		cfg: &Config{Pods: RemotePodScheduling{
-			NodeSelector: map[string]string{"pool": "burst"},
-			Tolerations:  []corev1.Toleration{{Key: "burst", Operator: corev1.TolerationOpExists}},
-		}},
-		names:      namer{prefix: "a-"},
-		nodeName:   "vk-b",
-		NodeBasics: provider.NodeBasics{InternalIP: "10.0.0.9"},
-	}
+	p := testProvider(t, Config{NamespacePrefix: "a-", Pods: RemotePodScheduling{
+		NodeSelector: map[string]string{"pool": "burst"},
+		Tolerations:  []corev1.Toleration{{Key: "burst", Operator: corev1.TolerationOpExists}},
+	}})
+	p.NodeBasics = provider.NodeBasics{InternalIP: "10.0.0.9"}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web", UID: "uid-1",
-			Labels: map[string]string{"app": "web"}, Annotations: map[string]string{"note": "kept"}},
+			Labels: map[string]string{"app": "web"}, Annotations: map[string]string{"mock.vkubelet.io/run-for": "1s", "note": "dropped"}},
 		Spec: corev1.PodSpec{
 			NodeName:           "vk-b",
 			NodeSelector:       map[string]string{"type": "virtual-kubelet"},
@@ -71,9 +81,13 @@ func TestRemotePod(t *testing.T) {
 			},
 		},
 	}
-	r := p.remotePod(pod)
-	if r.Namespace != "a-team" || r.Name != "web" || r.Labels[LabelNode] != "vk-b" || r.Labels[LabelSourceUID] != "uid-1" ||
-		r.Labels[LabelSourceNamespace] != "team" || r.Annotations[AnnotationSourceName] != "web" || r.Annotations["note"] != "kept" || r.Labels["app"] != "" {
+	r, err := p.remotePod(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Namespace != "a-team" || r.Name != "a.vk-b.team.web" || r.Spec.Hostname != "web" || r.Labels[LabelNode] != "vk-b" || r.Labels[LabelSourceUID] != "uid-1" ||
+		r.Labels[LabelSourceNamespace] != "team" || r.Annotations[AnnotationSourceName] != "web" || r.Annotations["mock.vkubelet.io/run-for"] != "1s" ||
+		r.Annotations["note"] != "" || r.Labels["app"] != "" {
 		t.Errorf("remote meta: %+v", r.ObjectMeta)
 	}
 	if r.Spec.NodeName != "" || r.Spec.NodeSelector["pool"] != "burst" || len(r.Spec.Tolerations) != 1 || r.Spec.Tolerations[0].Key != "burst" {
@@ -86,8 +100,8 @@ func TestRemotePod(t *testing.T) {
 	if pod.Spec.NodeName != "vk-b" || len(pod.Spec.Volumes) != 3 {
 		t.Error("remotePod modified the source pod")
 	}
-	if env, from := r.Spec.Containers[0].Env, r.Spec.Containers[0].EnvFrom; env[0].ValueFrom.ConfigMapKeyRef.Name != "settings" ||
-		env[1].ValueFrom.SecretKeyRef.Name != "creds" || env[2].Value != "$(COLOR)" || from[0].ConfigMapRef.Name != "extra" ||
+	if env, from := r.Spec.Containers[0].Env, r.Spec.Containers[0].EnvFrom; env[0].ValueFrom.ConfigMapKeyRef.Name != "a.vk-b.team.settings" ||
+		env[1].ValueFrom.SecretKeyRef.Name != "a.vk-b.team.creds" || env[2].Value != "$(COLOR)" || from[0].ConfigMapRef.Name != "a.vk-b.team.extra" ||
 		ptr.Deref(r.Spec.EnableServiceLinks, true) {
 		t.Errorf("env of the remote pod: %+v %+v, service links %v", env, from, r.Spec.EnableServiceLinks)
 	}
@@ -95,23 +109,22 @@ func TestRemotePod(t *testing.T) {
 		t.Error("remotePod renamed the source pod's references")
 	}
 	// The volume makes "creds" optional, the env mandatory: mandatory wins.
-	cms, secrets := referencedObjects(pod)
-	if want := []objectRef{{"settings", false}, {"extra", true}}; !reflect.DeepEqual(cms, want) {
-		t.Errorf("referenced configmaps: %v, want %v", cms, want)
+	refs := referencedObjects(&pod.Spec)
+	if want := []objectRef{{"settings", false}, {"extra", true}}; !reflect.DeepEqual(refs[kindConfigMap], want) {
+		t.Errorf("referenced configmaps: %v, want %v", refs[kindConfigMap], want)
 	}
-	if want := []objectRef{{"creds", false}}; !reflect.DeepEqual(secrets, want) {
-		t.Errorf("referenced secrets: %v, want %v", secrets, want)
+	if want := []objectRef{{"creds", false}}; !reflect.DeepEqual(refs[kindSecret], want) {
+		t.Errorf("referenced secrets: %v, want %v", refs[kindSecret], want)
 	}
 
-	// With one namespace in B, env references point at the copies' names.
-	one := &Provider{cfg: p.cfg, names: namer{namespace: "from-a"}, nodeName: "vk-b"}
-	r1 := one.remotePod(pod)
-	_, settingsCopy := one.names.remote("team", "settings")
-	_, credsCopy := one.names.remote("team", "creds")
-	_, extraCopy := one.names.remote("team", "extra")
-	if env, from := r1.Spec.Containers[0].Env, r1.Spec.Containers[0].EnvFrom; env[0].ValueFrom.ConfigMapKeyRef.Name != settingsCopy ||
-		env[1].ValueFrom.SecretKeyRef.Name != credsCopy || from[0].ConfigMapRef.Name != extraCopy || r1.Spec.Volumes[0].ConfigMap.Name != settingsCopy {
-		t.Errorf("references in one namespace: env %+v envFrom %+v volumes %+v", env, from, r1.Spec.Volumes)
+	// With one namespace in B, only the namespace differs.
+	one := testProvider(t, Config{Pods: p.cfg.Pods})
+	r1, err := one.remotePod(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.Namespace != "from-a" || r1.Name != r.Name || !reflect.DeepEqual(r1.Spec, r.Spec) {
+		t.Errorf("in one namespace: %s/%s %+v", r1.Namespace, r1.Name, r1.Spec)
 	}
 
 	r.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.0.5", HostIP: "10.213.1.2"}
