@@ -64,6 +64,8 @@ type Provider struct {
 
 	mu   sync.Mutex
 	pods map[string]*podJob // by namespace/name
+	// unsure holds the pods whose last sbatch failed: their job may exist.
+	unsure map[types.UID]bool
 	// notify is the controller's callback; calls are serialised by mu.
 	notify func(*corev1.Pod)
 }
@@ -110,6 +112,7 @@ func New(ctx context.Context, ic provider.InitConfig) (provider.Provider, error)
 		jobName:    "vk_" + ic.NodeName,
 		started:    time.Now(),
 		pods:       map[string]*podJob{},
+		unsure:     map[types.UID]bool{},
 	}
 	if err := os.MkdirAll(cfg.WorkDir, 0o711); err != nil {
 		return nil, fmt.Errorf("provider config %s: workDir: %v", ic.ConfigPath, err)
@@ -248,11 +251,36 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	return nil
 }
 
+// submit writes the pod's directory and submits its job. A failed sbatch
+// may still have queued the job (slurmctld took it, the answer was lost):
+// the retry looks for it before submitting again.
 func (p *Provider) submit(ctx context.Context, pod *corev1.Pod, dir string, init, main []containerPlan, args []string) (string, error) {
+	p.mu.Lock()
+	retry := p.unsure[pod.UID]
+	p.mu.Unlock()
+	if retry {
+		jobs, err := p.cli.squeue(ctx)
+		if err != nil {
+			return "", err
+		}
+		for _, j := range jobs {
+			if j.Name == p.jobName && j.Comment == jobComment(pod.UID) {
+				return j.jobID(), nil
+			}
+		}
+	}
 	if err := writePodDir(dir, pod, init, main); err != nil {
 		return "", fmt.Errorf("writing the pod's directory: %w", err)
 	}
-	return p.cli.sbatch(ctx, append(args, p.scriptPath(), dir, p.cfg.Bwrap)...)
+	id, err := p.cli.sbatch(ctx, append(args, p.scriptPath(), dir, p.cfg.Bwrap)...)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		p.unsure[pod.UID] = true
+	} else {
+		delete(p.unsure, pod.UID)
+	}
+	return id, err
 }
 
 // sbatchArgs are the options of the pod's job.
