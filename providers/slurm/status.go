@@ -95,6 +95,14 @@ func podStatus(pod *corev1.Pod, v jobView) corev1.PodStatus {
 		lostReason, lostMessage = "ContainerStatusUnknown", "the job is no longer known to Slurm"
 	}
 
+	// After a failed init container the others never start: they stay
+	// waiting, as on a kubelet.
+	initFailed := false
+	for _, c := range pod.Spec.InitContainers {
+		f := v.files[c.Name]
+		initFailed = initFailed || (!f.finished.IsZero() && f.exitCode != 0)
+	}
+
 	status := func(c *corev1.Container, waiting string) corev1.ContainerStatus {
 		cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image, ImageID: c.Image}
 		f := v.files[c.Name]
@@ -106,7 +114,7 @@ func podStatus(pod *corev1.Pod, v jobView) corev1.PodStatus {
 			}
 			cs.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: int32(f.exitCode), Reason: r,
 				StartedAt: metav1.NewTime(f.started), FinishedAt: metav1.NewTime(f.finished)}
-		case done:
+		case done && !(initFailed && f.started.IsZero()):
 			cs.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: 137, Reason: lostReason, Message: lostMessage,
 				StartedAt: metav1.NewTime(f.started)}
 		case !f.started.IsZero():

@@ -34,6 +34,7 @@ func TestPodStatusFromJobAndFiles(t *testing.T) {
 		{"time limit", jobView{job: jobIn(stateTimeout), files: map[string]containerFiles{"init": ok, "a": ran, "b": ok}}, corev1.PodFailed, "DeadlineExceeded", "137", "0", ""},
 		{"out of memory", jobView{job: jobIn(stateOOM), files: map[string]containerFiles{"init": ok, "a": ran, "b": ran}}, corev1.PodFailed, "OOMKilled", "137", "137", ""},
 		{"cancelled", jobView{job: jobIn(stateCancelled), files: map[string]containerFiles{"init": ok, "a": ran, "b": ran}}, corev1.PodFailed, "SlurmCancelled", "137", "137", ""},
+		{"init failed", jobView{job: jobIn("FAILED"), files: map[string]containerFiles{"init": failed}}, corev1.PodFailed, "", "waiting", "waiting", "PodInitializing"},
 		{"gone from squeue", jobView{gone: true, files: map[string]containerFiles{"init": ok, "a": ok, "b": ok}}, corev1.PodSucceeded, "", "0", "0", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
