@@ -231,17 +231,23 @@ func TestExecAndGracefulDelete(t *testing.T) {
 	}); err != nil {
 		t.Fatal("the container never printed ready")
 	}
-	io := &execIO{}
-	if err := p.RunInContainer(ctx, "ns", "term", "main", []string{"cat", "/etc/cfg/x"}, io); err != nil || io.out.String() != "secret-x" {
-		t.Errorf("exec cat /etc/cfg/x: %v, out %q err %q", err, io.out.String(), io.errb.String())
+	session := &execIO{}
+	if err := p.RunInContainer(ctx, "ns", "term", "main", []string{"cat", "/etc/cfg/x"}, session); err != nil || session.out.String() != "secret-x" {
+		t.Errorf("exec cat /etc/cfg/x: %v, out %q err %q", err, session.out.String(), session.errb.String())
 	}
-	io = &execIO{}
-	err := p.RunInContainer(ctx, "ns", "term", "main", []string{"ls", p.cfg.WorkDir}, io)
-	if strings.Contains(io.out.String(), string(pod.UID)) {
-		t.Errorf("the container lists the work directory with the pods' files: %q (%v)", io.out.String(), err)
+	// The attack: read the pod's secret from the work directory, where
+	// every pod's files are; the container sees an empty directory there.
+	session = &execIO{}
+	secret := filepath.Join(p.podDir(pod), "vol", "cfg", "x")
+	if err := p.RunInContainer(ctx, "ns", "term", "main", []string{"ls", "-A", p.cfg.WorkDir}, session); err != nil || session.out.String() != "" {
+		t.Errorf("ls the work directory: %v, out %q, want it empty", err, session.out.String())
 	}
-	io = &execIO{}
-	if err := p.RunInContainer(ctx, "ns", "term", "main", []string{"sh", "-c", "exit 4"}, io); err == nil || !strings.Contains(err.Error(), "exit code 4") {
+	session = &execIO{}
+	if err := p.RunInContainer(ctx, "ns", "term", "main", []string{"cat", secret}, session); err == nil || strings.Contains(session.out.String(), "secret-x") {
+		t.Errorf("cat %s through the work directory: %v, out %q", secret, err, session.out.String())
+	}
+	session = &execIO{}
+	if err := p.RunInContainer(ctx, "ns", "term", "main", []string{"sh", "-c", "exit 4"}, session); err == nil || !strings.Contains(err.Error(), "exit code 4") {
 		t.Errorf("exec exit 4: %v", err)
 	}
 
