@@ -177,6 +177,17 @@ func (n *slurmNode) jobComments(t *testing.T) []string {
 	return strings.Fields(n.slurm(t, "squeue", "--noheader", "--all", "--states=all", "--format=%k"))
 }
 
+// runningNode is a Slurm node with its daemon started and Ready, and a
+// namespace for the test's pods.
+func runningNode(t *testing.T) (*slurmNode, *daemon, string) {
+	t.Helper()
+	c := testcluster.Shared(t)
+	n := newSlurmNode(t, c)
+	d := n.start(t)
+	n.waitReady(t)
+	return n, d, c.Namespace(t)
+}
+
 func (n *slurmNode) waitReady(t *testing.T) {
 	t.Helper()
 	eventually(t, "node "+n.name+" Ready", func() (bool, string) {

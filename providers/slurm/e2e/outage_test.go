@@ -14,8 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 )
 
 // outagePods is how many pods the outage test runs: half submitted before
@@ -27,12 +25,8 @@ const outagePods = 20
 // has gone NotReady; pods created meanwhile wait; when it is back the node
 // is Ready again, every pod ends Succeeded and none was submitted twice.
 func TestSlurmctldOutage(t *testing.T) {
-	c := testcluster.Shared(t)
-	ctx := context.Background()
-	n := newSlurmNode(t, c)
-	n.start(t)
-	n.waitReady(t)
-	ns := c.Namespace(t)
+	n, _, ns := runningNode(t)
+	c, ctx := n.c, context.Background()
 
 	var uids []types.UID
 	create := func(i int) {

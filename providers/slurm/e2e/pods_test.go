@@ -42,12 +42,8 @@ while True:
 // trap writes a file exec reads while the pod terminates) and a force delete
 // cancels the job at once.
 func TestPodsAsSlurmJobs(t *testing.T) {
-	c := testcluster.Shared(t)
-	ctx := context.Background()
-	n := newSlurmNode(t, c)
-	n.start(t)
-	n.waitReady(t)
-	ns := c.Namespace(t)
+	n, _, ns := runningNode(t)
+	c, ctx := n.c, context.Background()
 
 	// Started first: Slurm enforces time limits in whole minutes.
 	deadline := n.pod(ns, "deadline", shell("main", "while :; do sleep 1; done"))

@@ -8,20 +8,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 )
 
 // TestDaemonKilledAdoptsJobs: the daemon is SIGKILLed with pods running and
 // started again; it adopts their jobs (the pods stay Running and can be
 // deleted) and submits none of them twice.
 func TestDaemonKilledAdoptsJobs(t *testing.T) {
-	c := testcluster.Shared(t)
-	ctx := context.Background()
-	n := newSlurmNode(t, c)
-	d := n.start(t)
-	n.waitReady(t)
-	ns := c.Namespace(t)
+	n, d, ns := runningNode(t)
+	c, ctx := n.c, context.Background()
 
 	const pods = 5
 	var uids []types.UID
