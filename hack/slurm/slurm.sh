@@ -104,6 +104,16 @@ start() {
 	waitfor munged munge -S "$dir/munge/munge.socket" -n
 	running "$dir/slurmctld.pid" || slurmctld -f "$SLURM_CONF"
 	waitfor slurmctld scontrol ping
+	# slurmd's cgroup plugin must find a cgroup (v1) layout, even with
+	# task/none and proctrack/linuxproc, which use none; `ip netns exec`
+	# remounts /sys without one. The named systemd hierarchy, which has no
+	# controllers, is enough; the mounts stay in the mount namespace ip made
+	# for this script.
+	if [[ -d /sys/fs/cgroup ]] && ! mountpoint -q /sys/fs/cgroup; then
+		mount -t tmpfs cgroup /sys/fs/cgroup
+		mkdir /sys/fs/cgroup/systemd
+		mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd
+	fi
 	running "$dir/slurmd.pid" || slurmd -f "$SLURM_CONF" -N vk-slurm
 	waitfor "the node" bash -c '[[ $(sinfo -h -N -o %t) =~ ^(idle|mix|alloc) ]]'
 	cat <<EOF

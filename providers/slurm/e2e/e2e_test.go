@@ -110,7 +110,8 @@ func newSlurmNode(t *testing.T, c *testcluster.Cluster) *slurmNode {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(n.dir) })
 	if out, err := n.host.Command(context.Background(), slurmScript(), "start", n.dir).CombinedOutput(); err != nil {
-		t.Fatalf("starting Slurm: %v\n%s", err, out)
+		logs, _ := exec.Command("tail", "-n", "20", filepath.Join(n.dir, "slurmctld.log"), filepath.Join(n.dir, "slurmd.log")).CombinedOutput()
+		t.Fatalf("starting Slurm: %v\n%s\n%s", err, out, logs)
 	}
 	t.Cleanup(func() { _ = n.host.Command(context.Background(), slurmScript(), "stop", n.dir).Run() })
 	n.config = filepath.Join(n.dir, "provider.yaml")
