@@ -95,11 +95,15 @@ func slurmScript() string {
 }
 
 // newSlurmNode starts Slurm in a new node host (installing Debian's
-// packages when missing) and writes the provider's config.
+// packages first when missing) and writes the provider's config.
 func newSlurmNode(t *testing.T, c *testcluster.Cluster) *slurmNode {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("Slurm runs as root here")
+	}
+	// Installed from the root namespace: the node host reaches no mirror.
+	if out, err := exec.Command(slurmScript(), "install").CombinedOutput(); err != nil {
+		t.Fatalf("installing Slurm: %v\n%s", err, out)
 	}
 	n := &slurmNode{c: c, name: testcluster.UniqueName("vk-slurm")}
 	n.host = c.AddHost(t, testcluster.UniqueName("h"))
