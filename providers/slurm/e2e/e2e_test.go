@@ -176,7 +176,7 @@ func (n *slurmNode) slurm(t *testing.T, name string, args ...string) string {
 	return string(out)
 }
 
-// jobsNamed lists the comments of the jobs squeue shows, one per job.
+// jobComments lists the comments of all the jobs squeue shows, one per job.
 func (n *slurmNode) jobComments(t *testing.T) []string {
 	t.Helper()
 	return strings.Fields(n.slurm(t, "squeue", "--noheader", "--all", "--states=all", "--format=%k"))
