@@ -20,7 +20,7 @@ IMAGE      ?= virtual-kubelet:$(VERSION)
 LDFLAGS    := -X github.com/vkubelet/virtual-kubelet/internal/version.Version=$(VERSION) \
               -X github.com/vkubelet/virtual-kubelet/internal/version.GitCommit=$(GIT_COMMIT)
 
-.PHONY: all build build-static image test run run-two-clusters cluster-up cluster-down controlplane bench bench-ab vet fmt clean
+.PHONY: all build build-static image test run run-two-clusters run-slurm cluster-up cluster-down controlplane bench bench-ab vet fmt clean
 
 all: build
 
@@ -52,6 +52,9 @@ CLUSTER_B_DIR ?= $(or $(TMPDIR),/tmp)/virtual-kubelet/cluster-b
 
 run-two-clusters: build ## clusters A and B; node vk-b of A runs its pods in B (--provider kubernetes)
 	@CLUSTER_DIR=$(CLUSTER_DIR) CLUSTER_B_DIR=$(CLUSTER_B_DIR) BIN=$(BIN) METRICS_SERVER=$(METRICS_SERVER) hack/run-two-clusters.sh
+
+run-slurm: build ## local control plane + a one-node Slurm on loopback; node vk-slurm runs its pods as Slurm jobs (--provider slurm, root)
+	@CLUSTER_DIR=$(CLUSTER_DIR) BIN=$(BIN) METRICS_SERVER=$(METRICS_SERVER) hack/slurm/run.sh
 
 test: ## go vet, unit and e2e tests, all with -race, against a real control plane
 	@BIN=$(BIN) hack/test.sh

@@ -1,0 +1,122 @@
+package slurm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// slurmCLI runs the Slurm commands; every argument is passed as its own
+// argv element, never through a shell.
+type slurmCLI struct {
+	bin string
+	env []string
+}
+
+func newCLI(cfg *Config) *slurmCLI {
+	env := os.Environ()
+	if cfg.SlurmConf != "" {
+		env = append(env, "SLURM_CONF="+cfg.SlurmConf)
+	}
+	return &slurmCLI{bin: cfg.SlurmBin, env: env}
+}
+
+// command is an exec.Cmd for a Slurm command.
+func (s *slurmCLI) command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, name), args...)
+	cmd.Env = s.env
+	return cmd
+}
+
+// run runs a Slurm command and returns its standard output; the error
+// carries its standard error.
+func (s *slurmCLI) run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	cmd := s.command(ctx, name, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v: %s", name, err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// sbatch submits a job and returns its id.
+func (s *slurmCLI) sbatch(ctx context.Context, args ...string) (string, error) {
+	out, err := s.run(ctx, "sbatch", append([]string{"--parsable"}, args...)...)
+	if err != nil {
+		return "", err
+	}
+	// --parsable prints "id" or "id;cluster".
+	id, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
+	if _, err := strconv.ParseUint(id, 10, 64); err != nil {
+		return "", fmt.Errorf("sbatch: unexpected output %q", out)
+	}
+	return id, nil
+}
+
+// job is what squeue --json says of a job, the fields the provider reads.
+type job struct {
+	ID         uint64 `json:"job_id"`
+	Name       string `json:"name"`
+	Comment    string `json:"comment"`
+	State      string `json:"job_state"`
+	Reason     string `json:"state_reason"`
+	BatchHost  string `json:"batch_host"`
+	StartTime  int64  `json:"start_time"`
+	ExitCode   int    `json:"exit_code"`
+	StdoutPath string `json:"standard_output"`
+}
+
+// jobID is the job's id as the commands take it.
+func (j *job) jobID() string { return strconv.FormatUint(j.ID, 10) }
+
+// squeue lists every job Slurm knows (running, pending and recently
+// finished); Slurm 22.05 ignores filters with --json, so the caller picks
+// its own.
+func (s *slurmCLI) squeue(ctx context.Context) ([]job, error) {
+	out, err := s.run(ctx, "squeue", "--json")
+	if err != nil {
+		return nil, err
+	}
+	var resp struct {
+		Jobs   []job `json:"jobs"`
+		Errors []any `json:"errors"`
+	}
+	if err := json.Unmarshal(out, &resp); err != nil {
+		return nil, fmt.Errorf("squeue --json: %v", err)
+	}
+	if len(resp.Errors) > 0 {
+		return nil, fmt.Errorf("squeue --json: %v", resp.Errors)
+	}
+	return resp.Jobs, nil
+}
+
+// slurmNode is what sinfo --json says of a node.
+type slurmNode struct {
+	Name       string `json:"name"`
+	Address    string `json:"address"`
+	CPUs       int64  `json:"cpus"`
+	RealMemory int64  `json:"real_memory"` // MiB
+}
+
+// sinfo lists the cluster's nodes.
+func (s *slurmCLI) sinfo(ctx context.Context) ([]slurmNode, error) {
+	out, err := s.run(ctx, "sinfo", "--json")
+	if err != nil {
+		return nil, err
+	}
+	var resp struct {
+		Nodes []slurmNode `json:"nodes"`
+	}
+	if err := json.Unmarshal(out, &resp); err != nil {
+		return nil, fmt.Errorf("sinfo --json: %v", err)
+	}
+	return resp.Nodes, nil
+}

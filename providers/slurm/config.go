@@ -1,0 +1,162 @@
+package slurm
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
+)
+
+// Config is the --provider-config file, in YAML or JSON:
+//
+//	partition: batch          # sbatch --partition; empty: the cluster's default
+//	account: physics          # sbatch --account
+//	qos: normal               # sbatch --qos
+//	user: vkjobs              # jobs run as this user (sbatch --uid; the daemon runs as root)
+//	workDir: /shared/vk       # shared with the compute nodes: one directory per pod
+//	slurmBin: /usr/bin        # where sbatch, squeue, scancel, srun and sinfo are
+//	slurmConf: /etc/slurm/slurm.conf   # SLURM_CONF for those commands; empty: theirs
+//	bwrap: /usr/bin/bwrap     # bubblewrap on the compute nodes
+//	pollInterval: 2s          # one squeue for all the node's jobs per interval
+//	images:                   # what each container image runs as; others are refused
+//	  busybox: {host: true}                       # the command on the host (read-only)
+//	  python:3.12: {prefix: [/opt/py312/bin/python3]}   # the command after a prefix
+//	  debian:12: {root: /srv/images/debian12}     # a directory as the root file system
+//	capacity: {cpu: "64", memory: 256Gi, pods: "500"}   # or left out: from sinfo
+type Config struct {
+	Partition    string            `json:"partition,omitempty"`
+	Account      string            `json:"account,omitempty"`
+	QOS          string            `json:"qos,omitempty"`
+	User         string            `json:"user,omitempty"`
+	WorkDir      string            `json:"workDir"`
+	SlurmBin     string            `json:"slurmBin,omitempty"`
+	SlurmConf    string            `json:"slurmConf,omitempty"`
+	Bwrap        string            `json:"bwrap,omitempty"`
+	PollInterval string            `json:"pollInterval,omitempty"`
+	Images       map[string]Image  `json:"images"`
+	Capacity     map[string]string `json:"capacity,omitempty"`
+
+	poll time.Duration
+}
+
+// Image says what a container of an image runs: exactly one of the fields.
+type Image struct {
+	// Host runs the command on the host's file system, mounted read-only.
+	Host bool `json:"host,omitempty"`
+	// Prefix runs the prefix, then the container's command and args, on the
+	// host's file system.
+	Prefix []string `json:"prefix,omitempty"`
+	// Root is a directory used, read-only, as the container's root.
+	Root string `json:"root,omitempty"`
+}
+
+// DefaultPollInterval is how often squeue is asked about the node's jobs.
+const DefaultPollInterval = 2 * time.Second
+
+// LoadConfig reads and validates the config file. Errors name the file and
+// the field.
+func LoadConfig(path string) (*Config, error) {
+	if path == "" {
+		return nil, errors.New("--provider-config is required: it names the work directory and the image table (see providers/slurm.Config)")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("provider config: %w", err)
+	}
+	var cfg Config
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		return nil, fmt.Errorf("provider config %s: %v", path, err)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("provider config %s: %w", path, err)
+	}
+	return &cfg, nil
+}
+
+func (c *Config) validate() error {
+	if c.WorkDir == "" || !filepath.IsAbs(c.WorkDir) {
+		return fmt.Errorf("workDir: must be an absolute path shared with the compute nodes, got %q", c.WorkDir)
+	}
+	c.WorkDir = filepath.Clean(c.WorkDir)
+	for field, v := range map[string]*string{"slurmBin": &c.SlurmBin, "bwrap": &c.Bwrap, "slurmConf": &c.SlurmConf} {
+		if *v != "" && !filepath.IsAbs(*v) {
+			return fmt.Errorf("%s: must be an absolute path, got %q", field, *v)
+		}
+	}
+	if c.SlurmBin == "" {
+		c.SlurmBin = "/usr/bin"
+	}
+	if c.Bwrap == "" {
+		c.Bwrap = "/usr/bin/bwrap"
+	}
+	for field, v := range map[string]string{"partition": c.Partition, "account": c.Account, "qos": c.QOS, "user": c.User} {
+		if strings.ContainsAny(v, " \t\n,=") || strings.HasPrefix(v, "-") {
+			return fmt.Errorf("%s: %q is not a Slurm name (no blanks, commas, '=' or leading '-')", field, v)
+		}
+	}
+	c.poll = DefaultPollInterval
+	if c.PollInterval != "" {
+		d, err := time.ParseDuration(c.PollInterval)
+		if err != nil || d < 100*time.Millisecond {
+			return fmt.Errorf("pollInterval: must be a duration of at least 100ms such as \"2s\", got %q", c.PollInterval)
+		}
+		c.poll = d
+	}
+	if len(c.Images) == 0 {
+		return errors.New("images: the table is empty: name at least one image, e.g. {busybox: {host: true}}")
+	}
+	for _, name := range sortedKeys(c.Images) {
+		img := c.Images[name]
+		set := 0
+		for _, ok := range []bool{img.Host, len(img.Prefix) > 0, img.Root != ""} {
+			if ok {
+				set++
+			}
+		}
+		if set != 1 {
+			return fmt.Errorf("images.%s: set exactly one of host: true, prefix: [command...] or root: /directory", name)
+		}
+		if img.Root != "" && !filepath.IsAbs(img.Root) {
+			return fmt.Errorf("images.%s.root: must be an absolute path, got %q", name, img.Root)
+		}
+	}
+	for name, v := range c.Capacity {
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return fmt.Errorf("capacity.%s: invalid quantity %q: %v", name, v, err)
+		}
+		if q.Sign() < 0 {
+			return fmt.Errorf("capacity.%s: quantity %q must not be negative", name, v)
+		}
+	}
+	return nil
+}
+
+// capacity returns the fixed capacity, or nil when it comes from sinfo;
+// validate has checked the quantities.
+func (c *Config) capacity() corev1.ResourceList {
+	if len(c.Capacity) == 0 {
+		return nil
+	}
+	out := corev1.ResourceList{}
+	for name, v := range c.Capacity {
+		out[corev1.ResourceName(name)] = resource.MustParse(v)
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,90 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// outagePods is how many pods the outage test runs: half submitted before
+// slurmctld stops, half while it is down. Kept small for a shared 2-core
+// machine; each pod is one job of a few sleeping processes.
+const outagePods = 20
+
+// TestSlurmctldOutage: slurmctld stops for at least 60 s, until the node
+// has gone NotReady; pods created meanwhile wait; when it is back the node
+// is Ready again, every pod ends Succeeded and none was submitted twice.
+func TestSlurmctldOutage(t *testing.T) {
+	n, _, ns := runningNode(t)
+	c, ctx := n.c, context.Background()
+
+	var uids []types.UID
+	create := func(i int) {
+		p := n.create(t, n.pod(ns, fmt.Sprintf("p%d", i), shell("main", "sleep 20")))
+		uids = append(uids, p.UID)
+	}
+	for i := range outagePods / 2 {
+		create(i)
+	}
+	for i := range outagePods / 2 {
+		n.waitPod(t, ns, fmt.Sprintf("p%d", i), "Running", running)
+	}
+
+	pidData, err := os.ReadFile(filepath.Join(n.dir, "slurmctld.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(pidData)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	for i := outagePods / 2; i < outagePods; i++ {
+		create(i)
+	}
+	eventually(t, "node NotReady while slurmctld is down", func() (bool, string) {
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				return cond.Status != corev1.ConditionTrue, string(cond.Status)
+			}
+		}
+		return false, "no Ready condition"
+	})
+	if wait := 60*time.Second - time.Since(stopped); wait > 0 {
+		// The outage's length is the scenario, not a synchronisation.
+		time.Sleep(wait)
+	}
+	if out, err := n.host.Command(ctx, slurmScript(), "start", n.dir).CombinedOutput(); err != nil {
+		t.Fatalf("starting slurmctld again: %v\n%s", err, out)
+	}
+	n.waitReady(t)
+	for i := range outagePods {
+		n.waitPod(t, ns, fmt.Sprintf("p%d", i), "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	}
+	jobs := map[string]int{}
+	for _, comment := range n.jobComments(t) {
+		jobs[comment]++
+	}
+	for _, uid := range uids {
+		if got := jobs["vk-pod:"+string(uid)]; got != 1 {
+			t.Errorf("pod %s: %d jobs, want 1", uid, got)
+		}
+	}
+}

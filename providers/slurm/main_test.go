@@ -1,0 +1,90 @@
+package slurm
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+// The package's tests share one Slurm on loopback (hack/slurm/slurm.sh),
+// started by the first test that needs it and stopped after the last.
+var (
+	slurmOnce sync.Once
+	slurmConf string
+	slurmDir  string
+	slurmErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if slurmDir != "" {
+		_ = exec.Command(slurmScript(), "stop", slurmDir).Run()
+		_ = os.RemoveAll(slurmDir)
+	}
+	os.Exit(code)
+}
+
+// slurmScript is hack/slurm/slurm.sh of this checkout.
+func slurmScript() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "hack", "slurm", "slurm.sh")
+}
+
+// freePorts returns n TCP ports free on loopback.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// localSlurm returns the SLURM_CONF of the package's Slurm, starting it
+// (and installing Debian's packages) the first time. It needs no control
+// plane, so it runs with -short too.
+func localSlurm(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("hack/slurm/slurm.sh runs Slurm as root")
+	}
+	slurmOnce.Do(func() {
+		ports, err := freePorts(2)
+		if err != nil {
+			slurmErr = err
+			return
+		}
+		if slurmDir, slurmErr = os.MkdirTemp("", "vk-slurm-"); slurmErr != nil {
+			return
+		}
+		cmd := exec.Command(slurmScript(), "start", slurmDir)
+		cmd.Env = append(os.Environ(), "SLURMCTLD_PORT="+strconv.Itoa(ports[0]), "SLURMD_PORT="+strconv.Itoa(ports[1]))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			slurmErr = fmt.Errorf("%v: %s", err, out)
+			return
+		}
+		slurmConf = filepath.Join(slurmDir, "slurm.conf")
+	})
+	if slurmErr != nil {
+		t.Fatalf("starting Slurm: %v", slurmErr)
+	}
+	return slurmConf
+}
+
+// slurmCommand runs a Slurm command against the package's Slurm.
+func slurmCommand(ctx context.Context, conf, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), "SLURM_CONF="+conf)
+	return cmd.CombinedOutput()
+}

@@ -1,0 +1,279 @@
+package slurm
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/vkubelet/virtual-kubelet/internal/provider"
+	"github.com/vkubelet/virtual-kubelet/node/api"
+	"github.com/vkubelet/virtual-kubelet/node/volume"
+)
+
+// These tests drive the provider directly against a real Slurm (no API
+// server): what each pod's job does and what the provider reports.
+
+// recorder keeps the statuses the provider notifies.
+type recorder struct {
+	mu   sync.Mutex
+	last map[string]*corev1.Pod
+}
+
+func (r *recorder) record(pod *corev1.Pod) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.last[pod.Namespace+"/"+pod.Name] = pod
+}
+
+// waitFor waits until the pod's last notified status satisfies cond.
+func (r *recorder) waitFor(t *testing.T, name, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		pod = r.last["ns/"+name]
+		return pod != nil && cond(pod), nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s %s: %v (last: %+v)", name, what, err, pod)
+	}
+	return pod
+}
+
+func writeConfig(t *testing.T, conf, extra string) string {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "slurm.yaml")
+	data := fmt.Sprintf("workDir: %s\nslurmConf: %s\npollInterval: 200ms\nimages:\n  busybox: {host: true}\n%s", filepath.Join(dir, "work"), conf, extra)
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// newProvider starts a provider for a new node name against the package's
+// Slurm; its poll loop stops when the test ends.
+func newProvider(t *testing.T, configPath string) (*Provider, *recorder) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	prov, err := New(ctx, provider.InitConfig{ConfigPath: configPath, NodeName: "vk-" + string(uuid.NewUUID())[:8], InternalIP: "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := prov.(*Provider)
+	r := &recorder{last: map[string]*corev1.Pod{}}
+	p.NotifyPods(ctx, r.record)
+	return p, r
+}
+
+func testPod(name string, containers ...corev1.Container) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uuid.NewUUID())},
+		Spec:       corev1.PodSpec{Containers: containers, RestartPolicy: corev1.RestartPolicyNever},
+	}
+}
+
+func shell(name, script string) corev1.Container {
+	return corev1.Container{Name: name, Image: "busybox", Command: []string{"sh", "-c", script}}
+}
+
+func terminated(name string) func(*corev1.Pod) bool {
+	return func(p *corev1.Pod) bool {
+		for _, s := range p.Status.ContainerStatuses {
+			if s.Name == name {
+				return s.State.Terminated != nil
+			}
+		}
+		return false
+	}
+}
+
+func exitCode(p *corev1.Pod, name string) int32 {
+	for _, s := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+		if s.Name == name && s.State.Terminated != nil {
+			return s.State.Terminated.ExitCode
+		}
+	}
+	return -1
+}
+
+func readLog(t *testing.T, p *Provider, pod, container string, opts api.ContainerLogOpts) string {
+	t.Helper()
+	rc, err := p.GetContainerLogs(context.Background(), "ns", pod, container, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// jobsOf counts the jobs Slurm lists for the pod.
+func jobsOf(t *testing.T, p *Provider, uid types.UID) int {
+	t.Helper()
+	jobs, err := p.cli.squeue(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, j := range jobs {
+		if j.Comment == jobComment(uid) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestPodRunsAsJob: a pod with an init container, a volume and env runs as
+// one job; the init container runs first, the main container sees the
+// volume's file and the env, shell metacharacters in args stay literal,
+// the exit code comes back, and a second CreatePod submits nothing.
+func TestPodRunsAsJob(t *testing.T) {
+	p, r := newProvider(t, writeConfig(t, localSlurm(t), ""))
+	ctx := context.Background()
+	attack := "$(touch /tmp/vk-slurm-pwned);`touch /tmp/vk-slurm-pwned`;x"
+	pod := testPod("job",
+		corev1.Container{Name: "main", Image: "busybox", Command: []string{"sh", "-c", `cat /etc/cfg/x; echo "env=$GREETING"; cat /data/init; echo "arg=$1"; exit 3`, "sh", attack},
+			Env:          []corev1.EnvVar{{Name: "GREETING", Value: "hi; there"}},
+			VolumeMounts: []corev1.VolumeMount{{Name: "cfg", MountPath: "/etc/cfg"}, {Name: "data", MountPath: "/data"}}},
+	)
+	pod.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "busybox", Command: []string{"sh", "-c", "echo from-init > /data/init"},
+		VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}}
+	pod.Spec.Volumes = []corev1.Volume{
+		{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}},
+		{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	err := p.SetPodVolumes(ctx, pod, &volume.Contents{Volumes: []volume.Volume{{Name: "cfg", Files: []volume.File{{Path: "x", Data: "config-x\n", Mode: 0o644}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CreatePod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CreatePod(ctx, pod.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	got := r.waitFor(t, "job", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	if c := exitCode(got, "main"); c != 3 {
+		out, _ := os.ReadFile(filepath.Join(p.podDir(pod), "job.out"))
+		t.Errorf("main exit code %d, want 3; the job's output:\n%s", c, out)
+	}
+	if c := exitCode(got, "init"); c != 0 {
+		t.Errorf("init exit code %d, want 0", c)
+	}
+	want := "config-x\nenv=hi; there\nfrom-init\narg=" + attack + "\n"
+	if log := readLog(t, p, "job", "main", api.ContainerLogOpts{Tail: -1}); log != want {
+		t.Errorf("log %q, want %q", log, want)
+	}
+	if log := readLog(t, p, "job", "main", api.ContainerLogOpts{Tail: 1}); log != "arg="+attack+"\n" {
+		t.Errorf("tail 1: %q", log)
+	}
+	if _, err := os.Stat("/tmp/vk-slurm-pwned"); err == nil {
+		t.Error("an argument was run as shell: /tmp/vk-slurm-pwned exists")
+	}
+	if n := jobsOf(t, p, pod.UID); n != 1 {
+		t.Errorf("%d jobs for the pod, want 1", n)
+	}
+}
+
+// execIO is an AttachIO with output only.
+type execIO struct{ out, errb bytes.Buffer }
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+func (e *execIO) Stdin() io.Reader            { return nil }
+func (e *execIO) Stdout() io.WriteCloser      { return nopCloser{&e.out} }
+func (e *execIO) Stderr() io.WriteCloser      { return nopCloser{&e.errb} }
+func (e *execIO) TTY() bool                   { return false }
+func (e *execIO) Resize() <-chan api.TermSize { return nil }
+
+// TestExecAndGracefulDelete: exec runs in the container's mount view (its
+// volume is there, the work directory with other pods' files is not);
+// deleting the pod sends TERM to the container, whose trap runs, and the job
+// then ends; a second pod, deleted with no grace, is cancelled at once.
+func TestExecAndGracefulDelete(t *testing.T) {
+	p, r := newProvider(t, writeConfig(t, localSlurm(t), ""))
+	ctx := context.Background()
+	pod := testPod("term", shell("main", `trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 0.1; done`))
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "cfg", MountPath: "/etc/cfg"}}
+	pod.Spec.Volumes = []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s"}}}}
+	if err := p.SetPodVolumes(ctx, pod, &volume.Contents{Volumes: []volume.Volume{{Name: "cfg", Files: []volume.File{{Path: "x", Data: "secret-x", Mode: 0o600}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CreatePod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "term", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	// The trap is set once "ready" is printed.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return strings.Contains(readLog(t, p, "term", "main", api.ContainerLogOpts{Tail: -1}), "ready"), nil
+	}); err != nil {
+		t.Fatal("the container never printed ready")
+	}
+	session := &execIO{}
+	if err := p.RunInContainer(ctx, "ns", "term", "main", []string{"cat", "/etc/cfg/x"}, session); err != nil || session.out.String() != "secret-x" {
+		t.Errorf("exec cat /etc/cfg/x: %v, out %q err %q", err, session.out.String(), session.errb.String())
+	}
+	// The attack: read the pod's secret from the work directory, where
+	// every pod's files are; the container sees an empty directory there.
+	session = &execIO{}
+	secret := filepath.Join(p.podDir(pod), "vol", "cfg", "x")
+	if err := p.RunInContainer(ctx, "ns", "term", "main", []string{"ls", "-A", p.cfg.WorkDir}, session); err != nil || session.out.String() != "" {
+		t.Errorf("ls the work directory: %v, out %q, want it empty", err, session.out.String())
+	}
+	session = &execIO{}
+	if err := p.RunInContainer(ctx, "ns", "term", "main", []string{"cat", secret}, session); err == nil || strings.Contains(session.out.String(), "secret-x") {
+		t.Errorf("cat %s through the work directory: %v, out %q", secret, err, session.out.String())
+	}
+	session = &execIO{}
+	if err := p.RunInContainer(ctx, "ns", "term", "main", []string{"sh", "-c", "exit 4"}, session); err == nil || !strings.Contains(err.Error(), "exit code 4") {
+		t.Errorf("exec exit 4: %v", err)
+	}
+
+	del := pod.DeepCopy()
+	del.DeletionGracePeriodSeconds = ptr.To[int64](60)
+	start := time.Now()
+	if err := p.DeletePod(ctx, del); err != nil {
+		t.Fatal(err)
+	}
+	got := r.waitFor(t, "term", "terminated", terminated("main"))
+	if c := exitCode(got, "main"); c != 7 {
+		t.Errorf("exit code %d after a graceful delete, want 7 (the TERM trap's)", c)
+	}
+	if took := time.Since(start); took > 50*time.Second {
+		t.Errorf("the job outlived its TERM trap: %s", took)
+	}
+
+	force := testPod("force", shell("main", `trap '' TERM; while :; do sleep 0.1; done`))
+	if err := p.CreatePod(ctx, force); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "force", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	del = force.DeepCopy()
+	del.DeletionGracePeriodSeconds = ptr.To[int64](0)
+	if err := p.DeletePod(ctx, del); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "force", "terminated", terminated("main"))
+}

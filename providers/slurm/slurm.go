@@ -1,0 +1,545 @@
+// Package slurm is a provider that runs a virtual node's pods as Slurm
+// batch jobs: one job per pod, each container a process under bubblewrap
+// inside it (init containers first, in order), with the pod's volumes
+// bind-mounted from a per-pod directory in a work directory the compute
+// nodes share (see job.sh for the job's side).
+//
+// State is pushed: one squeue --json per poll interval for every job of the
+// node, diffed against what was last reported, changes sent through
+// NotifyPods. Jobs carry the pod's UID in their comment, so a restarted
+// daemon adopts its running jobs and never submits a pod twice.
+package slurm
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vkubelet/virtual-kubelet/internal/provider"
+	"github.com/vkubelet/virtual-kubelet/node"
+	"github.com/vkubelet/virtual-kubelet/node/errdefs"
+	"github.com/vkubelet/virtual-kubelet/node/log"
+	"github.com/vkubelet/virtual-kubelet/node/volume"
+)
+
+//go:embed job.sh
+var jobScript []byte
+
+// AnnotationSbatchPrefix starts the pod annotations that pass an extra
+// sbatch option: slurm.virtual-kubelet.io/sbatch-constraint: "avx512"
+// becomes --constraint=avx512. Only the options in SbatchOptions are taken.
+const AnnotationSbatchPrefix = "slurm.virtual-kubelet.io/sbatch-"
+
+// SbatchOptions are the sbatch options a pod's annotations may set; the
+// others (--uid, --chdir, --output, --wrap, ...) would let a pod author
+// step outside what the node's config allows.
+var SbatchOptions = map[string]bool{
+	"constraint": true, "gres": true, "licenses": true, "reservation": true,
+	"nice": true, "exclusive": true, "time-min": true, "mail-type": true,
+}
+
+// Provider runs pods as Slurm jobs. Create it with New.
+type Provider struct {
+	// NodeBasics answers NodeAddresses, NodeDaemonEndpoints and
+	// OperatingSystem from the init config.
+	provider.NodeBasics
+	cfg      *Config
+	cli      *slurmCLI
+	jobName  string
+	capacity corev1.ResourceList
+	started  time.Time
+
+	mu   sync.Mutex
+	pods map[string]*podJob // by namespace/name
+	// unsure holds the pods whose last sbatch failed: their job may exist.
+	unsure map[types.UID]bool
+	// notify is the controller's callback; calls are serialised by mu.
+	notify func(*corev1.Pod)
+}
+
+// podJob is one pod and its job.
+type podJob struct {
+	pod   *corev1.Pod
+	dir   string
+	jobID string // empty while sbatch runs
+	// submitted is when sbatch returned: a listing started before it may
+	// not show the job.
+	submitted time.Time
+	job       *job // as squeue last listed it; nil when it no longer does
+	// listed is set once a listing started after the submission: from
+	// then on a job missing from squeue has ended.
+	listed bool
+	// deleting is set once DeletePod asked the job to stop.
+	deleting bool
+	status   corev1.PodStatus
+}
+
+var (
+	_ node.Provider            = (*Provider)(nil)
+	_ node.LogsProvider        = (*Provider)(nil)
+	_ node.ExecProvider        = (*Provider)(nil)
+	_ node.PortForwardProvider = (*Provider)(nil)
+	_ node.PodVolumeHandler    = (*Provider)(nil)
+	_ node.PodNotifier         = (*Provider)(nil)
+	_ node.NodeProvider        = (*Provider)(nil)
+)
+
+// New builds the provider from its config file (see Config), installs the
+// job script in the work directory and adopts the node's jobs that are
+// still in Slurm.
+func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
+	cfg, err := LoadConfig(ic.ConfigPath)
+	if err != nil {
+		return nil, err
+	}
+	p := &Provider{
+		NodeBasics: provider.NodeBasicsFrom(ic),
+		cfg:        cfg,
+		cli:        newCLI(cfg),
+		jobName:    "vk_" + ic.NodeName,
+		started:    time.Now(),
+		pods:       map[string]*podJob{},
+		unsure:     map[types.UID]bool{},
+	}
+	if err := os.MkdirAll(cfg.WorkDir, 0o711); err != nil {
+		return nil, fmt.Errorf("provider config %s: workDir: %v", ic.ConfigPath, err)
+	}
+	if err := writeAtomic(p.scriptPath(), jobScript, 0o755); err != nil {
+		return nil, fmt.Errorf("provider config %s: workDir: %v", ic.ConfigPath, err)
+	}
+	if p.capacity = cfg.capacity(); p.capacity == nil {
+		if p.capacity, err = p.sinfoCapacity(ctx); err != nil {
+			return nil, fmt.Errorf("node capacity from sinfo (or set capacity in %s): %w", ic.ConfigPath, err)
+		}
+	}
+	if err := p.adopt(ctx); err != nil {
+		return nil, fmt.Errorf("adopting the node's jobs: %w", err)
+	}
+	return p, nil
+}
+
+func (p *Provider) scriptPath() string { return filepath.Join(p.cfg.WorkDir, "job.sh") }
+
+func podKey(namespace, name string) string { return namespace + "/" + name }
+
+// jobComment names the pod a job runs; adoption reads it back.
+func jobComment(uid types.UID) string { return "vk-pod:" + string(uid) }
+
+// sinfoCapacity sums the capacity of the partition's nodes.
+func (p *Provider) sinfoCapacity(ctx context.Context) (corev1.ResourceList, error) {
+	nodes, err := p.cli.sinfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var cpus, mem int64
+	for _, n := range nodes {
+		cpus += n.CPUs
+		mem += n.RealMemory
+	}
+	return corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewQuantity(cpus, resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(mem<<20, resource.BinarySI),
+		corev1.ResourcePods:   *resource.NewQuantity(1000, resource.DecimalSI),
+	}, nil
+}
+
+// adopt takes over the jobs of this node that Slurm still lists, from the
+// pods their directories kept.
+func (p *Provider) adopt(ctx context.Context) error {
+	jobs, err := p.cli.squeue(ctx)
+	if err != nil {
+		return err
+	}
+	for i := range jobs {
+		j := &jobs[i]
+		uid, ok := strings.CutPrefix(j.Comment, "vk-pod:")
+		if j.Name != p.jobName || !ok {
+			continue
+		}
+		dir := filepath.Join(p.cfg.WorkDir, uid)
+		data, err := os.ReadFile(filepath.Join(dir, "pod.json"))
+		if err != nil {
+			log.G(ctx).WithError(err).Warnf("job %d: the pod it runs is unknown", j.ID)
+			continue
+		}
+		var pod corev1.Pod
+		if err := json.Unmarshal(data, &pod); err != nil || string(pod.UID) != uid {
+			log.G(ctx).Warnf("job %d: %s is not the pod's", j.ID, filepath.Join(dir, "pod.json"))
+			continue
+		}
+		key := podKey(pod.Namespace, pod.Name)
+		if old, ok := p.pods[key]; ok && old.job != nil && old.job.ID > j.ID {
+			continue
+		}
+		pj := &podJob{pod: &pod, dir: dir, jobID: j.jobID(), job: j, listed: true}
+		pj.status = podStatus(&pod, p.view(pj))
+		p.pods[key] = pj
+		log.G(ctx).Infof("adopted job %d of pod %s", j.ID, key)
+	}
+	return nil
+}
+
+// Capacity implements node.Provider.
+func (p *Provider) Capacity(context.Context) corev1.ResourceList { return p.capacity.DeepCopy() }
+
+// NodeConditions implements node.Provider.
+func (p *Provider) NodeConditions(context.Context) []corev1.NodeCondition {
+	return provider.HealthyConditions(p.started, "slurm provider")
+}
+
+// Ping implements node.NodeProvider: the node is Ready while slurmctld
+// answers.
+func (p *Provider) Ping(ctx context.Context) error {
+	_, err := p.cli.run(ctx, "squeue", "--noheader", "--states=RUNNING", "--format=%i", "--name="+p.jobName)
+	return err
+}
+
+// NotifyNodeStatus implements node.NodeProvider; the node's status does not
+// change but through Ping.
+func (p *Provider) NotifyNodeStatus(context.Context, func(*corev1.Node)) {}
+
+// SetPodVolumes implements node.PodVolumeHandler: the files go to the pod's
+// directory, where its containers' bind mounts see them.
+func (p *Provider) SetPodVolumes(_ context.Context, pod *corev1.Pod, contents *volume.Contents) error {
+	return writeVolumes(p.podDir(pod), contents)
+}
+
+// CreatePod submits the pod's job, unless a job for it already exists.
+func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
+	key := podKey(pod.Namespace, pod.Name)
+	dir := p.podDir(pod)
+	init, main, err := p.plan(pod, dir)
+	if err != nil {
+		return err
+	}
+	args, err := p.sbatchArgs(pod, dir)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	if pj, ok := p.pods[key]; ok && pj.pod.UID == pod.UID {
+		p.mu.Unlock()
+		return nil
+	}
+	pj := &podJob{pod: pod.DeepCopy(), dir: dir}
+	p.pods[key] = pj
+	p.mu.Unlock()
+
+	id, err := p.submit(ctx, pod, dir, init, main, args)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		delete(p.pods, key)
+		return err
+	}
+	pj.jobID, pj.submitted = id, time.Now()
+	log.G(ctx).Infof("pod %s is job %s", key, id)
+	p.report(pj)
+	return nil
+}
+
+// submit writes the pod's directory and submits its job. A failed sbatch
+// may still have queued the job (slurmctld took it, the answer was lost):
+// the retry looks for it before submitting again.
+func (p *Provider) submit(ctx context.Context, pod *corev1.Pod, dir string, init, main []containerPlan, args []string) (string, error) {
+	p.mu.Lock()
+	retry := p.unsure[pod.UID]
+	p.mu.Unlock()
+	if retry {
+		jobs, err := p.cli.squeue(ctx)
+		if err != nil {
+			return "", err
+		}
+		for _, j := range jobs {
+			if j.Name == p.jobName && j.Comment == jobComment(pod.UID) {
+				return j.jobID(), nil
+			}
+		}
+	}
+	if err := writePodDir(dir, pod, init, main); err != nil {
+		return "", fmt.Errorf("writing the pod's directory: %w", err)
+	}
+	id, err := p.cli.sbatch(ctx, append(args, p.scriptPath(), dir, p.cfg.Bwrap)...)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		p.unsure[pod.UID] = true
+	} else {
+		delete(p.unsure, pod.UID)
+	}
+	return id, err
+}
+
+// sbatchArgs are the options of the pod's job.
+func (p *Provider) sbatchArgs(pod *corev1.Pod, dir string) ([]string, error) {
+	args := []string{
+		"--job-name=" + p.jobName, "--comment=" + jobComment(pod.UID),
+		"--output=" + filepath.Join(dir, "job.out"), "--chdir=" + dir, "--export=NONE",
+		"--nodes=1", "--ntasks=1",
+	}
+	for opt, v := range map[string]string{"partition": p.cfg.Partition, "account": p.cfg.Account, "qos": p.cfg.QOS, "uid": p.cfg.User} {
+		if v != "" {
+			args = append(args, "--"+opt+"="+v)
+		}
+	}
+	cpu, mem := podResources(pod)
+	args = append(args, "--cpus-per-task="+strconv.FormatInt(max(1, (cpu.ScaledValue(resource.Milli)+999)/1000), 10))
+	if m := mem.Value(); m > 0 {
+		args = append(args, "--mem="+strconv.FormatInt((m+(1<<20)-1)>>20, 10)+"M")
+	}
+	if d := pod.Spec.ActiveDeadlineSeconds; d != nil {
+		// Slurm's limits are whole minutes.
+		args = append(args, "--time="+strconv.FormatInt(int64(math.Ceil(float64(*d)/60)), 10))
+	}
+	for _, k := range sortedKeys(pod.Annotations) {
+		name, ok := strings.CutPrefix(k, AnnotationSbatchPrefix)
+		if !ok {
+			continue
+		}
+		v := pod.Annotations[k]
+		switch {
+		case !SbatchOptions[name]:
+			return nil, errdefs.InvalidInputf("annotation %s: sbatch option %q is not allowed (allowed: %s)", k, name, strings.Join(sortedKeys(SbatchOptions), ", "))
+		case strings.ContainsAny(v, "\n\r\x00"):
+			return nil, errdefs.InvalidInputf("annotation %s: the value must be one line", k)
+		case v == "":
+			args = append(args, "--"+name)
+		default:
+			args = append(args, "--"+name+"="+v)
+		}
+	}
+	return args, nil
+}
+
+// podResources is what the pod asks for, as a kubelet counts it: the sum of
+// the containers' requests (limits where no request is set), or the
+// largest init container's, whichever is larger.
+func podResources(pod *corev1.Pod) (cpu, mem resource.Quantity) {
+	want := func(c *corev1.Container, name corev1.ResourceName) resource.Quantity {
+		if q, ok := c.Resources.Requests[name]; ok {
+			return q
+		}
+		return c.Resources.Limits[name]
+	}
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		var sum, initMax resource.Quantity
+		for i := range pod.Spec.Containers {
+			sum.Add(want(&pod.Spec.Containers[i], name))
+		}
+		for i := range pod.Spec.InitContainers {
+			if q := want(&pod.Spec.InitContainers[i], name); q.Cmp(initMax) > 0 {
+				initMax = q
+			}
+		}
+		if initMax.Cmp(sum) > 0 {
+			sum = initMax
+		}
+		if name == corev1.ResourceCPU {
+			cpu = sum
+		} else {
+			mem = sum
+		}
+	}
+	return cpu, mem
+}
+
+// UpdatePod keeps the new pod object; a job's spec cannot change.
+func (p *Provider) UpdatePod(_ context.Context, pod *corev1.Pod) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pj, ok := p.pods[podKey(pod.Namespace, pod.Name)]
+	if !ok || pj.pod.UID != pod.UID {
+		return errdefs.NotFoundf("pod %s/%s is not on this node", pod.Namespace, pod.Name)
+	}
+	pj.pod = pod.DeepCopy()
+	return nil
+}
+
+// DeletePod stops the pod's job within its grace period: TERM to the
+// containers at once, the job cancelled when the grace has passed.
+func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
+	key := podKey(pod.Namespace, pod.Name)
+	p.mu.Lock()
+	pj, ok := p.pods[key]
+	if !ok || pj.pod.UID != pod.UID {
+		p.mu.Unlock()
+		return errdefs.NotFoundf("pod %s is not on this node", key)
+	}
+	id, ended := pj.jobID, pj.status.Phase == corev1.PodSucceeded || pj.status.Phase == corev1.PodFailed
+	first := !pj.deleting
+	pj.deleting = true
+	if ended || id == "" {
+		p.forget(key, pj)
+		p.mu.Unlock()
+		return nil
+	}
+	pending := pj.job == nil || pj.job.State == statePending
+	p.mu.Unlock()
+	if !first {
+		return nil
+	}
+	grace := int64(30)
+	if pod.DeletionGracePeriodSeconds != nil {
+		grace = *pod.DeletionGracePeriodSeconds
+	} else if pod.Spec.TerminationGracePeriodSeconds != nil {
+		grace = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	if grace <= 0 || pending {
+		_, err := p.cli.run(ctx, "scancel", id)
+		return err
+	}
+	if _, err := p.cli.run(ctx, "scancel", "--batch", "--signal=TERM", id); err != nil {
+		return err
+	}
+	time.AfterFunc(time.Duration(grace)*time.Second, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := p.cli.run(cctx, "scancel", id); err != nil {
+			log.G(ctx).WithError(err).Warnf("cancelling job %s after the grace period", id)
+		}
+	})
+	return nil
+}
+
+// forget reports the pod's final status and drops it and its directory;
+// p.mu must be held.
+func (p *Provider) forget(key string, pj *podJob) {
+	if p.notify != nil {
+		p.notify(p.notification(pj))
+	}
+	delete(p.pods, key)
+	_ = os.RemoveAll(pj.dir)
+}
+
+// GetPod implements node.PodLifecycleHandler.
+func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Pod, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pj, ok := p.pods[podKey(namespace, name)]
+	if !ok {
+		return nil, errdefs.NotFoundf("pod %s/%s is not on this node", namespace, name)
+	}
+	return p.notification(pj), nil
+}
+
+// GetPodStatus implements node.PodLifecycleHandler.
+func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*corev1.PodStatus, error) {
+	pod, err := p.GetPod(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	return &pod.Status, nil
+}
+
+// GetPods implements node.PodLifecycleHandler.
+func (p *Provider) GetPods(context.Context) ([]*corev1.Pod, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pods := make([]*corev1.Pod, 0, len(p.pods))
+	for _, pj := range p.pods {
+		pods = append(pods, p.notification(pj))
+	}
+	return pods, nil
+}
+
+// notification is the pod with its current status; p.mu must be held.
+func (p *Provider) notification(pj *podJob) *corev1.Pod {
+	pod := pj.pod.DeepCopy()
+	pod.Status = *pj.status.DeepCopy()
+	return pod
+}
+
+// NotifyPods implements node.PodNotifier: it starts the loop that lists the
+// node's jobs once per poll interval and reports what changed.
+func (p *Provider) NotifyPods(ctx context.Context, f func(*corev1.Pod)) {
+	p.mu.Lock()
+	p.notify = f
+	p.mu.Unlock()
+	go func() {
+		t := time.NewTicker(p.cfg.poll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := p.poll(ctx); err != nil && ctx.Err() == nil {
+					log.G(ctx).WithError(err).Warn("listing the node's jobs")
+				}
+			}
+		}
+	}()
+}
+
+// poll lists all jobs once and reports the pods whose status changed.
+func (p *Provider) poll(ctx context.Context) error {
+	listed := time.Now()
+	jobs, err := p.cli.squeue(ctx)
+	if err != nil {
+		return err
+	}
+	byComment := map[string]*job{}
+	for i := range jobs {
+		j := &jobs[i]
+		if j.Name != p.jobName {
+			continue
+		}
+		// A requeued or resubmitted pod keeps its newest job.
+		if old, ok := byComment[j.Comment]; !ok || old.ID < j.ID {
+			byComment[j.Comment] = j
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for key, pj := range p.pods {
+		if pj.jobID == "" || listed.Before(pj.submitted) {
+			continue
+		}
+		pj.job, pj.listed = byComment[jobComment(pj.pod.UID)], true
+		if pj.deleting && (pj.job == nil || jobDone(pj.job.State)) {
+			pj.status = podStatus(pj.pod, p.view(pj))
+			p.forget(key, pj)
+			continue
+		}
+		p.report(pj)
+	}
+	return nil
+}
+
+// view gathers what the pod's status is computed from; it reads the
+// pod's files, not Slurm.
+func (p *Provider) view(pj *podJob) jobView {
+	v := jobView{gone: pj.listed && pj.job == nil, job: pj.job, files: map[string]containerFiles{}, podIP: p.InternalIP}
+	for _, list := range [][]corev1.Container{pj.pod.Spec.InitContainers, pj.pod.Spec.Containers} {
+		for _, c := range list {
+			v.files[c.Name] = readContainerFiles(pj.dir, c.Name)
+		}
+	}
+	return v
+}
+
+// report recomputes the pod's status and notifies it if it changed; p.mu
+// must be held.
+func (p *Provider) report(pj *podJob) {
+	s := podStatus(pj.pod, p.view(pj))
+	if reflect.DeepEqual(s, pj.status) {
+		return
+	}
+	pj.status = s
+	if p.notify != nil {
+		p.notify(p.notification(pj))
+	}
+}

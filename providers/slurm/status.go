@@ -1,0 +1,172 @@
+package slurm
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Job states, as squeue names them.
+const (
+	statePending   = "PENDING"
+	stateRunning   = "RUNNING"
+	stateTimeout   = "TIMEOUT"
+	stateOOM       = "OUT_OF_MEMORY"
+	stateCancelled = "CANCELLED"
+	statePreempted = "PREEMPTED"
+	stateDeadline  = "DEADLINE"
+)
+
+// jobDone reports whether a job state is final.
+func jobDone(state string) bool {
+	switch state {
+	case statePending, stateRunning, "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING", "STAGE_OUT":
+		return false
+	}
+	return true
+}
+
+// containerFiles is what a container's files in the pod directory say.
+type containerFiles struct {
+	started  time.Time // zero until bwrap reported its child
+	finished time.Time // zero until the exit file is written
+	exitCode int
+}
+
+// readContainerFiles reads the info and exit files of a container.
+func readContainerFiles(dir, name string) containerFiles {
+	var f containerFiles
+	c := filepath.Join(dir, "c", name)
+	if st, err := os.Stat(filepath.Join(c, "info")); err == nil && st.Size() > 0 {
+		f.started = st.ModTime()
+	}
+	data, err := os.ReadFile(filepath.Join(c, "exit"))
+	if err != nil {
+		return f
+	}
+	if code, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
+		f.exitCode = code
+		if st, err := os.Stat(filepath.Join(c, "exit")); err == nil {
+			f.finished = st.ModTime()
+		}
+	}
+	return f
+}
+
+// jobView is what the status is computed from: the job as squeue last
+// listed it, whether squeue no longer lists it, and each container's files.
+type jobView struct {
+	gone  bool
+	job   *job
+	files map[string]containerFiles
+	podIP string
+}
+
+// podStatus is the pod's status as a kubelet would report it.
+func podStatus(pod *corev1.Pod, v jobView) corev1.PodStatus {
+	s := corev1.PodStatus{Phase: corev1.PodPending, HostIP: v.podIP, PodIP: v.podIP}
+	if v.podIP != "" {
+		s.HostIPs = []corev1.HostIP{{IP: v.podIP}}
+		s.PodIPs = []corev1.PodIP{{IP: v.podIP}}
+	}
+	state, reason := "", ""
+	if v.job != nil {
+		state, reason = v.job.State, v.job.Reason
+		if v.job.StartTime > 0 && state != statePending {
+			t := metav1.NewTime(time.Unix(v.job.StartTime, 0))
+			s.StartTime = &t
+		}
+	}
+	done := v.gone || (v.job != nil && jobDone(state))
+
+	// Why a container that never wrote its exit file ended.
+	lostReason, lostMessage := "Error", "the job ended (Slurm state "+state+") before the container exited"
+	switch state {
+	case stateTimeout, stateDeadline:
+		lostReason, lostMessage = "DeadlineExceeded", "the job reached its time limit"
+	case stateOOM:
+		lostReason, lostMessage = "OOMKilled", "the job ran out of memory"
+	case "":
+		lostReason, lostMessage = "ContainerStatusUnknown", "the job is no longer known to Slurm"
+	}
+
+	// After a failed init container the others never start: they stay
+	// waiting, as on a kubelet.
+	initFailed := false
+	for _, c := range pod.Spec.InitContainers {
+		f := v.files[c.Name]
+		initFailed = initFailed || (!f.finished.IsZero() && f.exitCode != 0)
+	}
+
+	status := func(c *corev1.Container, waiting string) corev1.ContainerStatus {
+		cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image, ImageID: c.Image}
+		f := v.files[c.Name]
+		switch {
+		case !f.finished.IsZero():
+			r := "Completed"
+			if f.exitCode != 0 {
+				r = "Error"
+			}
+			cs.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: int32(f.exitCode), Reason: r,
+				StartedAt: metav1.NewTime(f.started), FinishedAt: metav1.NewTime(f.finished)}
+		case done && !(initFailed && f.started.IsZero()):
+			cs.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: 137, Reason: lostReason, Message: lostMessage,
+				StartedAt: metav1.NewTime(f.started)}
+		case !f.started.IsZero():
+			started := true
+			cs.Started, cs.Ready = &started, true
+			cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(f.started)}
+		default:
+			msg := ""
+			if state == statePending {
+				msg = "the job is pending in Slurm: " + reason
+			}
+			cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: waiting, Message: msg}
+		}
+		return cs
+	}
+
+	initDone := true
+	for i := range pod.Spec.InitContainers {
+		cs := status(&pod.Spec.InitContainers[i], "PodInitializing")
+		initDone = initDone && cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
+		s.InitContainerStatuses = append(s.InitContainerStatuses, cs)
+	}
+	waiting := "ContainerCreating"
+	if !initDone {
+		waiting = "PodInitializing"
+	}
+	allExited, allZero := true, true
+	for i := range pod.Spec.Containers {
+		cs := status(&pod.Spec.Containers[i], waiting)
+		t := cs.State.Terminated
+		allExited = allExited && t != nil
+		allZero = allZero && t != nil && t.ExitCode == 0
+		s.ContainerStatuses = append(s.ContainerStatuses, cs)
+	}
+
+	switch {
+	case done && (state == stateTimeout || state == stateDeadline):
+		s.Phase, s.Reason, s.Message = corev1.PodFailed, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline"
+	case done && allZero && initDone:
+		s.Phase = corev1.PodSucceeded
+	case done || (allExited && !allZero):
+		s.Phase = corev1.PodFailed
+		switch state {
+		case stateOOM:
+			s.Reason, s.Message = "OOMKilled", "the Slurm job ran out of memory"
+		case stateCancelled, statePreempted:
+			s.Reason, s.Message = "Slurm"+strings.ToUpper(state[:1])+strings.ToLower(state[1:]), "the Slurm job was "+strings.ToLower(state)
+		}
+	case allExited:
+		s.Phase = corev1.PodSucceeded
+	case state == stateRunning && initDone:
+		s.Phase = corev1.PodRunning
+	}
+	return s
+}
