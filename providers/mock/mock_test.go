@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -185,6 +186,33 @@ func TestBadAnnotationIsInvalidInput(t *testing.T) {
 	err := p.CreatePod(context.Background(), testPod("bad", map[string]string{AnnotationExitCode + ".app": "x"}, corev1.RestartPolicyAlways))
 	if err == nil || !strings.Contains(err.Error(), AnnotationExitCode+".app") {
 		t.Errorf("per-container annotation: %v", err)
+	}
+}
+
+func TestScriptMinimums(t *testing.T) {
+	p, _ := newProvider(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		annotation string
+		minimum    time.Duration
+	}{
+		{AnnotationLogInterval, MinLogInterval},
+		{AnnotationRunFor, MinRunFor},
+		{AnnotationRestartDelay, MinRestartDelay},
+	} {
+		for _, hostile := range []string{"1ns", "0s", (c.minimum - time.Nanosecond).String()} {
+			err := p.CreatePod(ctx, testPod("hostile", map[string]string{c.annotation: hostile}, corev1.RestartPolicyAlways))
+			want := fmt.Sprintf("annotation %s: %q is below the minimum of %s", c.annotation, hostile, c.minimum)
+			if !errdefs.IsInvalidInput(err) || err.Error() != want {
+				t.Errorf("%s=%s: %v, want InvalidInput %q", c.annotation, hostile, err, want)
+			}
+		}
+		if err := p.CreatePod(ctx, testPod("at-minimum", map[string]string{c.annotation: c.minimum.String()}, corev1.RestartPolicyAlways)); err != nil {
+			t.Errorf("%s at its minimum %s: %v", c.annotation, c.minimum, err)
+		}
+	}
+	if _, err := p.GetPod(ctx, "ns", "hostile"); !errdefs.IsNotFound(err) {
+		t.Errorf("a rejected pod runs: %v", err)
 	}
 }
 
