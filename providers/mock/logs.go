@@ -164,7 +164,7 @@ func (p *Provider) logSource(namespace, podName, containerName string, previous 
 	if err != nil {
 		return logSource{}, err
 	}
-	n := len(c.instances)
+	n, run := len(c.instances), c.runs
 	if previous {
 		n--
 	}
@@ -184,7 +184,7 @@ func (p *Provider) logSource(namespace, podName, containerName string, previous 
 	src.running = func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		return !ps.deleted && len(c.instances) == n && c.instances[n-1].end.IsZero()
+		return !ps.deleted && c.runs == run && c.instances[len(c.instances)-1].end.IsZero()
 	}
 	return src, nil
 }

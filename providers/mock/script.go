@@ -28,8 +28,10 @@ const (
 	// AnnotationFailStart makes containers fail to start, with the value as
 	// the message: terminated with reason StartError and exit code 128.
 	AnnotationFailStart = "mock.vkubelet.io/fail-start"
-	// AnnotationRestartDelay is the back-off before a container restarts
-	// (default 1s); RestartCount grows with each restart.
+	// AnnotationRestartDelay is the first back-off before a container
+	// restarts (default 1s, at least MinRestartDelay); as the kubelet's, it
+	// doubles with each restart up to MaxRestartBackOff and starts over
+	// after a run of twice that. RestartCount grows with each restart.
 	AnnotationRestartDelay = "mock.vkubelet.io/restart-delay"
 	// AnnotationCPUUsage is the CPU a container uses, e.g. "250m", reported
 	// in stats (kubectl top).
