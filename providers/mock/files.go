@@ -230,9 +230,12 @@ func (s *session) tarExtract(dir string) int {
 			continue // directories are implied by their files
 		}
 		name := path.Join(dir, hdr.Name)
-		// Refused before reading: a 1 GiB copy is never buffered.
+		// Refused before reading: a 1 GiB copy is never buffered. The rest
+		// is read and dropped, as tar does: a session that ended with
+		// input unread would be reset, losing the message on its way.
 		if hdr.Size > s.fs.room(name) {
 			fmt.Fprintf(s.stderr, "tar: %v\n", errCopyLimit(name))
+			_, _ = io.Copy(io.Discard, s.stdin)
 			return 2
 		}
 		var data bytes.Buffer
