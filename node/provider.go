@@ -92,7 +92,7 @@ type (
 // The caller adds what is not the provider's (timeouts, the pods Kubernetes
 // has bound to the node).
 func PodHandlerConfigOf(p PodLifecycleHandler) api.PodHandlerConfig {
-	cfg := api.PodHandlerConfig{GetPods: p.GetPods}
+	cfg := api.PodHandlerConfig{GetPods: p.GetPods, GetPod: p.GetPod}
 	if lp, ok := p.(LogsProvider); ok {
 		cfg.GetContainerLogs = lp.GetContainerLogs
 	}

@@ -55,6 +55,9 @@ func TestBadInputIsOneLine(t *testing.T) {
 		{[]string{"--provider", "fake", "--tls-cert-file", "x.crt"}, "--tls-cert-file and --tls-private-key-file go together"},
 		{[]string{"--provider", "fake", "--authorization-mode", "RBAC"}, `--authorization-mode "RBAC"`},
 		{[]string{"--provider", "fake", "--metrics-addr", "nowhere"}, `--metrics-addr "nowhere"`},
+		{[]string{"--provider", "fake", "--enable-profiling", "--metrics-addr", ":10255"}, `--enable-profiling serves /debug/pprof without authentication: --metrics-addr ":10255" must be a loopback address`},
+		{[]string{"--provider", "fake", "--enable-profiling", "--metrics-addr", "0.0.0.0:6060"}, `--metrics-addr "0.0.0.0:6060" must be a loopback address`},
+		{[]string{"--provider", "fake", "--enable-profiling", "--metrics-addr", "metrics.example.com:6060"}, `--metrics-addr "metrics.example.com:6060" must be a loopback address`},
 		{[]string{"--provider", "fake", "--no-such-flag"}, "unknown flag: --no-such-flag"},
 		{[]string{"--provider", "fake", "--node-ip", "10.0.0.1", "--kubeconfig", unreadable}, "kubeconfig: stat " + unreadable},
 		{[]string{"--provider", "fake", "--node-ip", "10.0.0.1", "--kubeconfig", garbage}, "kubeconfig " + garbage},
@@ -68,6 +71,39 @@ func TestBadInputIsOneLine(t *testing.T) {
 		if strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, c.want) || !strings.HasPrefix(stderr, "virtual-kubelet: ") {
 			t.Errorf("%v:\n got %q\nwant one line containing %q", c.args, stderr, c.want)
 		}
+	}
+}
+
+// TestProfilingOnlyOnLoopback: /debug/pprof has no authentication, so it is
+// served on loopback addresses only, the default one included.
+func TestProfilingOnlyOnLoopback(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		ok   bool
+	}{
+		{[]string{"--enable-profiling"}, true},
+		{[]string{"--enable-profiling", "--metrics-addr", "[::1]:6060"}, true},
+		{[]string{"--enable-profiling", "--metrics-addr", "localhost:6060"}, true},
+		{[]string{"--enable-profiling", "--metrics-addr", "127.0.0.2:6060"}, true},
+		{[]string{"--enable-profiling", "--metrics-addr", ":6060"}, false},
+		{[]string{"--enable-profiling", "--metrics-addr", "[::]:6060"}, false},
+		{[]string{"--enable-profiling", "--metrics-addr", "10.0.0.1:6060"}, false},
+		{[]string{"--metrics-addr", ":10255"}, true}, // metrics alone, as an operator asks
+	} {
+		o := &Options{}
+		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+		for _, g := range o.flagGroups() {
+			fs.AddFlagSet(g.fs)
+		}
+		if err := fs.Parse(append([]string{"--provider", "fake"}, c.args...)); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Validate(); (err == nil) != c.ok {
+			t.Errorf("%v: %v, want accepted %v", c.args, err, c.ok)
+		}
+	}
+	if DefaultMetricsAddr != "127.0.0.1:10255" {
+		t.Errorf("default --metrics-addr %s, want loopback", DefaultMetricsAddr)
 	}
 }
 

@@ -112,8 +112,8 @@ func (s *ServerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.AuthorizationMode, "authorization-mode", AuthzWebhook, "Webhook (SubjectAccessReview on nodes/proxy, nodes/stats, ...) or AlwaysAllow")
 	fs.DurationVar(&s.StreamIdleTimeout, "streaming-connection-idle-timeout", 4*time.Hour, "close exec, attach and port-forward streams idle this long")
 	fs.DurationVar(&s.StreamCreationTimeout, "stream-creation-timeout", 30*time.Second, "how long a client has to open the streams of a session")
-	fs.StringVar(&s.MetricsAddr, "metrics-addr", ":10255", "address of the metrics endpoint (/metrics, Prometheus; /healthz); empty disables it")
-	fs.BoolVar(&s.EnableProfiling, "enable-profiling", false, "serve Go's /debug/pprof on the metrics address")
+	fs.StringVar(&s.MetricsAddr, "metrics-addr", DefaultMetricsAddr, "address of the metrics endpoint (/metrics, Prometheus; /healthz), plaintext and unauthenticated; empty disables it")
+	fs.BoolVar(&s.EnableProfiling, "enable-profiling", false, "serve Go's /debug/pprof on the metrics address, which must then be a loopback one")
 }
 
 func (l *ObservabilityOptions) addFlags(fs *pflag.FlagSet) {

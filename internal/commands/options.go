@@ -105,6 +105,12 @@ const (
 	DefaultKubeAPIBurst = 1000
 )
 
+// DefaultMetricsAddr is where metrics are served unless --metrics-addr says
+// otherwise: loopback, since the endpoint has no authentication (the
+// kubelet's read-only port 10255, which it stands for, is off by default
+// for the same reason).
+const DefaultMetricsAddr = "127.0.0.1:10255"
+
 // Validate checks the options, group by group, returning the first
 // problem found.
 func (o *Options) Validate() error {
@@ -187,8 +193,12 @@ func (s *ServerOptions) validate() error {
 		return fmt.Errorf("--authorization-mode %q must be %s or %s", s.AuthorizationMode, AuthzWebhook, AuthzAlwaysAllow)
 	}
 	if s.MetricsAddr != "" {
-		if _, _, err := net.SplitHostPort(s.MetricsAddr); err != nil {
+		host, _, err := net.SplitHostPort(s.MetricsAddr)
+		if err != nil {
 			return fmt.Errorf("--metrics-addr %q: %v", s.MetricsAddr, err)
+		}
+		if s.EnableProfiling && !isLoopback(host) {
+			return fmt.Errorf("--enable-profiling serves /debug/pprof without authentication: --metrics-addr %q must be a loopback address (127.0.0.1, [::1] or localhost)", s.MetricsAddr)
 		}
 	}
 	if err := notNegative("streaming-connection-idle-timeout", s.StreamIdleTimeout); err != nil {
@@ -256,4 +266,14 @@ func (o *Options) scaleClientLimits(fs *pflag.FlagSet) {
 // each: a thousand idle nodes need not hold 150,000 goroutines.
 func (o *Options) workersPerNode() int {
 	return max(2, o.Client.PodSyncWorkers/max(1, o.Node.NodeCount))
+}
+
+// isLoopback reports whether host, of a listen address, is reachable from
+// this machine only; "" (every interface) is not.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -17,6 +17,7 @@
 //		AttachToContainer:  p.AttachToContainer,
 //		GetContainerLogs:   p.GetContainerLogs,
 //		GetPods:            p.GetPods,
+//		GetPod:             p.GetPod,
 //		GetStatsSummary:    p.GetStatsSummary,
 //		GetMetricsResource: api.MetricsResourceFromSummary(p.GetStatsSummary),
 //		PortForward:        p.PortForward,

@@ -40,6 +40,8 @@ type fakeProvider struct {
 	summaryErr error
 	// waitEnded receives when the command "wait" ends.
 	waitEnded chan struct{}
+	// podLists and podGets count the calls of GetPods and GetPod.
+	podLists, podGets int
 }
 
 func newFakeProvider() *fakeProvider {
@@ -66,6 +68,7 @@ func (f *fakeProvider) config() api.PodHandlerConfig {
 		AttachToContainer: f.AttachToContainer,
 		GetContainerLogs:  f.GetContainerLogs,
 		GetPods:           f.GetPods,
+		GetPod:            f.GetPod,
 		GetStatsSummary:   f.GetStatsSummary,
 		// The one line a provider with a summary needs.
 		GetMetricsResource: api.MetricsResourceFromSummary(f.GetStatsSummary),
@@ -94,11 +97,23 @@ func (f *fakeProvider) lookup(ns, name, container string) error {
 func (f *fakeProvider) GetPods(context.Context) ([]*corev1.Pod, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.podLists++
 	var out []*corev1.Pod
 	for _, p := range f.pods {
 		out = append(out, p.DeepCopy())
 	}
 	return out, nil
+}
+
+func (f *fakeProvider) GetPod(_ context.Context, ns, name string) (*corev1.Pod, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.podGets++
+	p, ok := f.pods[ns+"/"+name]
+	if !ok {
+		return nil, errdefs.NotFoundf("pod %s/%s is not known to the provider", ns, name)
+	}
+	return p.DeepCopy(), nil
 }
 
 // logLine is line i of a container's log.

@@ -35,11 +35,13 @@ type PodHandlerConfig struct {
 	// GetContainerLogs serves /containerLogs.
 	GetContainerLogs ContainerLogsHandlerFunc
 	// GetPods lists the provider's pods: it serves /runningpods/ (with
-	// debug routes) and /pods when GetPodsFromKubernetes is nil. When set,
-	// it is also used to answer exec, attach and port-forward requests for
-	// a pod (or container) it does not list with 404, before the
-	// connection is upgraded.
+	// debug routes) and /pods when GetPodsFromKubernetes is nil.
 	GetPods PodListerFunc
+	// GetPod, if set, answers exec, attach and port-forward requests for a
+	// pod (or container) the provider does not have with 404, before the
+	// connection is upgraded. It is asked for the one pod: a request costs
+	// the same on a node of ten pods and of ten thousand.
+	GetPod PodGetterFunc
 	// GetPodsFromKubernetes, if set, serves /pods: the node's pods as
 	// Kubernetes has them, as the kubelet answers.
 	GetPodsFromKubernetes PodListerFunc
@@ -176,32 +178,30 @@ func servePodList(w http.ResponseWriter, r *http.Request, list PodListerFunc) {
 	writeJSON(r.Context(), w, &out)
 }
 
-// findPod checks, when the provider lists its pods, that the pod (and its
-// container, if given) exists, so that a request for an unknown one gets a
-// 404 before any upgrade. Without a lister, or if it fails, it lets the
-// request through: the handler function has the last word.
+// findPod checks, when the provider gets pods by name, that the pod (and
+// its container, if given) exists, so that a request for an unknown one
+// gets a 404 before any upgrade. Without a getter, or if it fails for
+// another reason, it lets the request through: the handler function has
+// the last word.
 func (s *server) findPod(ctx context.Context, namespace, name, uid, container string) error {
-	if s.cfg.GetPods == nil {
+	if s.cfg.GetPod == nil {
 		return nil
 	}
-	pods, err := s.cfg.GetPods(ctx)
-	if err != nil {
-		log.G(ctx).WithError(err).Debug("kubelet API: cannot list pods to check a streaming request")
+	p, err := s.cfg.GetPod(ctx, namespace, name)
+	switch {
+	case errdefs.IsNotFound(err):
+		return errdefs.NotFoundf("pod %s/%s not found", namespace, name)
+	case err != nil:
+		log.G(ctx).WithError(err).Debug("kubelet API: cannot get the pod of a streaming request")
 		return nil
-	}
-	for _, p := range pods {
-		if p == nil || p.Namespace != namespace || p.Name != name {
-			continue
-		}
-		if uid != "" && p.UID != "" && string(p.UID) != uid {
-			return errdefs.NotFoundf("pod %s/%s with UID %s not found", namespace, name, uid)
-		}
-		if container != "" && !hasContainer(p, container) {
-			return errdefs.NotFoundf("container %q not found in pod %s/%s", container, namespace, name)
-		}
+	case p == nil:
 		return nil
+	case uid != "" && p.UID != "" && string(p.UID) != uid:
+		return errdefs.NotFoundf("pod %s/%s with UID %s not found", namespace, name, uid)
+	case container != "" && !hasContainer(p, container):
+		return errdefs.NotFoundf("container %q not found in pod %s/%s", container, namespace, name)
 	}
-	return errdefs.NotFoundf("pod %s/%s not found", namespace, name)
+	return nil
 }
 
 // hasContainer reports whether the pod's spec has the container; a pod

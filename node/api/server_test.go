@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -169,7 +170,7 @@ func TestErrorMapping(t *testing.T) {
 		{"/containerLogs/ns/web/app?tailLines=-1", "tailLines", 400},
 		{"/containerLogs/ns/web/app?follow=sure", "follow", 400},
 		// Streaming requests for unknown pods or containers are refused
-		// before the upgrade, from the pod list.
+		// before the upgrade, by GetPod.
 		{"/exec/ns/nope/app?command=ls&output=1", "pod ns/nope not found", 404},
 		{"/exec/ns/web/nope?command=ls&output=1", `container "nope" not found`, 404},
 		{"/exec/ns/web/uid-other/app?command=ls&output=1", "UID", 404},
@@ -268,5 +269,41 @@ func TestOddRequests(t *testing.T) {
 		if rec.Code < 400 {
 			t.Errorf("%s %.80s: %d %q, want an error", c.method, c.target, rec.Code, rec.Body)
 		}
+	}
+}
+
+// TestStreamingRequestsGetOnePod: exec, attach and port-forward check their
+// pod with GetPod, never by listing the node's pods, so a flood of them
+// costs the same on a node of thousands of pods.
+func TestStreamingRequestsGetOnePod(t *testing.T) {
+	f := newFakeProvider()
+	for i := range 1000 {
+		f.addPod(fakePod("ns", fmt.Sprintf("pod-%d", i), "app"))
+	}
+	h := api.PodHandler(f.config(), true)
+	paths := []string{
+		"/exec/ns/pod-7/nope?command=ls&output=1",
+		"/exec/ns/nope/app?command=ls&output=1",
+		"/attach/ns/pod-9/uid-other/app?output=1",
+		"/portForward/ns/nope",
+	}
+	for _, p := range paths {
+		if code, body := do(t, h, http.MethodPost, p); code != http.StatusNotFound {
+			t.Errorf("%s: %d %q, want 404", p, code, body)
+		}
+	}
+	f.mu.Lock()
+	lists, gets := f.podLists, f.podGets
+	f.mu.Unlock()
+	if lists != 0 || gets != len(paths) {
+		t.Errorf("%d requests listed the pods %d times and got a pod %d times, want 0 lists and one get each", len(paths), lists, gets)
+	}
+
+	// A getter that fails for another reason lets the request through to
+	// the upgrade: the handler function has the last word.
+	cfg := f.config()
+	cfg.GetPod = func(context.Context, string, string) (*corev1.Pod, error) { return nil, errors.New("backend down") }
+	if code, body := do(t, api.PodHandler(cfg, true), http.MethodPost, "/exec/ns/nope/app?command=ls&output=1"); code == http.StatusNotFound || strings.Contains(body, "backend down") {
+		t.Errorf("exec with a failing getter: %d %q, want it let through to the upgrade", code, body)
 	}
 }

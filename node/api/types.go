@@ -71,6 +71,10 @@ type PortForwardHandlerFunc func(ctx context.Context, namespace, podName string,
 // PodListerFunc lists the pods running on the node.
 type PodListerFunc func(context.Context) ([]*corev1.Pod, error)
 
+// PodGetterFunc returns one pod running on the node; an error of kind
+// errdefs.NotFound says the node has no such pod.
+type PodGetterFunc func(ctx context.Context, namespace, name string) (*corev1.Pod, error)
+
 // PodStatsSummaryHandlerFunc returns the node's stats summary, as the
 // kubelet's /stats/summary serves it.
 type PodStatsSummaryHandlerFunc func(context.Context) (*statsv1alpha1.Summary, error)

@@ -32,15 +32,21 @@ const (
 	// AnnotationHangCalls lists the calls (as AnnotationFailCalls) that
 	// block before doing their work.
 	AnnotationHangCalls = "mock.vkubelet.io/hang-calls"
-	// AnnotationHangFor is how long each of those calls blocks, e.g. "10s";
-	// without it, until the caller's context is done. A call whose context
-	// is done first returns the context's error.
+	// AnnotationHangFor is how long each of those calls blocks, e.g. "10s",
+	// at most MaxHang; without it, until the caller's context is done or
+	// MaxHang has passed. A call whose context is done first returns the
+	// context's error.
 	AnnotationHangFor = "mock.vkubelet.io/hang-for"
 	// AnnotationIgnoreStop "true" makes DeletePod return nil without
 	// stopping the pod, as a backend that never confirms a stop: the pod
 	// keeps running, is reported Running and stays in GetPods.
 	AnnotationIgnoreStop = "mock.vkubelet.io/ignore-stop"
 )
+
+// MaxHang is the longest a call hangs: the pod controller gives provider
+// calls no deadline, and a call that never returns would hold one of the
+// node's few workers for good.
+const MaxHang = time.Minute
 
 // faultPrefix is what the fault annotations share; the provider config's
 // faults use the names after it.
@@ -94,7 +100,7 @@ type faultSpec struct {
 	fail       callSet
 	failFor    time.Duration // 0: for ever
 	hang       callSet
-	hangFor    time.Duration // 0: until the caller's context is done
+	hangFor    time.Duration // 0: until the caller's context is done, at most MaxHang
 	ignoreStop bool
 }
 
@@ -115,6 +121,9 @@ func parseFaults(values map[string]string, prefix string, allowed callSet) (faul
 	}
 	if f.hangFor, err = parseFaultDuration(values, prefix+"hang-for", prefix+"hang-calls", f.hang); err != nil {
 		return f, err
+	}
+	if f.hangFor > MaxHang {
+		return f, fmt.Errorf("%shang-for: %q is above the maximum of %s", prefix, values[prefix+"hang-for"], MaxHang)
 	}
 	if v, ok := values[AnnotationIgnoreStop]; ok && prefix == faultPrefix {
 		if f.ignoreStop, err = strconv.ParseBool(v); err != nil {
@@ -176,6 +185,8 @@ type faults struct {
 	// node applies to every pod; its fail-for counts from start.
 	node  faultSpec
 	start time.Time
+	// maxHang bounds a hang without hang-for: MaxHang.
+	maxHang time.Duration
 
 	mu sync.Mutex
 	// firstCall is when the mock first saw a call for a pod with a
@@ -185,7 +196,7 @@ type faults struct {
 }
 
 func newFaults(node faultSpec) *faults {
-	return &faults{node: node, start: time.Now(), firstCall: map[types.UID]time.Time{}}
+	return &faults{node: node, start: time.Now(), maxHang: MaxHang, firstCall: map[types.UID]time.Time{}}
 }
 
 // injectFaults runs the faults of call c on pod before the call does its
@@ -242,7 +253,7 @@ func (p *Provider) forgetReplaced(pod *corev1.Pod) {
 
 func (f *faults) inject(ctx context.Context, c call, namespace, name string, uid types.UID, pod faultSpec) (bool, error) {
 	if hang, d := f.hangs(c, pod); hang {
-		if err := sleep(ctx, d); err != nil {
+		if err := f.sleep(ctx, d); err != nil {
 			return true, err
 		}
 	}
@@ -295,12 +306,11 @@ func (f *faults) forget(uid types.UID) {
 	delete(f.firstCall, uid)
 }
 
-// sleep waits d, or until ctx is done when d is 0, and returns ctx's error
-// if it ended the wait.
-func sleep(ctx context.Context, d time.Duration) error {
+// sleep waits d (maxHang when d is 0), or until ctx is done, and returns
+// ctx's error if it ended the wait.
+func (f *faults) sleep(ctx context.Context, d time.Duration) error {
 	if d == 0 {
-		<-ctx.Done()
-		return ctx.Err()
+		d = f.maxHang
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -3,6 +3,7 @@ package mock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +114,27 @@ func TestHangCalls(t *testing.T) {
 	defer cancel()
 	if err := p.CreatePod(ctx, forever); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("CreatePod hanging for ever: %v", err)
+	}
+}
+
+func TestHangIsBounded(t *testing.T) {
+	p, r := newProvider(t)
+	// The pod controller's calls have no deadline: a hang without hang-for
+	// ends at the bound, and the call does its work.
+	p.faults.maxHang = 50 * time.Millisecond
+	pod := testPod("forever", map[string]string{AnnotationHangCalls: "CreatePod"}, corev1.RestartPolicyAlways)
+	if err := p.CreatePod(context.Background(), pod); err != nil {
+		t.Fatalf("CreatePod hanging without a deadline: %v, want it done after the bound", err)
+	}
+	if r.last().Status.Phase != corev1.PodRunning {
+		t.Errorf("the bounded hang did not do its work: %s", r.last().Status.Phase)
+	}
+
+	long := (MaxHang + time.Second).String()
+	err := p.CreatePod(context.Background(), testPod("longer", map[string]string{AnnotationHangCalls: "CreatePod", AnnotationHangFor: long}, corev1.RestartPolicyAlways))
+	want := fmt.Sprintf("annotation %s: %q is above the maximum of %s", AnnotationHangFor, long, MaxHang)
+	if !errdefs.IsInvalidInput(err) || err.Error() != want {
+		t.Errorf("hang-for %s: %v, want InvalidInput %q", long, err, want)
 	}
 }
 

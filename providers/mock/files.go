@@ -12,11 +12,22 @@ import (
 	"time"
 )
 
+// MaxCopiedBytes is how much a container holds of what is copied into it
+// (kubectl cp), counting each file's name and data and a tar header block:
+// the files live in the daemon's memory.
+const MaxCopiedBytes = 64 << 20
+
+// fileOverhead is what a file costs besides its name and data: a tar
+// header block, so that a million empty files are not free.
+const fileOverhead = 512
+
 // containerFS holds the files written into a container (kubectl cp into
 // it); everything else the container sees is built in or mounted.
 type containerFS struct {
 	mu    sync.Mutex
 	files map[string]fsFile
+	// used is what the files cost, at most MaxCopiedBytes.
+	used int64
 }
 
 type fsFile struct {
@@ -24,13 +35,41 @@ type fsFile struct {
 	mode int64
 }
 
-func (f *containerFS) write(name string, data []byte, mode int64) {
+func fileCost(name string, size int64) int64 { return int64(len(name)) + size + fileOverhead }
+
+// room is how many bytes of data a file name may have.
+func (f *containerFS) room(name string) int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	free := MaxCopiedBytes - f.used
+	if old, ok := f.files[name]; ok {
+		free += fileCost(name, int64(len(old.data)))
+	}
+	return free - fileCost(name, 0)
+}
+
+// write stores a file, unless the container's files would then cost more
+// than MaxCopiedBytes.
+func (f *containerFS) write(name string, data []byte, mode int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	used := f.used + fileCost(name, int64(len(data)))
+	if old, ok := f.files[name]; ok {
+		used -= fileCost(name, int64(len(old.data)))
+	}
+	if used > MaxCopiedBytes {
+		return errCopyLimit(name)
+	}
 	if f.files == nil {
 		f.files = map[string]fsFile{}
 	}
 	f.files[name] = fsFile{data: data, mode: mode}
+	f.used = used
+	return nil
+}
+
+func errCopyLimit(name string) error {
+	return fmt.Errorf("%s: the mock holds at most %d MiB copied into a container", name, MaxCopiedBytes>>20)
 }
 
 func (f *containerFS) read(name string) (fsFile, bool) {
@@ -190,12 +229,24 @@ func (s *session) tarExtract(dir string) int {
 		if hdr.Typeflag != tar.TypeReg {
 			continue // directories are implied by their files
 		}
+		name := path.Join(dir, hdr.Name)
+		// Refused before reading: a 1 GiB copy is never buffered. The rest
+		// is read and dropped, as tar does: a session that ended with
+		// input unread would be reset, losing the message on its way.
+		if hdr.Size > s.fs.room(name) {
+			fmt.Fprintf(s.stderr, "tar: %v\n", errCopyLimit(name))
+			_, _ = io.Copy(io.Discard, s.stdin)
+			return 2
+		}
 		var data bytes.Buffer
 		if _, err := io.Copy(&data, tr); err != nil {
 			fmt.Fprintf(s.stderr, "tar: %v\n", err)
 			return 2
 		}
-		s.fs.write(path.Join(dir, hdr.Name), data.Bytes(), hdr.Mode&0o7777)
+		if err := s.fs.write(name, data.Bytes(), hdr.Mode&0o7777); err != nil {
+			fmt.Fprintf(s.stderr, "tar: %v\n", err)
+			return 2
+		}
 	}
 	_, _ = io.Copy(io.Discard, s.stdin)
 	return 0

@@ -4,10 +4,13 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	utilexec "k8s.io/utils/exec"
 )
 
 func TestTarInAndOut(t *testing.T) {
@@ -64,5 +67,93 @@ func TestTarInAndOut(t *testing.T) {
 	}
 	if _, err := exec(nil, "tar", "cf", "-", "/nope"); err == nil {
 		t.Error("archiving a missing path succeeded")
+	}
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += int64(n)
+	return n, err
+}
+
+// tarStream is an archive of one file of size zero bytes, made as it is
+// read, so a test can offer a gigabyte without holding it.
+func tarStream(name string, size int64) *io.PipeReader {
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: size}); err != nil {
+			pw.CloseWithError(err)
+			return
+		}
+		if _, err := io.CopyN(tw, zeros{}, size); err != nil {
+			pw.CloseWithError(err)
+			return
+		}
+		pw.CloseWithError(tw.Close())
+	}()
+	return pr
+}
+
+type zeros struct{}
+
+func (zeros) Read(b []byte) (int, error) {
+	clear(b)
+	return len(b), nil
+}
+
+// TestCopyIntoContainerIsCapped: kubectl cp of 1 GiB into a container is
+// refused with a clear error before the mock reads it, and the files of a
+// container never cost more than MaxCopiedBytes.
+func TestCopyIntoContainerIsCapped(t *testing.T) {
+	p, _ := newProvider(t)
+	ctx := context.Background()
+	if err := p.CreatePod(ctx, testPod("web", nil, corev1.RestartPolicyAlways)); err != nil {
+		t.Fatal(err)
+	}
+	extract := func(stdin io.Reader) (string, error) {
+		stderr := &closeBuffer{}
+		err := p.RunInContainer(ctx, "ns", "web", "app", []string{"tar", "-xmf", "-", "-C", "/srv"}, &fakeIO{stdin: stdin, stdout: &closeBuffer{}, stderr: stderr})
+		return stderr.String(), err
+	}
+
+	huge := tarStream("huge.bin", 1<<30)
+	defer huge.Close()
+	in := &countingReader{r: huge}
+	stderr, err := extract(in)
+	want := fmt.Sprintf("tar: /srv/huge.bin: the mock holds at most %d MiB copied into a container\n", MaxCopiedBytes>>20)
+	if exit, ok := err.(utilexec.CodeExitError); !ok || exit.Code != 2 || stderr != want {
+		t.Errorf("1 GiB copy: %v, stderr %q, want exit 2 and %q", err, stderr, want)
+	}
+	// Refused from the header, then read through without being kept.
+	if in.n < 1<<30 {
+		t.Errorf("the refused copy read %d bytes of its input, want it drained", in.n)
+	}
+	p.mu.Lock()
+	fs := &p.pods[podKey("ns", "web")].containers[0].fs
+	p.mu.Unlock()
+	if room := fs.room("/srv/huge.bin"); room != MaxCopiedBytes-fileCost("/srv/huge.bin", 0) {
+		t.Errorf("after the refused copy the container has room for %d bytes, want all of it", room)
+	}
+
+	// Files fill the container up to the cap; replacing one frees what it
+	// held.
+	half := int64(MaxCopiedBytes/2 - 4096)
+	for _, name := range []string{"a.bin", "b.bin"} {
+		if stderr, err := extract(tarStream(name, half)); err != nil {
+			t.Fatalf("%s: %v %q", name, err, stderr)
+		}
+	}
+	if stderr, err := extract(tarStream("c.bin", 8192)); err == nil || !strings.Contains(stderr, "/srv/c.bin: the mock holds at most") {
+		t.Errorf("a copy past the cap: %v %q", err, stderr)
+	}
+	if stderr, err := extract(tarStream("a.bin", half)); err != nil {
+		t.Errorf("replacing a file: %v %q", err, stderr)
 	}
 }

@@ -1,7 +1,6 @@
 package mock
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -75,7 +74,10 @@ func (l logLine) format(timestamps bool) string {
 	return l.text + "\n"
 }
 
-// GetContainerLogs returns the container's log as opts ask.
+// GetContainerLogs returns the container's log as opts ask. Lines are
+// made as they are read: a log of a year of lines costs no more memory
+// than one of ten, and tailLines and sinceTime pick the first line by
+// arithmetic.
 func (p *Provider) GetContainerLogs(ctx context.Context, namespace, podName, containerName string, opts api.ContainerLogOpts) (io.ReadCloser, error) {
 	src, err := p.logSource(namespace, podName, containerName, opts.Previous)
 	if err != nil {
@@ -83,32 +85,61 @@ func (p *Provider) GetContainerLogs(ctx context.Context, namespace, podName, con
 	}
 	now := time.Now()
 	written := src.count(now)
-	var buf bytes.Buffer
-	next := src.first(opts, written, now)
-	for ; next <= written; next++ {
-		buf.WriteString(src.line(next).format(opts.Timestamps))
-		if opts.LimitBytes > 0 && buf.Len() >= opts.LimitBytes {
-			buf.Truncate(opts.LimitBytes)
-			return io.NopCloser(&buf), nil
-		}
+	head := &lineReader{src: src, next: src.first(opts, written, now), last: written, timestamps: opts.Timestamps}
+	var rc io.ReadCloser = io.NopCloser(head)
+	if opts.Follow && !opts.Previous && src.end.IsZero() {
+		pr, pw := io.Pipe()
+		go src.follow(ctx, pw, head)
+		rc = pr
 	}
-	if !opts.Follow || opts.Previous || !src.end.IsZero() {
-		return io.NopCloser(&buf), nil
+	if opts.LimitBytes > 0 {
+		rc = limitedReadCloser{io.LimitReader(rc, int64(opts.LimitBytes)), rc}
 	}
-	pr, pw := io.Pipe()
-	go src.follow(ctx, pw, buf.Bytes(), next, opts.Timestamps)
-	return pr, nil
+	return rc, nil
 }
 
-// follow writes what was already there, then each new line as it is
-// written, until the reader goes away, ctx ends or the instance stops.
-func (s logSource) follow(ctx context.Context, w *io.PipeWriter, head []byte, next int, timestamps bool) {
-	if len(head) > 0 {
-		if _, err := w.Write(head); err != nil {
-			return
+// limitedReadCloser reads at most a limit of a ReadCloser, and closes it.
+type limitedReadCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// lineReader reads lines next to last of an instance's log, each made when
+// it is reached.
+type lineReader struct {
+	src        logSource
+	next, last int
+	timestamps bool
+	// pending is what the last Read left of the current line.
+	pending string
+}
+
+func (r *lineReader) Read(b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		if r.pending == "" {
+			if r.next > r.last {
+				break
+			}
+			r.pending = r.src.line(r.next).format(r.timestamps)
+			r.next++
 		}
+		c := copy(b[n:], r.pending)
+		r.pending, n = r.pending[c:], n+c
 	}
-	for {
+	if n == 0 && len(b) > 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// follow writes what head has, then each new line as it is written, until
+// the reader goes away, ctx ends or the instance stops.
+func (s logSource) follow(ctx context.Context, w *io.PipeWriter, head *lineReader) {
+	if _, err := io.Copy(w, head); err != nil {
+		return
+	}
+	for next := head.next; ; next++ {
 		l := s.line(next)
 		select {
 		case <-ctx.Done():
@@ -120,10 +151,9 @@ func (s logSource) follow(ctx context.Context, w *io.PipeWriter, head []byte, ne
 			_ = w.Close()
 			return
 		}
-		if _, err := io.WriteString(w, l.format(timestamps)); err != nil {
+		if _, err := io.WriteString(w, l.format(head.timestamps)); err != nil {
 			return
 		}
-		next++
 	}
 }
 
@@ -134,7 +164,7 @@ func (p *Provider) logSource(namespace, podName, containerName string, previous 
 	if err != nil {
 		return logSource{}, err
 	}
-	n := len(c.instances)
+	n, run := len(c.instances), c.runs
 	if previous {
 		n--
 	}
@@ -154,7 +184,7 @@ func (p *Provider) logSource(namespace, podName, containerName string, previous 
 	src.running = func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		return !ps.deleted && len(c.instances) == n && c.instances[n-1].end.IsZero()
+		return !ps.deleted && c.runs == run && c.instances[len(c.instances)-1].end.IsZero()
 	}
 	return src, nil
 }

@@ -116,10 +116,16 @@ func (p *Provider) changed(ps *podState) {
 // CreatePod starts running the pod as its annotations script it.
 func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	if handled, err := p.injectFaults(ctx, callCreatePod, pod); handled {
+		if errdefs.IsInvalidInput(err) {
+			p.forgetVolumes(pod)
+		}
 		return err
 	}
 	scripts, err := parseScripts(pod)
 	if err != nil {
+		// The pod is rejected for good: its volumes' Secret data and
+		// tokens have no reader.
+		p.forgetVolumes(pod)
 		return err
 	}
 	p.mu.Lock()
@@ -172,6 +178,7 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.forgetVolumesLocked(pod)
 	key := podKey(pod.Namespace, pod.Name)
 	ps, ok := p.pods[key]
 	if !ok {
@@ -180,7 +187,6 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	ps.kill()
 	p.retiredCPU += ps.cpuTime(time.Now())
 	delete(p.pods, key)
-	delete(p.volumes, key)
 	p.changed(ps)
 	p.persist(ctx, p.state.deleted(ps))
 	return nil

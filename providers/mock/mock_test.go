@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -188,6 +190,33 @@ func TestBadAnnotationIsInvalidInput(t *testing.T) {
 	}
 }
 
+func TestScriptMinimums(t *testing.T) {
+	p, _ := newProvider(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		annotation string
+		minimum    time.Duration
+	}{
+		{AnnotationLogInterval, MinLogInterval},
+		{AnnotationRunFor, MinRunFor},
+		{AnnotationRestartDelay, MinRestartDelay},
+	} {
+		for _, hostile := range []string{"1ns", "0s", (c.minimum - time.Nanosecond).String()} {
+			err := p.CreatePod(ctx, testPod("hostile", map[string]string{c.annotation: hostile}, corev1.RestartPolicyAlways))
+			want := fmt.Sprintf("annotation %s: %q is below the minimum of %s", c.annotation, hostile, c.minimum)
+			if !errdefs.IsInvalidInput(err) || err.Error() != want {
+				t.Errorf("%s=%s: %v, want InvalidInput %q", c.annotation, hostile, err, want)
+			}
+		}
+		if err := p.CreatePod(ctx, testPod("at-minimum", map[string]string{c.annotation: c.minimum.String()}, corev1.RestartPolicyAlways)); err != nil {
+			t.Errorf("%s at its minimum %s: %v", c.annotation, c.minimum, err)
+		}
+	}
+	if _, err := p.GetPod(ctx, "ns", "hostile"); !errdefs.IsNotFound(err) {
+		t.Errorf("a rejected pod runs: %v", err)
+	}
+}
+
 func TestLogs(t *testing.T) {
 	p, _ := newProvider(t)
 	ctx := context.Background()
@@ -247,6 +276,60 @@ func TestLogs(t *testing.T) {
 	}
 	cancel()
 	_, _ = io.ReadAll(rc)
+}
+
+// TestLogsAreMadeOnDemand: a container that has logged every 10ms for a
+// year (3 billion lines) answers a tail, a byte limit and the start of its
+// whole log without building it: memory stays flat.
+func TestLogsAreMadeOnDemand(t *testing.T) {
+	p, _ := newProvider(t)
+	ctx := context.Background()
+	if err := p.CreatePod(ctx, testPod("chatty", map[string]string{AnnotationLogInterval: MinLogInterval.String()}, corev1.RestartPolicyAlways)); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	c := p.pods[podKey("ns", "chatty")].containers[0]
+	c.instances[0].start = c.instances[0].start.Add(-365 * 24 * time.Hour)
+	p.mu.Unlock()
+	written := int(365 * 24 * time.Hour / MinLogInterval)
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	read := func(opts api.ContainerLogOpts, max int64) string {
+		t.Helper()
+		rc, err := p.GetContainerLogs(ctx, "ns", "chatty", "app", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		b, err := io.ReadAll(io.LimitReader(rc, max))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	tail := read(api.ContainerLogOpts{Tail: 2}, 1<<20)
+	lines := strings.Split(strings.TrimSuffix(tail, "\n"), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "ns/chatty/app line ") {
+		t.Fatalf("tail 2: %q", tail)
+	}
+	if n, _ := strconv.Atoi(strings.TrimPrefix(lines[1], "ns/chatty/app line ")); n < written {
+		t.Errorf("tail 2 ends at line %d, want at least %d", n, written)
+	}
+	if got := read(api.ContainerLogOpts{Tail: -1, LimitBytes: 42}, 1<<20); got != "ns/chatty/app line 1\nns/chatty/app line 2\n" {
+		t.Errorf("limitBytes 42: %q", got)
+	}
+	whole := read(api.ContainerLogOpts{Tail: -1}, 8<<20)
+	if len(whole) != 8<<20 || !strings.HasPrefix(whole, "ns/chatty/app line 1\n") {
+		t.Errorf("whole log: %d bytes starting %.40q", len(whole), whole)
+	}
+	runtime.ReadMemStats(&after)
+	// Reading 8 MiB needs about that much; building the log would take
+	// 90 GB.
+	if grown := int64(after.TotalAlloc - before.TotalAlloc); grown > 256<<20 {
+		t.Errorf("reading the log allocated %d MiB", grown>>20)
+	}
 }
 
 // fakeIO is an api.AttachIO over buffers.

@@ -44,10 +44,32 @@ type containerState struct {
 	// fs holds the files copied into the container.
 	fs    containerFS
 	timer stoppable
-	// instances are the start and end of each run, for logs and stats; the
-	// last one has a zero end while the container runs.
+	// instances are the start and end of the last keptInstances runs, for
+	// logs and stats; the last one has a zero end while the container runs.
 	instances []instance
+	// runs counts the container's runs, forgotten ones included.
+	runs int
+	// forgottenCPU is the CPU time, in core-nanoseconds, of the runs
+	// instances no longer holds.
+	forgottenCPU uint64
+	// backOffs is how many times the current back-off has doubled.
+	backOffs int
 }
+
+// keptInstances is how many runs of a container the mock remembers: the
+// current one and the previous one (kubectl logs --previous), as the
+// kubelet keeps one last termination, so a crash loop costs no memory.
+const keptInstances = 2
+
+// Restart back-off, as the kubelet's CrashLoopBackOff: the scripted delay
+// doubles with each restart up to MaxRestartBackOff, and starts over after
+// a run of backOffReset, so a container that crashes at once settles at
+// one restart, and one status change, every five minutes.
+const (
+	// MaxRestartBackOff is the longest back-off before a restart.
+	MaxRestartBackOff = 5 * time.Minute
+	backOffReset      = 2 * MaxRestartBackOff
+)
 
 type instance struct{ start, end time.Time }
 
@@ -176,11 +198,11 @@ func (ps *podState) run(c *containerState) {
 	c.ran = true
 	c.status.ContainerID = ps.containerID(c.spec.name)
 	if c.script.failStart != "" {
-		c.instances = append(c.instances, instance{start: now, end: now})
+		c.addInstance(instance{start: now, end: now})
 		ps.terminated(c, exitCodeStartError, "StartError", c.script.failStart, now)
 		return
 	}
-	c.instances = append(c.instances, instance{start: now})
+	c.addInstance(instance{start: now})
 	c.status.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now)}}
 	c.status.Ready, c.status.Started = true, ptr.To(true)
 	init := ps.isInit(c)
@@ -247,14 +269,42 @@ func (ps *podState) terminated(c *containerState, code int32, reason, msg string
 		return
 	}
 	c.status.LastTerminationState = corev1.ContainerState{Terminated: term}
+	delay := c.backOff(now)
 	c.status.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
 		Reason:  "CrashLoopBackOff",
-		Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s", c.script.restartDelay, c.spec.name, ps.pod.name, ps.pod.namespace),
+		Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s", delay, c.spec.name, ps.pod.name, ps.pod.namespace),
 	}}
-	c.timer = ps.after(c.script.restartDelay, func() {
+	c.timer = ps.after(delay, func() {
 		c.status.RestartCount++
 		ps.run(c)
 	})
+}
+
+// backOff is the wait before restarting the container whose run ended now.
+func (c *containerState) backOff(now time.Time) time.Duration {
+	if now.Sub(c.instances[len(c.instances)-1].start) >= backOffReset {
+		c.backOffs = 0
+	}
+	delay := c.script.restartDelay << c.backOffs
+	switch {
+	case c.script.restartDelay >= MaxRestartBackOff:
+		return c.script.restartDelay // scripted longer: kept as written
+	case delay >= MaxRestartBackOff:
+		return MaxRestartBackOff
+	}
+	c.backOffs++
+	return delay
+}
+
+// addInstance starts a run, forgetting the oldest one kept.
+func (c *containerState) addInstance(in instance) {
+	if len(c.instances) == keptInstances {
+		old := c.instances[0]
+		c.forgottenCPU += cpuTime(nanoCores(c), old.end.Sub(old.start))
+		c.instances = append(c.instances[:0], c.instances[1:]...)
+	}
+	c.instances = append(c.instances, in)
+	c.runs++
 }
 
 // addEphemeral starts the ephemeral containers the pod's spec gained (the
@@ -336,7 +386,7 @@ func (ps *podState) kill() {
 	ps.started, ps.initPos = true, len(ps.init)
 	for _, c := range ps.all() {
 		if !c.ran {
-			c.instances = append(c.instances, instance{start: now, end: now})
+			c.addInstance(instance{start: now, end: now})
 		}
 		switch {
 		case c.status.State.Running != nil:

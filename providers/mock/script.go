@@ -18,7 +18,8 @@ const (
 	// duration before its containers start, e.g. "2s".
 	AnnotationStartDelay = "mock.vkubelet.io/start-delay"
 	// AnnotationRunFor makes containers exit after running for a duration,
-	// e.g. "30s". Without it they run until the pod is deleted.
+	// e.g. "30s", at least MinRunFor. Without it they run until the pod is
+	// deleted.
 	AnnotationRunFor = "mock.vkubelet.io/run-for"
 	// AnnotationExitCode is the exit code of a container that exits
 	// (default 0). Whether it restarts follows the pod's restartPolicy;
@@ -27,8 +28,10 @@ const (
 	// AnnotationFailStart makes containers fail to start, with the value as
 	// the message: terminated with reason StartError and exit code 128.
 	AnnotationFailStart = "mock.vkubelet.io/fail-start"
-	// AnnotationRestartDelay is the back-off before a container restarts
-	// (default 1s); RestartCount grows with each restart.
+	// AnnotationRestartDelay is the first back-off before a container
+	// restarts (default 1s, at least MinRestartDelay); as the kubelet's, it
+	// doubles with each restart up to MaxRestartBackOff and starts over
+	// after a run of twice that. RestartCount grows with each restart.
 	AnnotationRestartDelay = "mock.vkubelet.io/restart-delay"
 	// AnnotationCPUUsage is the CPU a container uses, e.g. "250m", reported
 	// in stats (kubectl top).
@@ -36,8 +39,20 @@ const (
 	// AnnotationMemoryUsage is the memory a container uses, e.g. "64Mi".
 	AnnotationMemoryUsage = "mock.vkubelet.io/memory-usage"
 	// AnnotationLogInterval is how often a container writes a log line
-	// (default 1s).
+	// (default 1s, at least MinLogInterval).
 	AnnotationLogInterval = "mock.vkubelet.io/log-interval"
+)
+
+// The shortest scripted durations. Shorter ones would let one pod author
+// spend the node: a log line or a restart every nanosecond.
+const (
+	// MinRunFor is the shortest AnnotationRunFor.
+	MinRunFor = 10 * time.Millisecond
+	// MinRestartDelay is the shortest AnnotationRestartDelay.
+	MinRestartDelay = 10 * time.Millisecond
+	// MinLogInterval is the shortest AnnotationLogInterval: 100 lines a
+	// second.
+	MinLogInterval = 10 * time.Millisecond
 )
 
 // exitCodeStartError is what runtimes report for a container that could not start.
@@ -91,14 +106,17 @@ func parseScript(pod *corev1.Pod, container string) (script, error) {
 		v, ok := pod.Annotations[key]
 		return key, v, ok
 	}
-	duration := func(key string, dst *time.Duration, positive bool) error {
+	duration := func(key string, dst *time.Duration, minimum time.Duration) error {
 		name, v, ok := get(key)
 		if !ok {
 			return nil
 		}
 		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 || (positive && d == 0) {
+		if err != nil || d < 0 {
 			return errdefs.InvalidInputf("annotation %s: %q is not a valid duration (e.g. 1.5s, 2m)", name, v)
+		}
+		if d < minimum {
+			return errdefs.InvalidInputf("annotation %s: %q is below the minimum of %s", name, v, minimum)
 		}
 		*dst = d
 		return nil
@@ -116,10 +134,10 @@ func parseScript(pod *corev1.Pod, container string) (script, error) {
 		return nil
 	}
 	for _, err := range []error{
-		duration(AnnotationStartDelay, &s.startDelay, false),
-		duration(AnnotationRunFor, &s.runFor, false),
-		duration(AnnotationRestartDelay, &s.restartDelay, false),
-		duration(AnnotationLogInterval, &s.logInterval, true),
+		duration(AnnotationStartDelay, &s.startDelay, 0),
+		duration(AnnotationRunFor, &s.runFor, MinRunFor),
+		duration(AnnotationRestartDelay, &s.restartDelay, MinRestartDelay),
+		duration(AnnotationLogInterval, &s.logInterval, MinLogInterval),
 		quantity(AnnotationCPUUsage, &s.cpu),
 		quantity(AnnotationMemoryUsage, &s.memory),
 	} {

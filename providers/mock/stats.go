@@ -115,6 +115,7 @@ func (ps *podState) cpuTime(now time.Time) uint64 {
 	var total uint64
 	for _, c := range ps.containers {
 		cpu := nanoCores(c)
+		total += c.forgottenCPU
 		for _, in := range c.instances {
 			end := in.end
 			if end.IsZero() {

@@ -34,6 +34,22 @@ func (p *Provider) SetPodVolumes(_ context.Context, pod *corev1.Pod, contents *v
 	return nil
 }
 
+// forgetVolumes drops the files of the pod's volumes, unless they are a
+// newer pod's of the same name.
+func (p *Provider) forgetVolumes(pod *corev1.Pod) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.forgetVolumesLocked(pod)
+}
+
+// forgetVolumesLocked is forgetVolumes with p.mu held.
+func (p *Provider) forgetVolumesLocked(pod *corev1.Pod) {
+	key := podKey(pod.Namespace, pod.Name)
+	if v, ok := p.volumes[key]; ok && v.uid == pod.UID {
+		delete(p.volumes, key)
+	}
+}
+
 // mountedFiles returns how a container finds the files of its volume
 // mounts, and lists them; p.mu must be held.
 func (p *Provider) mountedFiles(ps *podState, c containerSpec) (func(string) (volume.File, bool), func() []string) {
