@@ -22,8 +22,8 @@ func (logsOnly) GetContainerLogs(context.Context, string, string, string, api.Co
 
 func TestPodHandlerConfigOf(t *testing.T) {
 	bare := node.PodHandlerConfigOf(newTestProvider())
-	if bare.GetPods == nil {
-		t.Error("the pod list is every provider's")
+	if bare.GetPods == nil || bare.GetPod == nil {
+		t.Error("the pod list and lookup are every provider's")
 	}
 	if bare.GetContainerLogs != nil || bare.RunInContainer != nil || bare.AttachToContainer != nil ||
 		bare.PortForward != nil || bare.GetStatsSummary != nil || bare.GetMetricsResource != nil {
