@@ -5,9 +5,12 @@ package provider
 
 import (
 	"context"
+	"fmt"
+	"os"
 
 	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/vkubelet/virtual-kubelet/node"
 )
@@ -44,3 +47,23 @@ type InitConfig struct {
 // InitFunc builds a provider. It returns a clear error, naming the file and
 // field, for a bad configuration.
 type InitFunc func(context.Context, InitConfig) (node.Provider, error)
+
+// LoadConfig reads the --provider-config file at path into cfg, refusing
+// unknown fields, then checks it with validate. An empty path is an error
+// saying what the file must name (need); every error names the file.
+func LoadConfig(path, need string, cfg any, validate func() error) error {
+	if path == "" {
+		return fmt.Errorf("--provider-config is required: it names %s", need)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("provider config: %w", err)
+	}
+	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
+		return fmt.Errorf("provider config %s: %v", path, err)
+	}
+	if err := validate(); err != nil {
+		return fmt.Errorf("provider config %s: %w", path, err)
+	}
+	return nil
+}

@@ -6,13 +6,13 @@ import (
 	"os"
 	"strings"
 
+	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	psapi "k8s.io/pod-security-admission/api"
-	"sigs.k8s.io/yaml"
 )
 
 // Config is the --provider-config file, in YAML or JSON:
@@ -113,19 +113,9 @@ const (
 // LoadConfig reads and validates the config file. Errors name the file and
 // the field.
 func LoadConfig(path string) (*Config, error) {
-	if path == "" {
-		return nil, errors.New("--provider-config is required: it names the remote cluster (see providers/kubernetes.Config)")
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("provider config: %w", err)
-	}
 	var cfg Config
-	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-		return nil, fmt.Errorf("provider config %s: %v", path, err)
-	}
-	if err := cfg.validate(); err != nil {
-		return nil, fmt.Errorf("provider config %s: %w", path, err)
+	if err := provider.LoadConfig(path, "the remote cluster (see providers/kubernetes.Config)", &cfg, cfg.validate); err != nil {
+		return nil, err
 	}
 	return &cfg, nil
 }

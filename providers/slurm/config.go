@@ -3,15 +3,14 @@ package slurm
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"sigs.k8s.io/yaml"
 )
 
 // Config is the --provider-config file, in YAML or JSON:
@@ -63,19 +62,9 @@ const DefaultPollInterval = 2 * time.Second
 // LoadConfig reads and validates the config file. Errors name the file and
 // the field.
 func LoadConfig(path string) (*Config, error) {
-	if path == "" {
-		return nil, errors.New("--provider-config is required: it names the work directory and the image table (see providers/slurm.Config)")
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("provider config: %w", err)
-	}
 	var cfg Config
-	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-		return nil, fmt.Errorf("provider config %s: %v", path, err)
-	}
-	if err := cfg.validate(); err != nil {
-		return nil, fmt.Errorf("provider config %s: %w", path, err)
+	if err := provider.LoadConfig(path, "the work directory and the image table (see providers/slurm.Config)", &cfg, cfg.validate); err != nil {
+		return nil, err
 	}
 	return &cfg, nil
 }
