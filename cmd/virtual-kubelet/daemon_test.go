@@ -1,16 +1,13 @@
 package main_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,36 +23,13 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "vk-binary-")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "virtual-kubelet")
-	build := exec.Command("go", "build", "-race", "-o", binary, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building virtual-kubelet:", err)
+	var remove func()
+	var err error
+	if binary, remove, err = childproc.BuildDaemon(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	testcluster.Main(m, func() { _ = os.RemoveAll(dir) })
-}
-
-// syncBuffer collects a process's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	testcluster.Main(m, remove)
 }
 
 // daemon is a running virtual-kubelet process.
@@ -63,7 +37,7 @@ type daemon struct {
 	*childproc.Process
 	name   string
 	addr   string
-	output *syncBuffer
+	output *childproc.Output
 }
 
 // startDaemon runs virtual-kubelet --provider mock for a new node. In a node
@@ -71,7 +45,7 @@ type daemon struct {
 // loopback. extra flags come last and win.
 func startDaemon(t *testing.T, c *testcluster.Cluster, host *nethost.Host, extra ...string) *daemon {
 	t.Helper()
-	d := &daemon{name: testcluster.UniqueName("vk"), output: &syncBuffer{}}
+	d := &daemon{name: testcluster.UniqueName("vk"), output: &childproc.Output{}}
 	for i := 0; i+1 < len(extra); i++ {
 		if extra[i] == "--nodename" {
 			d.name = extra[i+1]

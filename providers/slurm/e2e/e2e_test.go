@@ -5,7 +5,6 @@
 package e2e_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,18 +29,13 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "vk-binary-")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "virtual-kubelet")
-	build := exec.Command("go", "build", "-race", "-o", binary, "github.com/vkubelet/virtual-kubelet/cmd/virtual-kubelet")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building virtual-kubelet:", err)
+	var remove func()
+	var err error
+	if binary, remove, err = childproc.BuildDaemon(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	testcluster.Main(m, func() { _ = os.RemoveAll(dir) })
+	testcluster.Main(m, remove)
 }
 
 const timeout = 3 * time.Minute
@@ -58,24 +51,6 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	if err != nil {
 		t.Fatalf("%s: %v (last: %s)", what, err, last)
 	}
-}
-
-// syncBuffer collects a process's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // slurmNode is a node host with a Slurm of its own and the provider's
@@ -136,14 +111,14 @@ capacity: {cpu: "8", memory: 16Gi, pods: "100"}
 // daemon is a running virtual-kubelet --provider slurm.
 type daemon struct {
 	*childproc.Process
-	output *syncBuffer
+	output *childproc.Output
 }
 
 // start runs the daemon for the node in its host; it is stopped when the
 // test ends.
 func (n *slurmNode) start(t *testing.T) *daemon {
 	t.Helper()
-	d := &daemon{output: &syncBuffer{}}
+	d := &daemon{output: &childproc.Output{}}
 	addr := n.host.Addr.String()
 	cmd := n.host.Command(context.Background(), binary, "--provider", "slurm", "--provider-config", n.config,
 		"--nodename", n.name, "--kubeconfig", n.c.Info.NodeKubeconfig, "--node-ip", addr, "--listen-address", addr,
