@@ -71,7 +71,7 @@ func TestSbatchArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"--cpus-per-task=3", "--mem=1120M", "--time=2", "--partition=batch", "--constraint=avx512", "--exclusive", "--comment=vk-pod:" + string(pod.UID), "--job-name=vk_n"} {
+	for _, want := range []string{"--cpus-per-task=3", "--mem=1120M", "--time=3", "--partition=batch", "--constraint=avx512", "--exclusive", "--comment=vk-pod:" + string(pod.UID), "--job-name=vk_n"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("args %q lack %s", args, want)
 		}

@@ -84,6 +84,9 @@ type podJob struct {
 	listed bool
 	// deleting is set once DeletePod asked the job to stop.
 	deleting bool
+	// pastDeadline is set once the job ran past the pod's
+	// activeDeadlineSeconds and the provider cancelled it.
+	pastDeadline bool
 	status   corev1.PodStatus
 }
 
@@ -301,8 +304,10 @@ func (p *Provider) sbatchArgs(pod *corev1.Pod, dir string) ([]string, error) {
 		args = append(args, "--mem="+strconv.FormatInt((m+(1<<20)-1)>>20, 10)+"M")
 	}
 	if d := pod.Spec.ActiveDeadlineSeconds; d != nil {
-		// Slurm's limits are whole minutes.
-		args = append(args, "--time="+strconv.FormatInt(int64(math.Ceil(float64(*d)/60)), 10))
+		// The provider cancels the job at the deadline itself (Slurm's
+		// limits are whole minutes and checked lazily); the time limit,
+		// a minute later, is the backstop should the daemon be down.
+		args = append(args, "--time="+strconv.FormatInt(int64(math.Ceil(float64(*d)/60))+1, 10))
 	}
 	for _, k := range sortedKeys(pod.Annotations) {
 		name, ok := strings.CutPrefix(k, AnnotationSbatchPrefix)
@@ -509,6 +514,9 @@ func (p *Provider) poll(ctx context.Context) error {
 			continue
 		}
 		pj.job, pj.listed = byComment[jobComment(pj.pod.UID)], true
+		if pj.reachedDeadline(listed) {
+			p.cancelAtDeadline(ctx, pj.jobID)
+		}
 		if pj.deleting && (pj.job == nil || jobDone(pj.job.State)) {
 			pj.status = podStatus(pj.pod, p.view(pj))
 			p.forget(key, pj)
@@ -519,10 +527,36 @@ func (p *Provider) poll(ctx context.Context) error {
 	return nil
 }
 
+// reachedDeadline marks the pod past its activeDeadlineSeconds, counted
+// from the job's start as a kubelet counts from the pod's, once now is
+// past it; it reports whether this call did.
+func (pj *podJob) reachedDeadline(now time.Time) bool {
+	d := pj.pod.Spec.ActiveDeadlineSeconds
+	if pj.pastDeadline || d == nil || pj.job == nil || pj.job.StartTime <= 0 || pj.job.State == statePending || jobDone(pj.job.State) {
+		return false
+	}
+	if now.Before(time.Unix(pj.job.StartTime, 0).Add(time.Duration(*d) * time.Second)) {
+		return false
+	}
+	pj.pastDeadline = true
+	return true
+}
+
+// cancelAtDeadline stops a job whose pod reached its deadline, as a kubelet
+// kills the containers of such a pod (no grace period beyond Slurm's
+// KillWait).
+func (p *Provider) cancelAtDeadline(ctx context.Context, id string) {
+	go func() {
+		if _, err := p.cli.run(ctx, "scancel", id); err != nil && ctx.Err() == nil {
+			log.G(ctx).WithError(err).Warnf("cancelling job %s at the pod's active deadline", id)
+		}
+	}()
+}
+
 // view gathers what the pod's status is computed from; it reads the
 // pod's files, not Slurm.
 func (p *Provider) view(pj *podJob) jobView {
-	v := jobView{gone: pj.listed && pj.job == nil, job: pj.job, files: map[string]containerFiles{}, podIP: p.InternalIP}
+	v := jobView{gone: pj.listed && pj.job == nil, pastDeadline: pj.pastDeadline, job: pj.job, files: map[string]containerFiles{}, podIP: p.InternalIP}
 	for _, list := range [][]corev1.Container{pj.pod.Spec.InitContainers, pj.pod.Spec.Containers} {
 		for _, c := range list {
 			v.files[c.Name] = readContainerFiles(pj.dir, c.Name)

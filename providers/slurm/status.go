@@ -61,10 +61,13 @@ func readContainerFiles(dir, name string) containerFiles {
 // jobView is what the status is computed from: the job as squeue last
 // listed it, whether squeue no longer lists it, and each container's files.
 type jobView struct {
-	gone  bool
-	job   *job
-	files map[string]containerFiles
-	podIP string
+	gone bool
+	// pastDeadline is set once the pod ran longer than its
+	// activeDeadlineSeconds and the provider stopped the job.
+	pastDeadline bool
+	job          *job
+	files        map[string]containerFiles
+	podIP        string
 }
 
 // podStatus is the pod's status as a kubelet would report it.
@@ -82,16 +85,19 @@ func podStatus(pod *corev1.Pod, v jobView) corev1.PodStatus {
 			s.StartTime = &t
 		}
 	}
-	done := v.gone || (v.job != nil && jobDone(state))
+	// A kubelet fails a pod at its deadline, before its containers are
+	// killed; so does the provider, whatever the containers report since.
+	timedOut := v.pastDeadline || state == stateTimeout || state == stateDeadline
+	done := v.gone || timedOut || (v.job != nil && jobDone(state))
 
 	// Why a container that never wrote its exit file ended.
 	lostReason, lostMessage := "Error", "the job ended (Slurm state "+state+") before the container exited"
-	switch state {
-	case stateTimeout, stateDeadline:
-		lostReason, lostMessage = "DeadlineExceeded", "the job reached its time limit"
-	case stateOOM:
+	switch {
+	case timedOut:
+		lostReason, lostMessage = "DeadlineExceeded", "the pod reached its active deadline"
+	case state == stateOOM:
 		lostReason, lostMessage = "OOMKilled", "the job ran out of memory"
-	case "":
+	case state == "":
 		lostReason, lostMessage = "ContainerStatusUnknown", "the job is no longer known to Slurm"
 	}
 
@@ -151,7 +157,7 @@ func podStatus(pod *corev1.Pod, v jobView) corev1.PodStatus {
 	}
 
 	switch {
-	case done && (state == stateTimeout || state == stateDeadline):
+	case timedOut:
 		s.Phase, s.Reason, s.Message = corev1.PodFailed, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline"
 	case done && allZero && initDone:
 		s.Phase = corev1.PodSucceeded

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 )
 
 func TestPodStatusFromJobAndFiles(t *testing.T) {
@@ -32,6 +33,7 @@ func TestPodStatusFromJobAndFiles(t *testing.T) {
 		{"all exited, one 3", jobView{job: jobIn(stateRunning), files: map[string]containerFiles{"init": ok, "a": failed, "b": ok}}, corev1.PodFailed, "", "3", "0", ""},
 		{"completed", jobView{job: jobIn("COMPLETED"), files: map[string]containerFiles{"init": ok, "a": ok, "b": ok}}, corev1.PodSucceeded, "", "0", "0", ""},
 		{"time limit", jobView{job: jobIn(stateTimeout), files: map[string]containerFiles{"init": ok, "a": ran, "b": ok}}, corev1.PodFailed, "DeadlineExceeded", "137", "0", ""},
+		{"past the active deadline, a container already ended by TERM", jobView{pastDeadline: true, job: jobIn(stateRunning), files: map[string]containerFiles{"init": ok, "a": {started: t0, finished: t0.Add(time.Second), exitCode: 143}, "b": ran}}, corev1.PodFailed, "DeadlineExceeded", "143", "137", ""},
 		{"out of memory", jobView{job: jobIn(stateOOM), files: map[string]containerFiles{"init": ok, "a": ran, "b": ran}}, corev1.PodFailed, "OOMKilled", "137", "137", ""},
 		{"cancelled", jobView{job: jobIn(stateCancelled), files: map[string]containerFiles{"init": ok, "a": ran, "b": ran}}, corev1.PodFailed, "SlurmCancelled", "137", "137", ""},
 		{"init failed", jobView{job: jobIn("FAILED"), files: map[string]containerFiles{"init": failed}}, corev1.PodFailed, "", "waiting", "waiting", "PodInitializing"},
@@ -62,5 +64,29 @@ func TestPodStatusFromJobAndFiles(t *testing.T) {
 	}
 	if s := podStatus(pod, jobView{job: jobIn(stateOOM), files: map[string]containerFiles{"init": ok}}); s.ContainerStatuses[0].State.Terminated.Reason != "OOMKilled" {
 		t.Errorf("OOM: container reason %+v", s.ContainerStatuses[0].State.Terminated)
+	}
+}
+
+func TestReachedDeadlineOnceFromJobStart(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	pod := testPod("p", shell("a", "true"))
+	pod.Spec.ActiveDeadlineSeconds = ptr.To[int64](20)
+	pj := &podJob{pod: pod, job: &job{ID: 1, State: statePending}}
+	if pj.reachedDeadline(t0.Add(time.Hour)) {
+		t.Error("a pending job reached its deadline")
+	}
+	pj.job = &job{ID: 1, State: stateRunning, StartTime: t0.Unix()}
+	if pj.reachedDeadline(t0.Add(19 * time.Second)) {
+		t.Error("deadline reached 19s after the start of a 20s deadline")
+	}
+	if !pj.reachedDeadline(t0.Add(20*time.Second)) || !pj.pastDeadline {
+		t.Error("deadline not reached 20s after the start")
+	}
+	if pj.reachedDeadline(t0.Add(21 * time.Second)) {
+		t.Error("deadline reached twice: the job would be cancelled twice")
+	}
+	noDeadline := &podJob{pod: testPod("q", shell("a", "true")), job: &job{ID: 2, State: stateRunning, StartTime: t0.Unix()}}
+	if noDeadline.reachedDeadline(t0.Add(24 * time.Hour)) {
+		t.Error("a pod without activeDeadlineSeconds reached a deadline")
 	}
 }
