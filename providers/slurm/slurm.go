@@ -87,7 +87,7 @@ type podJob struct {
 	// pastDeadline is set once the job ran past the pod's
 	// activeDeadlineSeconds and the provider cancelled it.
 	pastDeadline bool
-	status   corev1.PodStatus
+	status       corev1.PodStatus
 }
 
 var (
