@@ -58,6 +58,7 @@ type Provider struct {
 	provider.NodeBasics
 	cfg      *Config
 	cli      *slurmCLI
+	nodeName string
 	jobName  string
 	capacity corev1.ResourceList
 	started  time.Time
@@ -112,6 +113,7 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 		NodeBasics: provider.NodeBasicsFrom(ic),
 		cfg:        cfg,
 		cli:        newCLI(cfg),
+		nodeName:   ic.NodeName,
 		jobName:    "vk_" + ic.NodeName,
 		started:    time.Now(),
 		pods:       map[string]*podJob{},

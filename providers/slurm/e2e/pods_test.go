@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -15,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
@@ -88,6 +90,23 @@ while :; do sleep 0.2; done`)
 	if out := n.kubectl(t, "-n", ns, "exec", "web", "-c", "main", "--", "cat", "/etc/cfg/x"); out != "from the configmap" {
 		t.Errorf("kubectl exec cat /etc/cfg/x: %q", out)
 	}
+	eventually(t, "the web pod's usage from sstat in the stats summary", func() (bool, string) {
+		raw, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", n.name, "proxy/stats/summary").DoRaw(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		var summary statsv1alpha1.Summary
+		if err := json.Unmarshal(raw, &summary); err != nil {
+			return false, err.Error()
+		}
+		for _, ps := range summary.Pods {
+			if ps.PodRef.UID == string(web.UID) {
+				mem := ps.Memory.WorkingSetBytes
+				return ps.CPU.UsageCoreNanoSeconds != nil && mem != nil && *mem > 1<<20, string(raw)
+			}
+		}
+		return false, string(raw)
+	})
 	eventually(t, "port-forward to the job's listener", func() (bool, string) {
 		line, err := portForward(t, c, ns, "web", 18080)
 		return line == "hello from the slurm job\n", fmt.Sprintf("%q %v", line, err)
