@@ -171,9 +171,12 @@ func TestHugeCopyIsRefused(t *testing.T) {
 	f.Close()
 	rssBefore, _ := processMemory(t, pid)
 
-	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	// The whole gigabyte crosses the API server before tar's refusal ends
+	// the copy (the mock drains it, as tar does, or kubectl loses the
+	// message): minutes on a loaded two-core machine.
+	bigCtx, cancel := context.WithTimeout(ctx, 6*time.Minute)
 	defer cancel()
-	out, err := c.Kubectl(cctx, "-n", ns, "cp", big, "target:/srv/big.bin", "-c", "main")
+	out, err := c.Kubectl(bigCtx, "-n", ns, "cp", big, "target:/srv/big.bin", "-c", "main")
 	want := fmt.Sprintf("tar: /srv/big.bin: the mock holds at most %d MiB copied into a container", mock.MaxCopiedBytes>>20)
 	if err == nil || !strings.Contains(out, want) {
 		t.Errorf("kubectl cp of 1 GiB: %v\n%s\nwant it refused with %q", err, out, want)
@@ -189,10 +192,12 @@ func TestHugeCopyIsRefused(t *testing.T) {
 	if err := os.WriteFile(small, []byte("fits\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := c.Kubectl(cctx, "-n", ns, "cp", small, "target:/srv/small.txt", "-c", "main"); err != nil {
+	smallCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if out, err := c.Kubectl(smallCtx, "-n", ns, "cp", small, "target:/srv/small.txt", "-c", "main"); err != nil {
 		t.Errorf("kubectl cp of a small file: %v\n%s", err, out)
 	}
-	if out, err := c.Kubectl(cctx, "-n", ns, "exec", "target", "--", "cat", "/srv/small.txt"); err != nil || out != "fits\n" {
+	if out, err := c.Kubectl(smallCtx, "-n", ns, "exec", "target", "--", "cat", "/srv/small.txt"); err != nil || out != "fits\n" {
 		t.Errorf("cat of the copied file: %v %q", err, out)
 	}
 	checkMemory(t, pid, 1, "after the copies")
