@@ -16,15 +16,29 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// outagePods is how many pods the outage test runs: half submitted before
-// slurmctld stops, half while it is down. Kept small for a shared 2-core
-// machine; each pod is one job of a few sleeping processes.
-const outagePods = 20
+// outagePodsVar sizes the outage test: how many pods, half submitted
+// before slurmctld stops, half while it is down. The default is small for
+// a shared 2-core machine; the figure is 50.
+const outagePodsVar = "VK_SLURM_OUTAGE_PODS"
+
+// outageSize is VK_SLURM_OUTAGE_PODS, 20 when unset.
+func outageSize(t *testing.T) int {
+	v := os.Getenv(outagePodsVar)
+	if v == "" {
+		return 20
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 2 {
+		t.Fatalf("%s=%q: want a pod count of at least 2", outagePodsVar, v)
+	}
+	return n
+}
 
 // TestSlurmctldOutage: slurmctld stops for at least 60 s, until the node
 // has gone NotReady; pods created meanwhile wait; when it is back the node
 // is Ready again, every pod ends Succeeded and none was submitted twice.
 func TestSlurmctldOutage(t *testing.T) {
+	outagePods := outageSize(t)
 	n, _, ns := runningNode(t)
 	c, ctx := n.c, context.Background()
 
