@@ -147,12 +147,13 @@ func podStatus(pod *corev1.Pod, v jobView) corev1.PodStatus {
 	if !initDone {
 		waiting = "PodInitializing"
 	}
-	allExited, allZero := true, true
+	allExited, allZero, anyStarted := true, true, false
 	for i := range pod.Spec.Containers {
 		cs := status(&pod.Spec.Containers[i], waiting)
 		t := cs.State.Terminated
 		allExited = allExited && t != nil
 		allZero = allZero && t != nil && t.ExitCode == 0
+		anyStarted = anyStarted || cs.State.Running != nil || t != nil
 		s.ContainerStatuses = append(s.ContainerStatuses, cs)
 	}
 
@@ -171,7 +172,9 @@ func podStatus(pod *corev1.Pod, v jobView) corev1.PodStatus {
 		}
 	case allExited:
 		s.Phase = corev1.PodSucceeded
-	case state == stateRunning && initDone:
+	case state == stateRunning && initDone && anyStarted:
+		// Running, as on a kubelet, once a container is: exec and
+		// attach then find it.
 		s.Phase = corev1.PodRunning
 	}
 	return s

@@ -28,6 +28,7 @@ func TestPodStatusFromJobAndFiles(t *testing.T) {
 	}{
 		{"pending job", jobView{job: &job{State: statePending, Reason: "Resources"}}, corev1.PodPending, "", "waiting", "waiting", "PodInitializing"},
 		{"init running", jobView{job: jobIn(stateRunning), files: map[string]containerFiles{"init": ran}}, corev1.PodPending, "", "waiting", "waiting", "PodInitializing"},
+		{"init done, containers not started yet", jobView{job: jobIn(stateRunning), files: map[string]containerFiles{"init": ok}}, corev1.PodPending, "", "waiting", "waiting", "ContainerCreating"},
 		{"running", jobView{job: jobIn(stateRunning), files: map[string]containerFiles{"init": ok, "a": ran, "b": ran}}, corev1.PodRunning, "", "running", "running", ""},
 		{"one exits 3 while the job runs", jobView{job: jobIn(stateRunning), files: map[string]containerFiles{"init": ok, "a": failed, "b": ran}}, corev1.PodRunning, "", "3", "running", ""},
 		{"all exited, one 3", jobView{job: jobIn(stateRunning), files: map[string]containerFiles{"init": ok, "a": failed, "b": ok}}, corev1.PodFailed, "", "3", "0", ""},

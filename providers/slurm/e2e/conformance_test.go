@@ -1,0 +1,19 @@
+package e2e_test
+
+import (
+	"testing"
+
+	"github.com/vkubelet/virtual-kubelet/test/e2e"
+)
+
+// TestSlurmConformance runs the importable e2e suite against the slurm
+// provider on a real Slurm, with the suite's default container (busybox,
+// which the test config maps to the host).
+func TestSlurmConformance(t *testing.T) {
+	n, _, ns := runningNode(t)
+	e2e.NewEndToEndTestSuite(e2e.EndToEndTestSuiteConfig{
+		RestConfig: n.c.Config,
+		Namespace:  ns,
+		NodeName:   n.name,
+	}).Run(t)
+}
