@@ -28,6 +28,7 @@ import (
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 	k8sprovider "github.com/vkubelet/virtual-kubelet/providers/kubernetes"
 	"github.com/vkubelet/virtual-kubelet/providers/mock"
+	"github.com/vkubelet/virtual-kubelet/test/e2e"
 )
 
 // twoClusters is the kubernetes provider's setup: a virtual node in cluster
@@ -391,6 +392,18 @@ spec:
 		if n := len(tc.remotePods(t)["doomed"]); n != 0 {
 			t.Errorf("a pod lost in B was created again (%d in B)", n)
 		}
+	})
+
+	t.Run("conformance", func(t *testing.T) {
+		e2e.NewEndToEndTestSuite(e2e.EndToEndTestSuiteConfig{
+			RestConfig: tc.a.Config,
+			Namespace:  tc.ns,
+			NodeName:   tc.node.name,
+			// B's worker is a mock: its log lines end the container's path,
+			// and metrics-server leaves out containers that used no CPU.
+			WantLog:        func(string, string) string { return "/main line " },
+			PodAnnotations: map[string]string{mock.AnnotationCPUUsage: "10m", mock.AnnotationMemoryUsage: "16Mi"},
+		}).Run(t)
 	})
 
 	t.Run("namespace per source namespace and derived capacity", func(t *testing.T) { tc.prefixNode(t) })
