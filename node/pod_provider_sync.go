@@ -129,7 +129,7 @@ func (pc *PodController) providerLost(ctx context.Context, key string, pod *core
 		}
 		return false
 	}
-	if pp := rec.view().provider; pp != nil && isTerminalStatus(&pp.Status) {
+	if pp := rec.view().providerViewOf(pod.UID); pp != nil && isTerminalStatus(&pp.Status) {
 		pc.statusQueue.Enqueue(key) // the terminal status is on its way
 		return false
 	}

@@ -149,3 +149,43 @@ func TestFirstSightOfALostPodToRecreate(t *testing.T) {
 		t.Errorf("adopted pod's restart count = %d, want the API server's 1", n)
 	}
 }
+
+// TestNotifiedLossFollowsRestartPolicy: a provider that notifies a pod
+// with reason ProviderLost gets the restart policy's decision, as for a pod
+// found missing; news of an earlier pod of the name changes nothing.
+func TestNotifiedLossFollowsRestartPolicy(t *testing.T) {
+	for _, policy := range []corev1.RestartPolicy{corev1.RestartPolicyAlways, corev1.RestartPolicyNever} {
+		t.Run(string(policy), func(t *testing.T) {
+			pc := newTestController(t, nopProvider{})
+			pod := testPod("u1", corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{restarted("c", 0)}})
+			pod.Spec.RestartPolicy = policy
+			pod.Spec.Containers = []corev1.Container{{Name: "c"}}
+			if err := pc.informer.Informer().GetIndexer().Add(pod); err != nil {
+				t.Fatal(err)
+			}
+			rec := pc.pods.get("ns/p")
+			rec.handedOver(pod)
+			lost := testPod("u1", corev1.PodStatus{Phase: corev1.PodFailed, Reason: ReasonProviderLost})
+
+			stale := lost.DeepCopy()
+			stale.UID = "u0"
+			pc.onProviderPod(context.Background(), stale)
+			if s := rec.view(); s.applied == nil || s.recreate || s.provider.Status.Reason == ReasonProviderLost && s.provider.UID == "u1" {
+				t.Fatalf("news of an earlier pod was taken for this one's loss: %+v", s)
+			}
+
+			pc.onProviderPod(context.Background(), lost)
+			s := rec.view()
+			switch policy {
+			case corev1.RestartPolicyAlways:
+				if !s.recreate || s.applied != nil || s.restarts["c"].count != 1 {
+					t.Errorf("Always: recreate=%v applied=%v restarts=%+v", s.recreate, s.applied, s.restarts)
+				}
+			case corev1.RestartPolicyNever:
+				if s.recreate || s.provider == nil || s.provider.Status.Phase != corev1.PodFailed || s.provider.Status.Reason != ReasonProviderLost {
+					t.Errorf("Never: recreate=%v status=%+v", s.recreate, s.provider)
+				}
+			}
+		})
+	}
+}

@@ -36,7 +36,8 @@ const (
 	ReasonProviderRejected = "ProviderRejected"
 	// ReasonProviderLost is recorded when a running pod disappears from the
 	// provider: it is created again, or marked Failed, as its restart policy
-	// says.
+	// says. A PodNotifier that finds it lost a pod (deleted behind its
+	// back) reports it with this status.reason, for the same decision.
 	ReasonProviderLost = "ProviderLost"
 	// ReasonCreateContainerConfigError is the waiting reason of containers
 	// whose environment cannot be resolved, as the kubelet reports it.

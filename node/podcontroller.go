@@ -137,7 +137,7 @@ type PodControllerConfig struct {
 	// ProviderResyncInterval is how often GetPods is compared with the pods
 	// in Kubernetes (default DefaultProviderResyncInterval): pods only the
 	// provider has are deleted from it, and running pods the provider lost
-	// are marked Failed.
+	// are created again or marked Failed, as their restart policy says.
 	ProviderResyncInterval time.Duration
 
 	// SkipDownwardAPIResolution hands pods to the provider with their
@@ -544,11 +544,20 @@ func (pc *PodController) providerSaw(key string, old, cur *corev1.Pod) {
 
 // onProviderPod is the callback handed to the provider's NotifyPods. News of
 // a pod Kubernetes no longer has is dropped: there is nowhere to write it.
+// A pod the provider reports lost (status.reason ProviderLost) is handled
+// as one found missing: its restart policy decides.
 func (pc *PodController) onProviderPod(ctx context.Context, pod *corev1.Pod) {
-	if _, err := pc.lister.Pods(pod.Namespace).Get(pod.Name); apierrors.IsNotFound(err) {
+	current, err := pc.lister.Pods(pod.Namespace).Get(pod.Name)
+	if apierrors.IsNotFound(err) {
 		return
 	}
 	key := podKey(pod)
+	if err == nil && pod.Status.Reason == ReasonProviderLost && (pod.UID == "" || pod.UID == current.UID) {
+		if rec := pc.pods.lookup(key); rec != nil && rec.view().applied != nil {
+			pc.lost(withPodFields(ctx, current), key, current, rec)
+		}
+		return
+	}
 	var old *corev1.Pod
 	if r := pc.pods.lookup(key); r != nil {
 		old = r.view().provider
