@@ -90,7 +90,7 @@ func (pc *PodController) decidePodIPs(ctx context.Context, pod *corev1.Pod) ([]s
 	var ips []string
 	err := pc.traceProvider(ctx, "AssignPodIPs", func(ctx context.Context) error {
 		var err error
-		if ips, err = pc.ips.assigner.AssignPodIPs(ctx, podWithIPs(pod, offered)); err != nil {
+		if ips, err = pc.ips.assigner.AssignPodIPs(ctx, podWithIPs(pod, offered).DeepCopy()); err != nil {
 			return err
 		}
 		return validIPs(ips)
