@@ -163,7 +163,7 @@ func (a *Allocator) releaseLocked(owner string) {
 	delete(a.owned, owner)
 }
 
-// InUse is the number of addresses held, for tests and metrics.
+// InUse is the number of addresses held.
 func (a *Allocator) InUse() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
