@@ -28,7 +28,16 @@
 // errdefs.InvalidInput; a deleted pod whose stop the provider has not
 // reported by the end of its grace period plus GracePeriodMargin is finished
 // by the controller; after a restart, pods the provider still has (GetPod)
-// are adopted and pods it lost are marked Failed, never created again.
+// are adopted. A pod the provider lost (after a restart, or while running)
+// is created again with its restarts counted, as a kubelet restarts lost
+// containers, unless its restart policy is Never, or OnFailure and its
+// containers had exited 0: then it is marked Failed.
+//
+// Pod IPs are known before a pod starts, so status.podIP(s) in its
+// environment resolve: a provider that implements PodIPAssigner chooses
+// them, else they come from the node's spec.podCIDRs
+// (PodControllerConfig.PodCIDRs), and CreatePod gets them in the pod's
+// status.
 //
 // What a provider runs, as a kubelet would:
 //

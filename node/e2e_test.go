@@ -455,12 +455,33 @@ func TestLostAndOrphanPods(t *testing.T) {
 	p := newTestProvider()
 	_, nodeName := startNode(t, c, notifyingProvider{p}, nil)
 
-	runPod(t, c, ns, nodeName, "lost")
+	// restartPolicy Never: the pod fails.
+	lost := newPod(ns, nodeName, "lost")
+	lost.Spec.RestartPolicy = corev1.RestartPolicyNever
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, lost, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, c.Client, ns, "lost", "Running", phaseIs(corev1.PodRunning))
 	p.lose(ns, "lost")
 	failed := waitPod(t, c.Client, ns, "lost", "Failed after the provider lost it", phaseIs(corev1.PodFailed))
 	term := failed.Status.ContainerStatuses[0].State.Terminated
 	if failed.Status.Reason != node.ReasonProviderLost || term == nil || term.Reason != "ContainerStatusUnknown" || term.ExitCode != 137 {
 		t.Errorf("lost pod status: reason=%q container=%+v", failed.Status.Reason, failed.Status.ContainerStatuses[0].State)
+	}
+
+	// restartPolicy Always (the default): it is created again, the restart
+	// counted, its last state the lost run.
+	runPod(t, c, ns, nodeName, "restarted")
+	created := p.count("CreatePod")
+	p.lose(ns, "restarted")
+	again := waitPod(t, c.Client, ns, "restarted", "created again with a restart counted", func(pod *corev1.Pod) bool {
+		return pod.Status.Phase == corev1.PodRunning && len(pod.Status.ContainerStatuses) == 1 && pod.Status.ContainerStatuses[0].RestartCount == 1
+	})
+	if last := again.Status.ContainerStatuses[0].LastTerminationState.Terminated; last == nil || last.Reason != "ContainerStatusUnknown" {
+		t.Errorf("last state of the restarted container: %+v", again.Status.ContainerStatuses[0].LastTerminationState)
+	}
+	if p.pod(ns, "restarted") == nil || p.count("CreatePod") != created+1 {
+		t.Errorf("the provider got %d CreatePod calls for the lost pod, want 1", p.count("CreatePod")-created)
 	}
 
 	// A pod only the provider has is deleted from it.

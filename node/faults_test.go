@@ -382,7 +382,7 @@ func TestProvidersGetCopies(t *testing.T) {
 // clean-up) and starts new ones on the same node with the same backend:
 // running pods are adopted, never created again, with the status the
 // backend has now (one finished meanwhile); a pod the backend lost meanwhile
-// is marked Failed; a pod deleted meanwhile finishes.
+// is marked Failed (restartPolicy Never); a pod deleted meanwhile finishes.
 func TestRestartAdoptsRunningPods(t *testing.T) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
@@ -393,9 +393,15 @@ func TestRestartAdoptsRunningPods(t *testing.T) {
 
 	first, _ := startNode(t, c, p, sameNode)
 	running := map[string]*corev1.Pod{}
-	for _, pod := range []string{"adopted", "lost", "deleted", "finished"} {
+	for _, pod := range []string{"adopted", "deleted", "finished"} {
 		running[pod] = runPod(t, c, ns, name, pod)
 	}
+	lost := newPod(ns, name, "lost")
+	lost.Spec.RestartPolicy = corev1.RestartPolicyNever
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, lost, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, c.Client, ns, "lost", "Running", phaseIs(corev1.PodRunning))
 	created := p.count("CreatePod")
 	stopNode(t, first)
 

@@ -60,6 +60,10 @@ type PodNotifier interface {
 	// fashion. The provided pod's PodStatus should be up to date when this
 	// function is called.
 	//
+	// A pod the provider lost (deleted behind its back) is reported with
+	// status.reason ReasonProviderLost: the controller then creates it
+	// again or marks it Failed, as its restart policy says.
+	//
 	// NotifyPods must not block the caller since it is only used to register
 	// the callback. The callback passed into NotifyPods may block when called.
 	NotifyPods(context.Context, func(*corev1.Pod))

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
@@ -39,7 +40,7 @@ func (pc *PodController) pollStatuses(ctx context.Context) {
 		status, err := pc.getPodStatus(ctx, pod)
 		switch {
 		case errdefs.IsNotFound(err) || (err == nil && status == nil):
-			pc.providerLost(ctx, key, pod, rec)
+			pc.lost(ctx, key, pod, rec)
 		case err != nil:
 			continue
 		default:
@@ -100,32 +101,51 @@ func (pc *PodController) resyncWithProvider(ctx context.Context) {
 			continue
 		}
 		if _, err := pc.getPodStatus(ctx, pod); errdefs.IsNotFound(err) {
-			pc.providerLost(withPodFields(ctx, pod), key, pod, rec)
+			pc.lost(withPodFields(ctx, pod), key, pod, rec)
 		}
 	}
 }
 
-// providerLost handles a pod the provider no longer has: it is marked
-// Failed, its containers terminated with the kubelet's ContainerStatusUnknown,
-// unless its terminal status is already known. A deleting pod is then
-// removed, as the status handler removes any deleting pod that is done.
-func (pc *PodController) providerLost(ctx context.Context, key string, pod *corev1.Pod, rec *podRecord) {
+// lost handles a pod the provider no longer has, found by polling or
+// resync: one to be created again is queued for it.
+func (pc *PodController) lost(ctx context.Context, key string, pod *corev1.Pod, rec *podRecord) {
+	if pc.providerLost(ctx, key, pod, rec) {
+		pc.syncQueue.Enqueue(key)
+	}
+}
+
+// providerLost handles a pod the provider no longer has, unless its
+// terminal status is already known: as its restart policy decides (onLoss),
+// it is to be created again, with its containers' restarts counted, or it
+// is marked Failed, its containers terminated with the kubelet's
+// ContainerStatusUnknown. A deleting pod is then removed, as the status
+// handler removes any deleting pod that is done. It reports whether the pod
+// is to be created again.
+func (pc *PodController) providerLost(ctx context.Context, key string, pod *corev1.Pod, rec *podRecord) (recreate bool) {
 	current := rec.freshestStatus(pod)
 	if isTerminalStatus(current) {
 		if pod.DeletionTimestamp != nil {
 			pc.deleteQueue.Enqueue(key)
 		}
-		return
+		return false
 	}
-	if pp := rec.view().provider; pp != nil && isTerminalStatus(&pp.Status) {
+	if pp := rec.view().providerViewOf(pod.UID); pp != nil && isTerminalStatus(&pp.Status) {
 		pc.statusQueue.Enqueue(key) // the terminal status is on its way
-		return
+		return false
+	}
+	if onLoss(pod, current) == lossRestarts {
+		log.G(ctx).Warn("the provider lost the pod; creating it again")
+		pc.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonProviderLost,
+			"Pod lost by the provider, it will be re-created (restartPolicy %s).", pod.Spec.RestartPolicy)
+		rec.lostRestarting(restartsAfterLoss(pod, current, metav1.Now()))
+		return true
 	}
 	log.G(ctx).Warn("the provider lost the pod; marking it Failed")
 	pc.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonProviderLost, "The pod is no longer in the provider")
 	pc.queueStatus(pod, terminatedStatus(pod, *current,
 		ReasonProviderLost, "The pod was not found in the provider; it may have been deleted there",
 		"ContainerStatusUnknown", "The container could not be located when the pod was terminated"))
+	return false
 }
 
 // getPodStatus asks the provider for a pod's status, in a span.

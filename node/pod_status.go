@@ -47,6 +47,9 @@ func (pc *PodController) syncPodStatusFromProvider(ctx context.Context, key stri
 		}
 		current = &status
 	}
+	if isTerminalPhase(current.Phase) {
+		pc.ips.release(key) // a finished pod's sandbox is gone
+	}
 	if pod.DeletionTimestamp != nil && isTerminalStatus(current) {
 		pc.deleteQueue.Enqueue(key)
 	}

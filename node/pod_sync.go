@@ -35,7 +35,9 @@ const (
 	// refused as invalid; it is Failed and not retried.
 	ReasonProviderRejected = "ProviderRejected"
 	// ReasonProviderLost is recorded when a running pod disappears from the
-	// provider; the pod is marked Failed.
+	// provider: it is created again, or marked Failed, as its restart policy
+	// says. A PodNotifier that finds it lost a pod (deleted behind its
+	// back) reports it with this status.reason, for the same decision.
 	ReasonProviderLost = "ProviderLost"
 	// ReasonCreateContainerConfigError is the waiting reason of containers
 	// whose environment cannot be resolved, as the kubelet reports it.
@@ -71,6 +73,7 @@ func (pc *PodController) syncPodFromKubernetes(ctx context.Context, key string) 
 			return err
 		}
 		rec.replaced()
+		pc.ips.release(key)
 	}
 
 	switch {
@@ -104,6 +107,7 @@ func (pc *PodController) podGone(ctx context.Context, key string) error {
 // forget drops everything the controller keeps for key.
 func (pc *PodController) forget(key string) {
 	pc.pods.remove(key)
+	pc.ips.release(key)
 	pc.forgetVolumes(key)
 	pc.statusQueue.Forget(key)
 	pc.deleteQueue.Forget(key)
@@ -134,7 +138,7 @@ func (pc *PodController) deleteFromProvider(ctx context.Context, key string, pod
 		case errdefs.IsNotFound(err):
 			// Nothing to stop; the pod still ends with a terminal status.
 			rec.providerDeleted(grace)
-			pc.providerLost(ctx, key, pod, rec)
+			pc.providerLost(ctx, key, pod, rec) // a deleting pod is not created again
 			return nil
 		case err != nil:
 			pc.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonProviderDeleteFailed, "Provider failed to delete the pod: %v", err)
@@ -156,7 +160,12 @@ func (pc *PodController) createOrUpdate(ctx context.Context, pod *corev1.Pod, re
 		return nil
 	}
 
-	resolved, err := pc.resolveEnv(pod)
+	withIPs, err := pc.withPodIPs(ctx, pod, rec)
+	if err != nil {
+		pc.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonFailedCreatePodSandBox, "Failed to give the pod its IPs: %v", err)
+		return err
+	}
+	resolved, err := pc.resolveEnv(withIPs)
 	if err != nil {
 		return pc.configError(ctx, pod, rec, err)
 	}
@@ -167,14 +176,17 @@ func (pc *PodController) createOrUpdate(ctx context.Context, pod *corev1.Pod, re
 
 	action := actionUpdate
 	if applied == nil {
-		if action, err = pc.firstSight(ctx, resolved); err != nil {
+		if action, err = pc.firstSight(ctx, resolved, rec); err != nil {
 			return err
 		}
 	}
+	if action == actionLost {
+		if !pc.providerLost(ctx, podKey(pod), pod, rec) {
+			return nil
+		}
+		action = actionCreate
+	}
 	switch action {
-	case actionLost:
-		pc.providerLost(ctx, podKey(pod), pod, rec)
-		return nil
 	case actionCreate:
 		defer rec.createStarted()()
 		err = pc.callProvider(ctx, "CreatePod", resolved, pc.provider.CreatePod)
@@ -239,10 +251,11 @@ func (pc *PodController) resolveEnv(pod *corev1.Pod) (*corev1.Pod, error) {
 
 // firstSight decides what to do with a pod this process has not handed to
 // the provider yet: the provider may already run it (we restarted), run an
-// older pod of the same name, not have it, or have lost it. After a restart,
-// a pod whose status shows it ran is reported lost, never silently started
+// older pod of the same name, not have it, or have lost it. A pod whose
+// status shows it ran is reported lost (restart policy decides, see
+// providerLost), unless that was decided already and it is being created
 // again.
-func (pc *PodController) firstSight(ctx context.Context, resolved *corev1.Pod) (providerAction, error) {
+func (pc *PodController) firstSight(ctx context.Context, resolved *corev1.Pod, rec *podRecord) (providerAction, error) {
 	var existing *corev1.Pod
 	err := pc.traceProvider(ctx, "GetPod", func(ctx context.Context) error {
 		var err error
@@ -251,7 +264,7 @@ func (pc *PodController) firstSight(ctx context.Context, resolved *corev1.Pod) (
 	})
 	switch {
 	case errdefs.IsNotFound(err) || (err == nil && existing == nil):
-		if everStarted(&resolved.Status) {
+		if everStarted(&resolved.Status) && !rec.view().recreate {
 			return actionLost, nil
 		}
 		return actionCreate, nil
@@ -264,7 +277,13 @@ func (pc *PodController) firstSight(ctx context.Context, resolved *corev1.Pod) (
 		return actionCreate, nil
 	}
 	// The provider runs the pod (this process restarted): its status now,
-	// which may have moved on meanwhile, is written as any later one.
+	// which may have moved on meanwhile, is written as any later one, with
+	// the restarts the API server shows that the provider does not count.
+	if st := rec.view(); len(st.restarts) == 0 {
+		if restarts := uncountedRestarts(&resolved.Status, &existing.Status); restarts != nil {
+			rec.restartsCounted(restarts)
+		}
+	}
 	pc.providerSaw(podKey(resolved), nil, existing)
 	if apiequality.Semantic.DeepEqual(existing.Spec, resolved.Spec) {
 		log.G(ctx).Debug("provider already runs the pod")

@@ -74,6 +74,15 @@ type PodControllerConfig struct {
 	// those resolve to 0 and "". NodeController.Node fits.
 	Node func() *corev1.Node
 
+	// PodCIDRs, if set, returns the node's spec.podCIDRs as the API server
+	// has them (set by the controller-manager's node IPAM, or by whoever
+	// registers nodes). While they are set, pods get IPs from them before
+	// CreatePod (see PodIPAssigner), freed when a pod ends or is gone; the
+	// IPs of the node's pods in the API server are kept across restarts.
+	// An empty answer is asked again at most every PodCIDRRetryInterval.
+	// nodeutil sets it to a read of the Node.
+	PodCIDRs func(context.Context) ([]string, error)
+
 	// ServiceAccountClient requests the service-account tokens of projected
 	// volumes (TokenRequest) for a provider that implements
 	// PodVolumeHandler; without it such volumes cannot be resolved.
@@ -128,7 +137,7 @@ type PodControllerConfig struct {
 	// ProviderResyncInterval is how often GetPods is compared with the pods
 	// in Kubernetes (default DefaultProviderResyncInterval): pods only the
 	// provider has are deleted from it, and running pods the provider lost
-	// are marked Failed.
+	// are created again or marked Failed, as their restart policy says.
 	ProviderResyncInterval time.Duration
 
 	// SkipDownwardAPIResolution hands pods to the provider with their
@@ -178,6 +187,7 @@ type PodController struct {
 	resyncInterval time.Duration
 	graceMargin    time.Duration
 	skipEnv        bool
+	ips            *podIPs
 	observe        func(method string, took time.Duration, err error)
 
 	syncQueue   *queue.Queue
@@ -241,6 +251,7 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 	}
 	pc.syncedFuncs = append(pc.syncedFuncs, cfg.PodInformer.Informer().HasSynced)
 	pc.env.Node = cfg.Node
+	pc.ips = newPodIPs(pc, cfg)
 	pc.env.KeepObjectRefs = cfg.KeepEnvObjectRefs
 	pc.env.ServiceVars = &podenv.ServiceVarsMemo{}
 	if i := cfg.ConfigMapInformer; i != nil {
@@ -516,23 +527,37 @@ func (pc *PodController) CheckAndUpdatePod(_ context.Context, key string, obj an
 	pc.providerSaw(key, old, newPod)
 }
 
-// providerSaw takes the provider's new view of a pod: if its status differs
-// from the old view (nil when none), it is recorded and queued for writing.
+// providerSaw takes the provider's new view of a pod, with the restarts it
+// does not count added: if its status differs from the old view (nil when
+// none), it is recorded and queued for writing.
 func (pc *PodController) providerSaw(key string, old, cur *corev1.Pod) {
+	rec := pc.pods.get(key)
+	if status := rec.view().restarts.apply(&cur.Status); status != &cur.Status {
+		cur = withStatus(cur, *status)
+	}
 	if old != nil && old.UID == cur.UID && statusEqual(&old.Status, &cur.Status) {
 		return
 	}
-	pc.pods.get(key).providerReported(cur)
+	rec.providerReported(cur)
 	pc.statusQueue.Enqueue(key)
 }
 
 // onProviderPod is the callback handed to the provider's NotifyPods. News of
 // a pod Kubernetes no longer has is dropped: there is nowhere to write it.
+// A pod the provider reports lost (status.reason ProviderLost) is handled
+// as one found missing: its restart policy decides.
 func (pc *PodController) onProviderPod(ctx context.Context, pod *corev1.Pod) {
-	if _, err := pc.lister.Pods(pod.Namespace).Get(pod.Name); apierrors.IsNotFound(err) {
+	current, err := pc.lister.Pods(pod.Namespace).Get(pod.Name)
+	if apierrors.IsNotFound(err) {
 		return
 	}
 	key := podKey(pod)
+	if err == nil && pod.Status.Reason == ReasonProviderLost && (pod.UID == "" || pod.UID == current.UID) {
+		if rec := pc.pods.lookup(key); rec != nil && rec.view().applied != nil {
+			pc.lost(withPodFields(ctx, current), key, current, rec)
+		}
+		return
+	}
 	var old *corev1.Pod
 	if r := pc.pods.lookup(key); r != nil {
 		old = r.view().provider

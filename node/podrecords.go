@@ -57,6 +57,18 @@ type podState struct {
 	objectDeleted types.UID
 	// waitingForConfig is set while a mandatory ConfigMap or Secret is missing.
 	waitingForConfig bool
+	// podIPs are the IPs decided for the pod of UID podIPsOf before its
+	// creation, so a retried CreatePod gets the same ones.
+	podIPs   []string
+	podIPsOf types.UID
+	// recreate is set when the provider lost the pod and its restart
+	// policy has it created again: the next sync creates it rather than
+	// report it lost.
+	recreate bool
+	// restarts are added to the restart counts the provider reports: the
+	// restarts the controller made by creating the pod again, or those a
+	// provider that adopted the pod does not count.
+	restarts containerRestarts
 }
 
 // appliedPod is what the controller keeps of a pod it handed to the
@@ -135,8 +147,29 @@ func (r *podRecord) handedOver(pod *corev1.Pod) {
 	a := appliedOf(pod)
 	r.update(func(s *podState) {
 		s.applied, s.appliedAt = &a, time.Now()
-		s.providerDeleted = false
+		s.providerDeleted, s.recreate = false, false
 	})
+}
+
+// podIPsDecided records the IPs decided for the pod of uid.
+func (r *podRecord) podIPsDecided(uid types.UID, ips []string) {
+	r.update(func(s *podState) { s.podIPs, s.podIPsOf = ips, uid })
+}
+
+// lostRestarting records that the provider lost the pod and it is to be
+// created again, counting restarts on top of what the provider will report
+// of its new run; the provider's view of the lost run is dropped.
+func (r *podRecord) lostRestarting(restarts containerRestarts) {
+	r.update(func(s *podState) {
+		s.applied, s.provider = nil, nil
+		s.recreate, s.restarts = true, restarts
+	})
+}
+
+// restartsCounted records restarts the provider does not count (it adopted
+// a pod with fewer restarts than the API server shows).
+func (r *podRecord) restartsCounted(restarts containerRestarts) {
+	r.update(func(s *podState) { s.restarts = restarts })
 }
 
 // replaced forgets a previous incarnation of the key (same name, other UID).
@@ -278,6 +311,15 @@ func (s podState) stopOnGone(namespace, name string) *corev1.Pod {
 		last.DeletionGracePeriodSeconds = ptr.To[int64](0)
 	}
 	return last
+}
+
+// podIPsFor returns the IPs decided for the pod of uid, and whether they
+// were.
+func (s podState) podIPsFor(uid types.UID) ([]string, bool) {
+	if s.podIPsOf == "" || s.podIPsOf != uid {
+		return nil, false
+	}
+	return s.podIPs, true
 }
 
 // mayBeOrphan reports whether a pod the provider has but Kubernetes does not

@@ -311,7 +311,7 @@ func TestFirstSight(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.provider
 			pc := newTestController(t, &p)
-			got, err := pc.firstSight(context.Background(), tc.pod)
+			got, err := pc.firstSight(context.Background(), tc.pod, pc.pods.get("ns/p"))
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)
 			}
@@ -321,9 +321,8 @@ func TestFirstSight(t *testing.T) {
 			if p.deleted != tc.wantDeletes {
 				t.Errorf("DeletePod calls = %d, want %d", p.deleted, tc.wantDeletes)
 			}
-			view, _ := pc.LoadPod("ns/p")
-			if (view != nil) != tc.wantView {
-				t.Errorf("provider's status queued = %v, want %v", view != nil, tc.wantView)
+			if _, queued := pc.LoadPod("ns/p"); queued != tc.wantView {
+				t.Errorf("provider's status queued = %v, want %v", queued, tc.wantView)
 			}
 		})
 	}

@@ -78,6 +78,21 @@ type (
 	EnvObjectCopier interface {
 		CopiesEnvObjects() bool
 	}
+	// PodIPAssigner chooses the IPs of a pod before it is created, so that
+	// its environment (status.podIP, status.podIPs, and $(VAR) uses of
+	// them) resolves to the addresses the pod will have, as on a kubelet.
+	// AssignPodIPs is called once per pod, before its first CreatePod,
+	// with status.podIPs holding what the node's allocator offers from
+	// spec.podCIDRs (nothing when the node has none); it returns the pod's
+	// IPs, one per IP family, primary first: the offered ones, its own, or
+	// none to leave them unknown until the provider reports them. A
+	// provider without it gets the offered IPs. Either way CreatePod gets
+	// the pod with status.podIP(s) set to the decided IPs, which the
+	// provider should report as its status. A pod that already has IPs
+	// (one created again after the provider lost it) keeps them.
+	PodIPAssigner interface {
+		AssignPodIPs(ctx context.Context, pod *corev1.Pod) ([]string, error)
+	}
 	// CapacityNotifier is a provider whose capacity changes while it runs
 	// (see NodeProviderOf).
 	CapacityNotifier interface {

@@ -155,7 +155,8 @@ func mainContainer(p *corev1.Pod) corev1.ContainerStatus {
 // and starts it again on the same node with the mock's state directory (the
 // backend kept running): running pods are adopted, never created again;
 // pending ones start; terminating ones finish; the pod the backend lost
-// ends Failed; the pod deleted meanwhile is removed from the backend.
+// ends Failed (restartPolicy Never); the pod deleted meanwhile is removed
+// from the backend.
 func TestDaemonKilledAndRestarted(t *testing.T) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
@@ -180,8 +181,9 @@ func TestDaemonKilledAndRestarted(t *testing.T) {
 		mockPod("deleting", name, always, map[string]string{mock.AnnotationHangCalls: "DeletePod", mock.AnnotationHangFor: "4s"}),
 		// The backend never confirms its stop: the grace period must end it.
 		mockPod("unstoppable", name, always, map[string]string{mock.AnnotationIgnoreStop: "true"}),
-		// Lost by the backend while the daemon is down.
-		mockPod("lost", name, always, nil),
+		// Lost by the backend while the daemon is down; restartPolicy Never
+		// (Always would have it created again).
+		mockPod("lost", name, never, nil),
 		// Deleted from Kubernetes while the daemon is down.
 		mockPod("orphan", name, always, nil),
 	)

@@ -380,18 +380,32 @@ spec:
 		}
 	})
 
-	t.Run("pod deleted in B is lost", func(t *testing.T) {
-		tc.create(t, tc.pod("doomed", corev1.Container{Name: "app", Image: "busybox"}))
+	t.Run("pod deleted in B is lost, then restart policy decides", func(t *testing.T) {
+		doomed := tc.pod("doomed", corev1.Container{Name: "app", Image: "busybox"})
+		doomed.Spec.RestartPolicy = corev1.RestartPolicyNever
+		tc.create(t, doomed)
+		tc.create(t, tc.pod("reborn", corev1.Container{Name: "app", Image: "busybox"}))
 		waitPod(t, tc.a.Client, tc.ns, "doomed", "Running", isRunning)
-		r := tc.remotePods(t)["doomed"][0]
-		if err := tc.b.Client.CoreV1().Pods(tc.remoteNS).Delete(ctx, r.Name, deleteNow); err != nil {
-			t.Fatal(err)
+		waitPod(t, tc.a.Client, tc.ns, "reborn", "Running", isRunning)
+		remote := tc.remotePods(t)
+		for _, name := range []string{"doomed", "reborn"} {
+			if err := tc.b.Client.CoreV1().Pods(tc.remoteNS).Delete(ctx, remote[name][0].Name, deleteNow); err != nil {
+				t.Fatal(err)
+			}
 		}
-		waitPod(t, tc.a.Client, tc.ns, "doomed", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
-		time.Sleep(2 * time.Second)
-		if n := len(tc.remotePods(t)["doomed"]); n != 0 {
-			t.Errorf("a pod lost in B was created again (%d in B)", n)
+		failed := waitPod(t, tc.a.Client, tc.ns, "doomed", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+		if failed.Status.Reason != "ProviderLost" {
+			t.Errorf("restartPolicy Never: reason %q, want ProviderLost", failed.Status.Reason)
 		}
+		// restartPolicy Always: created again in B, the restart counted in A.
+		waitPod(t, tc.a.Client, tc.ns, "reborn", "Running again with one restart", func(p *corev1.Pod) bool {
+			return isRunning(p) && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount == 1
+		})
+		eventually(t, "reborn once in B, a new pod; doomed not created again", func() (bool, string) {
+			now := tc.remotePods(t)
+			return len(now["reborn"]) == 1 && now["reborn"][0].UID != remote["reborn"][0].UID && len(now["doomed"]) == 0,
+				fmt.Sprintf("reborn %d, doomed %d in B", len(now["reborn"]), len(now["doomed"]))
+		})
 	})
 
 	t.Run("conformance", func(t *testing.T) {

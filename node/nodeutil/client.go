@@ -11,6 +11,7 @@ import (
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	coordclientset "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/vkubelet/virtual-kubelet/node"
@@ -70,4 +71,19 @@ func PodFilters(filters ...node.PodEventFilterFunc) node.PodEventFilterFunc {
 // kube-node-lease.
 func NodeLeaseV1Client(client kubernetes.Interface) coordclientset.LeaseInterface {
 	return client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+}
+
+// NodePodCIDRs returns a PodControllerConfig.PodCIDRs reading the node's
+// spec.podCIDRs (or the older spec.podCIDR) from the API server.
+func NodePodCIDRs(nodes typedcorev1.NodeInterface, name string) func(context.Context) ([]string, error) {
+	return func(ctx context.Context) ([]string, error) {
+		n, err := nodes.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %w", name, err)
+		}
+		if len(n.Spec.PodCIDRs) == 0 && n.Spec.PodCIDR != "" {
+			return []string{n.Spec.PodCIDR}, nil
+		}
+		return n.Spec.PodCIDRs, nil
+	}
 }

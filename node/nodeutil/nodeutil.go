@@ -168,6 +168,7 @@ func New(cfg Config) (*Node, error) {
 		Provider:          cfg.Provider,
 		KeepEnvObjectRefs: node.KeepsEnvObjectRefs(cfg.Provider),
 		Node:              n.nodeController.Node,
+		PodCIDRs:          NodePodCIDRs(cfg.Client.CoreV1().Nodes(), cfg.Node.Name),
 		// Tokens of projected service-account volumes, for providers
 		// implementing node.PodVolumeHandler.
 		ServiceAccountClient: cfg.Client.CoreV1(),

@@ -236,8 +236,9 @@ func (p *Provider) remoteChanged(obj any) {
 
 // remoteDeleted reports the final status of a pod gone from B: its last
 // status when that was terminal (we deleted it and B's kubelet stopped it),
-// else Failed with every container terminated, as a pod deleted in B behind
-// our back is lost: it is not created again.
+// else Failed with every container terminated and reason ProviderLost, as a
+// pod deleted in B behind our back is lost: the pod controller creates it
+// again or leaves it Failed, as its restart policy says.
 func (p *Provider) remoteDeleted(obj any) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
@@ -252,7 +253,7 @@ func (p *Provider) remoteDeleted(obj any) {
 	pod := p.localPod(remote)
 	if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
 		pod.Status.Phase = corev1.PodFailed
-		pod.Status.Reason = "RemotePodDeleted"
+		pod.Status.Reason = node.ReasonProviderLost
 		pod.Status.Message = "the pod was deleted in the remote cluster"
 		now := metav1.Now()
 		for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {

@@ -66,6 +66,7 @@ var (
 	_ node.PortForwardProvider = (*Provider)(nil)
 	_ node.StatsProvider       = (*Provider)(nil)
 	_ node.PodVolumeHandler    = (*Provider)(nil)
+	_ node.PodIPAssigner       = (*Provider)(nil)
 )
 
 // New builds a mock provider from the init config. The config file, if any,
@@ -134,7 +135,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	if old, ok := p.pods[key]; ok {
 		old.stopTimers()
 	}
-	ps := newPodState(p, pod, scripts, p.allocateIP())
+	ps := newPodState(p, pod, scripts, p.podIPs(pod))
 	p.pods[key] = ps
 	log.G(ctx).Debug("mock: pod created")
 	ps.begin()
@@ -242,6 +243,31 @@ func (p *Provider) Capacity(context.Context) corev1.ResourceList { return p.capa
 // NodeConditions reports the node Ready with no pressure.
 func (p *Provider) NodeConditions(context.Context) []corev1.NodeCondition {
 	return provider.HealthyConditions(p.startedAt, "mock provider")
+}
+
+// AssignPodIPs implements node.PodIPAssigner: the pod takes the IPs the
+// node's pod CIDRs offer, or else one of the mock's own.
+func (p *Provider) AssignPodIPs(_ context.Context, pod *corev1.Pod) ([]string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.podIPs(pod), nil
+}
+
+// podIPs are the IPs the pod comes with (status.podIPs, as the pod
+// controller decided them), or else one of the mock's own; p.mu must be
+// held.
+func (p *Provider) podIPs(pod *corev1.Pod) []string {
+	var ips []string
+	for _, ip := range pod.Status.PodIPs {
+		ips = append(ips, ip.IP)
+	}
+	if len(ips) == 0 && pod.Status.PodIP != "" {
+		ips = []string{pod.Status.PodIP}
+	}
+	if len(ips) == 0 {
+		ips = []string{p.allocateIP()}
+	}
+	return ips
 }
 
 // allocateIP hands out pod IPs from 10.244.0.0/16; p.mu must be held.

@@ -611,3 +611,27 @@ func TestCPUTime(t *testing.T) {
 		}
 	}
 }
+
+// TestPodIPsGiven: the mock runs a pod with the IPs the pod controller
+// decided (dual-stack too), and offers its own when none are offered.
+func TestPodIPsGiven(t *testing.T) {
+	p, r := newProvider(t)
+	ctx := context.Background()
+	pod := testPod("dual", nil, corev1.RestartPolicyAlways)
+	pod.Status.PodIPs = []corev1.PodIP{{IP: "10.244.7.2"}, {IP: "fd00:7::2"}}
+	if ips, err := p.AssignPodIPs(ctx, pod); err != nil || len(ips) != 2 || ips[1] != "fd00:7::2" {
+		t.Fatalf("offered IPs: %v, %v; want them taken", ips, err)
+	}
+	if err := p.CreatePod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	got := r.last().Status
+	if got.PodIP != "10.244.7.2" || len(got.PodIPs) != 2 || got.PodIPs[1].IP != "fd00:7::2" {
+		t.Errorf("status IPs %q %v, want the given ones", got.PodIP, got.PodIPs)
+	}
+
+	own, err := p.AssignPodIPs(ctx, testPod("own", nil, corev1.RestartPolicyAlways))
+	if err != nil || len(own) != 1 || !strings.HasPrefix(own[0], "10.244.") {
+		t.Errorf("nothing offered: %v, %v; want one of the mock's own", own, err)
+	}
+}

@@ -12,9 +12,10 @@ import (
 // podState is a pod as the mock runs it. Every method expects the
 // provider's lock to be held; timers take it before calling in.
 type podState struct {
-	p       *Provider
-	pod     *podInfo
-	ip      string
+	p   *Provider
+	pod *podInfo
+	// ips are the pod's IPs, primary first.
+	ips     []string
 	created time.Time
 	// started is set once the containers have been started (after the
 	// scripted start delay).
@@ -73,8 +74,8 @@ const (
 
 type instance struct{ start, end time.Time }
 
-func newPodState(p *Provider, pod *corev1.Pod, scripts podScripts, ip string) *podState {
-	ps := &podState{p: p, pod: infoOf(pod), ip: ip, created: p.clock.Now()}
+func newPodState(p *Provider, pod *corev1.Pod, scripts podScripts, ips []string) *podState {
+	ps := &podState{p: p, pod: infoOf(pod), ips: ips, created: p.clock.Now()}
 	// Containers wait to be created; with init containers, the later ones
 	// wait for the pod's initialisation.
 	waiting := "ContainerCreating"
@@ -503,8 +504,11 @@ func (ps *podState) status() corev1.PodStatus {
 	if ps.p.InternalIP != "" {
 		status.HostIPs = []corev1.HostIP{{IP: ps.p.InternalIP}}
 	}
-	if ps.started {
-		status.PodIP, status.PodIPs = ps.ip, []corev1.PodIP{{IP: ps.ip}}
+	if ps.started && len(ps.ips) > 0 {
+		status.PodIP = ps.ips[0]
+		for _, ip := range ps.ips {
+			status.PodIPs = append(status.PodIPs, corev1.PodIP{IP: ip})
+		}
 	}
 	return status
 }

@@ -32,7 +32,10 @@ type podFile struct {
 	// Pod is the pod as CreatePod got it, as far as the mock keeps it
 	// (see podState.snapshot), without a status.
 	Pod *corev1.Pod `json:"pod"`
-	IP  string      `json:"ip"`
+	// IP is the pod's primary IP, IPs all of them (files from before
+	// dual-stack pods have IP only).
+	IP  string   `json:"ip"`
+	IPs []string `json:"ips,omitempty"`
 	// Created is when CreatePod ran, the pod's start time.
 	Created time.Time `json:"created"`
 	// Updates are the specs UpdatePod handed over since, in order.
@@ -64,7 +67,7 @@ func (s *stateDir) created(ps *podState) error {
 	if s == nil {
 		return nil
 	}
-	return s.write(&podFile{Pod: kept(ps), IP: ps.ip, Created: ps.created})
+	return s.write(&podFile{Pod: kept(ps), IP: ps.ips[0], IPs: ps.ips, Created: ps.created})
 }
 
 // updated records the spec UpdatePod handed over, if it changed what the
@@ -188,7 +191,11 @@ func restore(p *Provider, f *podFile, now time.Time) (*replayClock, error) {
 	}
 	r := &replayClock{now: f.Created}
 	p.clock = r
-	ps := newPodState(p, f.Pod, scripts, f.IP)
+	ips := f.IPs
+	if len(ips) == 0 {
+		ips = []string{f.IP}
+	}
+	ps := newPodState(p, f.Pod, scripts, ips)
 	ps.begin()
 	for _, u := range f.Updates {
 		r.runUntil(u.At)
