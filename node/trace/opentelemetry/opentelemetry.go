@@ -12,7 +12,6 @@ package opentelemetry
 
 import (
 	"context"
-	"fmt"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -54,12 +53,12 @@ func (s *span) SetStatus(err error) {
 }
 
 func (s *span) WithField(ctx context.Context, key string, value any) context.Context {
-	s.s.SetAttributes(keyValue(key, value))
+	s.s.SetAttributes(attrs.Of(key, value))
 	return log.WithLogger(ctx, log.G(ctx).WithField(key, value))
 }
 
 func (s *span) WithFields(ctx context.Context, fields log.Fields) context.Context {
-	s.s.SetAttributes(keyValues(fields)...)
+	s.s.SetAttributes(attrs.All(fields)...)
 	return log.WithFields(ctx, fields)
 }
 
@@ -67,35 +66,15 @@ func (s *span) WithFields(ctx context.Context, fields log.Fields) context.Contex
 // span, named by their message.
 func (s *span) Logger() log.Logger {
 	return spanlog.New(s.logger, func(level, msg string, fields log.Fields) {
-		attrs := append([]attribute.KeyValue{attribute.String("level", level)}, keyValues(fields)...)
+		attrs := append([]attribute.KeyValue{attribute.String("level", level)}, attrs.All(fields)...)
 		s.s.AddEvent(msg, oteltrace.WithAttributes(attrs...))
 	})
 }
 
-func keyValues(fields log.Fields) []attribute.KeyValue {
-	kvs := make([]attribute.KeyValue, 0, len(fields))
-	for k, v := range fields {
-		kvs = append(kvs, keyValue(k, v))
-	}
-	return kvs
-}
-
-// keyValue keeps the type of booleans and numbers; anything else is
-// recorded as its fmt representation.
-func keyValue(key string, value any) attribute.KeyValue {
-	switch v := value.(type) {
-	case string:
-		return attribute.String(key, v)
-	case bool:
-		return attribute.Bool(key, v)
-	case int:
-		return attribute.Int(key, v)
-	case int32:
-		return attribute.Int64(key, int64(v))
-	case int64:
-		return attribute.Int64(key, v)
-	case float64:
-		return attribute.Float64(key, v)
-	}
-	return attribute.String(key, fmt.Sprint(value))
+// attrs makes OpenTelemetry attributes of log fields.
+var attrs = spanlog.Attrs[attribute.KeyValue]{
+	String:  attribute.String,
+	Bool:    attribute.Bool,
+	Int64:   attribute.Int64,
+	Float64: attribute.Float64,
 }

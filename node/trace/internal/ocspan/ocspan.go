@@ -6,7 +6,6 @@ package ocspan
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	octrace "go.opencensus.io/trace"
 
@@ -59,13 +58,13 @@ func statusCode(err error) int32 {
 // WithField adds an attribute to the span and a field to the context's
 // logger.
 func (s *Span) WithField(ctx context.Context, key string, value any) context.Context {
-	s.s.AddAttributes(attribute(key, value))
+	s.s.AddAttributes(attrs.Of(key, value))
 	return log.WithLogger(ctx, log.G(ctx).WithField(key, value))
 }
 
 // WithFields is WithField for several fields.
 func (s *Span) WithFields(ctx context.Context, fields log.Fields) context.Context {
-	s.s.AddAttributes(attributes(fields)...)
+	s.s.AddAttributes(attrs.All(fields)...)
 	return log.WithFields(ctx, fields)
 }
 
@@ -73,34 +72,14 @@ func (s *Span) WithFields(ctx context.Context, fields log.Fields) context.Contex
 // the span.
 func (s *Span) Logger() log.Logger {
 	return spanlog.New(s.logger, func(level, msg string, fields log.Fields) {
-		s.s.Annotate(append([]octrace.Attribute{octrace.StringAttribute("level", level)}, attributes(fields)...), msg)
+		s.s.Annotate(append([]octrace.Attribute{octrace.StringAttribute("level", level)}, attrs.All(fields)...), msg)
 	})
 }
 
-func attributes(fields log.Fields) []octrace.Attribute {
-	attrs := make([]octrace.Attribute, 0, len(fields))
-	for k, v := range fields {
-		attrs = append(attrs, attribute(k, v))
-	}
-	return attrs
-}
-
-// attribute keeps the type of booleans and numbers; anything else is
-// recorded as its fmt representation.
-func attribute(key string, value any) octrace.Attribute {
-	switch v := value.(type) {
-	case string:
-		return octrace.StringAttribute(key, v)
-	case bool:
-		return octrace.BoolAttribute(key, v)
-	case int:
-		return octrace.Int64Attribute(key, int64(v))
-	case int32:
-		return octrace.Int64Attribute(key, int64(v))
-	case int64:
-		return octrace.Int64Attribute(key, v)
-	case float64:
-		return octrace.Float64Attribute(key, v)
-	}
-	return octrace.StringAttribute(key, fmt.Sprint(value))
+// attrs makes OpenCensus attributes of log fields.
+var attrs = spanlog.Attrs[octrace.Attribute]{
+	String:  octrace.StringAttribute,
+	Bool:    octrace.BoolAttribute,
+	Int64:   octrace.Int64Attribute,
+	Float64: octrace.Float64Attribute,
 }
