@@ -46,7 +46,8 @@ func TestRewriteRefusesWhatItCannotMap(t *testing.T) {
 	for _, tc := range []struct{ name, src, want string }{
 		{"no equivalent", "package p\nimport _ \"PRIOR/providers\"\n",
 			`p.go:2: import "PRIOR/providers" has no equivalent`},
-		{"hint", "package p\nimport _ \"PRIOR/log/logrus\"\n", "log.FromLogrus"},
+		{"generic advice", "package p\nimport _ \"PRIOR/internal/queue\"\n", noEquivalent},
+		{"hint", "package p\nimport _ \"PRIOR/test/e2e\"\n", "no importable end-to-end suite yet"},
 		{"syntax error", "package p\nfunc {", "p.go:2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,5 +96,107 @@ func TestRunModes(t *testing.T) {
 		if code := run(args, &stdout, &stderr); code == 0 || stderr.Len() == 0 {
 			t.Errorf("%q: exit %d, stderr %q: want a failure with a message", args, code, stderr.String())
 		}
+	}
+}
+
+const priorGoMod = `module example.com/p
+
+go 1.24
+
+require (
+	PRIOR v1.11.0
+	k8s.io/api v0.36.3
+)
+
+replace PRIOR => ../vk-fork
+`
+
+func TestRewriteModReplacesTheRequirement(t *testing.T) {
+	dir := t.TempDir()
+	checkout := filepath.Join(filepath.Dir(dir), "vk")
+	file := filepath.Join(dir, "go.mod")
+	out, changes, notes, err := rewriteMod(file, []byte(priorSource(priorGoMod)), modTarget{version: replacedVersion, dir: checkout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		ourModule + " " + replacedVersion,
+		"k8s.io/api v0.36.3",
+		"replace " + ourModule + " => ../vk\n",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("go.mod lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), priorModule) {
+		t.Errorf("go.mod still names %s:\n%s", priorModule, out)
+	}
+	if len(changes) != 2 || changes[0].line != 6 || changes[0].from != "require "+priorModule+" v1.11.0" || changes[1].to != "replace "+ourModule+" => ../vk" || changes[1].line == 0 {
+		t.Errorf("changes = %+v", changes)
+	}
+	if len(notes) != 1 || notes[0].line != 10 || !strings.Contains(notes[0].text, "../vk-fork") {
+		t.Errorf("notes = %+v, want the dropped replace at line 10", notes)
+	}
+}
+
+func TestRewriteModVersionOrAdvice(t *testing.T) {
+	src := []byte(priorSource(priorGoMod))
+	out, changes, _, err := rewriteMod("go.mod", src, modTarget{version: "v0.2.0"})
+	if err != nil || len(changes) != 1 || !strings.Contains(string(out), ourModule+" v0.2.0") || strings.Contains(string(out), "replace") {
+		t.Errorf("-version: err %v, changes %+v, go.mod:\n%s", err, changes, out)
+	}
+	out, changes, notes, err := rewriteMod("go.mod", src, modTarget{})
+	if err != nil || len(changes) != 0 || len(notes) != 2 || notes[0].line != 6 || !strings.Contains(notes[0].text, "go get "+ourModule+"@VERSION") {
+		t.Errorf("no target: err %v, changes %+v, notes %+v", err, changes, notes)
+	}
+	if strings.Contains(string(out), priorModule) {
+		t.Errorf("no target: go.mod still names %s:\n%s", priorModule, out)
+	}
+	unrelated := []byte("module example.com/q\n\ngo 1.24\n")
+	if out, changes, notes, err := rewriteMod("go.mod", unrelated, modTarget{version: "v0.2.0"}); err != nil || string(out) != string(unrelated) || changes != nil || notes != nil {
+		t.Errorf("a go.mod without the prior module must be left alone: %v %+v %+v\n%s", err, changes, notes, out)
+	}
+}
+
+func TestModTargetFlags(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := modTargetOf("", root); err != nil || got.dir != root || got.version != replacedVersion {
+		t.Errorf("-replace %s: %+v, %v", root, got, err)
+	}
+	for _, tc := range []struct{ version, replace, want string }{
+		{"v0.1.0", root, "cannot be used together"},
+		{"1.0", "", "not a canonical semantic version"},
+		{"", t.TempDir(), "not a checkout of"},
+		{"", filepath.Join(root, "hack/port-provider/testdata/provider"), "not a checkout of"},
+	} {
+		if _, err := modTargetOf(tc.version, tc.replace); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("-version %q -replace %q: %v, want an error containing %q", tc.version, tc.replace, err, tc.want)
+		}
+	}
+}
+
+// TestMigratingTableMatchesPaths: MIGRATING.md's path table has one row
+// per entry of the tool's table, and no other.
+func TestMigratingTableMatchesPaths(t *testing.T) {
+	doc, err := os.ReadFile("../../MIGRATING.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	for line := range strings.Lines(string(doc)) {
+		if strings.HasPrefix(line, "| `"+priorModule) {
+			rows++
+		}
+	}
+	for from, to := range paths {
+		if row := "| `" + from + "` | `" + to + "` |"; !strings.Contains(string(doc), row) {
+			t.Errorf("MIGRATING.md lacks the row %s", row)
+		}
+	}
+	if rows != len(paths) {
+		t.Errorf("MIGRATING.md has %d rows of prior packages, the tool maps %d", rows, len(paths))
 	}
 }

@@ -33,49 +33,44 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// portFixture copies the prior-idiom provider, ports it with the tool and
-// builds it against this module offline; it returns the binary.
+// portFixture copies the prior-idiom provider, its go.mod naming the prior
+// module, ports it with the tool alone and builds it offline; it returns
+// the binary.
 func portFixture(t *testing.T) string {
 	t.Helper()
+	root := repoRoot(t)
 	dir := t.TempDir()
-	src, err := os.ReadFile("testdata/provider/main.go.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), src, 0o644); err != nil {
-		t.Fatal(err)
+	// go.sum: the provider's checksums. It requires the versions this module
+	// does, so this module's go.sum has them all, and the build needs
+	// nothing beyond the module cache.
+	for from, to := range map[string]string{
+		"testdata/provider/main.go.txt": "main.go",
+		"testdata/provider/go.mod.txt":  "go.mod",
+		filepath.Join(root, "go.sum"):   "go.sum",
+	} {
+		data, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, to), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"-w", dir}, &stdout, &stderr); code != 0 {
+	if code := run([]string{"-w", "-replace", root, dir}, &stdout, &stderr); code != 0 {
 		t.Fatalf("port-provider -w exited %d:\n%s", code, stderr.String())
 	}
-	if n := strings.Count(stderr.String(), " -> "); n != 6 {
-		t.Errorf("port-provider reported %d rewritten imports, want 6:\n%s", n, stderr.String())
+	// Eight imports, and in go.mod the requirement and the replace.
+	if n := strings.Count(stderr.String(), " -> "); n != 10 {
+		t.Errorf("port-provider reported %d changes, want 10:\n%s", n, stderr.String())
 	}
-	ported, err := os.ReadFile(filepath.Join(dir, "main.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bytes.Contains(ported, []byte(priorModule)) {
-		t.Fatalf("the ported file still mentions %s", priorModule)
-	}
-
-	// The provider's module: this module's requirements, so that the build
-	// needs nothing beyond the module cache, and a replace to the checkout.
-	root := repoRoot(t)
-	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, requirements, _ := bytes.Cut(gomod, []byte("\n"))
-	mod := fmt.Sprintf("module example.com/memprovider\n%s\nrequire %s v0.0.0\n\nreplace %s => %s\n", requirements, ourModule, ourModule, root)
-	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range map[string][]byte{"go.mod": []byte(mod), "go.sum": sum} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+	for _, name := range []string{"main.go", "go.mod"} {
+		ported, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
 			t.Fatal(err)
+		}
+		if bytes.Contains(ported, []byte(priorModule)) {
+			t.Fatalf("the ported %s still mentions %s:\n%s", name, priorModule, ported)
 		}
 	}
 	bin := filepath.Join(dir, "provider")
@@ -113,8 +108,9 @@ func TestPortedProviderRunsAgainstTheControlPlane(t *testing.T) {
 	}
 
 	name := testcluster.UniqueName("ported")
-	// One writer for both pipes: exec.Cmd then writes from one goroutine.
-	var output bytes.Buffer
+	// One writer for both pipes: exec.Cmd then writes from one goroutine;
+	// the test reads it while the provider runs.
+	var output childproc.Output
 	cmd := host.Command(context.Background(), bin, "--nodename", name, "--kubeconfig", c.Info.NodeKubeconfig,
 		"--listen", host.Addr.String()+":10250", "--cert", certFile, "--key", keyFile, "--client-ca", c.Info.CAFile)
 	cmd.Stdout, cmd.Stderr = &output, &output
@@ -195,6 +191,15 @@ func TestPortedProviderRunsAgainstTheControlPlane(t *testing.T) {
 	if err != nil || strings.TrimSpace(execOut) != "ported fine" {
 		t.Errorf("kubectl exec: %v\n%s", err, execOut)
 	}
+	// The adapters are in use: entries go to the provider's logrus logger
+	// with its field, a span's fields reach the log, and the provider's
+	// spans reach the OpenTelemetry SDK.
+	for what, words := range map[string][]string{
+		"the pod's creation logged with its span's field": {`msg="pod created"`, "provider=memory", "pod=" + ns + "/ok"},
+		"the CreatePod span ended in the SDK":             {`msg="span ended"`, "provider=memory", "span=memProvider.CreatePod"},
+	} {
+		poll(t, ctx, what, func(context.Context) (bool, error) { return hasLine(output.String(), words...), nil })
+	}
 
 	want := map[string]string{ // reason -> pod
 		"OptionalConfigMapNotFound":    "ok",
@@ -231,6 +236,20 @@ func TestPortedProviderRunsAgainstTheControlPlane(t *testing.T) {
 			t.Errorf("pod %s with a missing mandatory reference: phase %v, err %v; want Pending", p.Name, got.Status.Phase, err)
 		}
 	}
+}
+
+// hasLine reports whether a line of out contains all words.
+func hasLine(out string, words ...string) bool {
+	for line := range strings.Lines(out) {
+		all := true
+		for _, w := range words {
+			all = all && strings.Contains(line, w)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 func pod(nodeName, name string, env ...corev1.EnvVar) *corev1.Pod {

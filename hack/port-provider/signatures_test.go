@@ -48,9 +48,14 @@ var importsOf = map[string]map[string]string{
 		"dto":                  "github.com/prometheus/client_model/go",
 		"statsv1alpha1":        "k8s.io/kubelet/pkg/apis/stats/v1alpha1",
 	},
-	"errdefs": {},
-	"log":     {},
-	"trace":   {},
+	"errdefs":             {},
+	"log":                 {},
+	"trace":               {},
+	"log/logrus":          {"logrus": "github.com/sirupsen/logrus"},
+	"log/klogv2":          {},
+	"log/slog":            {"slog": "log/slog"},
+	"trace/opencensus":    {},
+	"trace/opentelemetry": {},
 }
 
 var commonImports = map[string]string{"context": "context", "time": "time", "io": "io", "http": "net/http", "tls": "crypto/tls"}
@@ -61,6 +66,7 @@ var (
 	funcDeclRE  = regexp.MustCompile(`^func (\w+)(\(.*)$`)
 	methDeclRE  = regexp.MustCompile(`^func \((?:\w+\s+)?(\*?)(\w+)\) (\w+)(\(.*)$`)
 	otherTypeRE = regexp.MustCompile(`^type (\w+) ([^=].*)$`)
+	constRE     = regexp.MustCompile(`^const (\w+) = (.+)$`)
 )
 
 // qualify prefixes the exported identifiers of a type expression that are
@@ -119,7 +125,9 @@ func unnamed(fl *ast.FieldList) *ast.FieldList {
 // package-level declarations that compile only if our package has the same
 // signatures: functions and methods assigned to their func types, struct
 // fields to their types, interfaces and other types to and from their
-// underlying types, typed variables to their types.
+// underlying types, typed variables to their types, constants to their
+// values (in a map literal with keys false and "equal", a duplicate key if
+// they differ).
 func signatureChecks(t *testing.T, pkg string, lines []string) string {
 	t.Helper()
 	declared := map[string]bool{}
@@ -169,6 +177,9 @@ func signatureChecks(t *testing.T, pkg string, lines []string) string {
 		case otherTypeRE.MatchString(l):
 			m := otherTypeRE.FindStringSubmatch(l)
 			out = append(out, fmt.Sprintf("var _ %s.%s = (%s)(nil)", pkg, m[1], q(m[2])))
+		case constRE.MatchString(l):
+			m := constRE.FindStringSubmatch(l)
+			out = append(out, fmt.Sprintf("var _ = map[bool]int{false: 0, %s.%s == %s: 1}", pkg, m[1], q(m[2])))
 		case typedVarRE.MatchString(l):
 			m := typedVarRE.FindStringSubmatch(l)
 			out = append(out, fmt.Sprintf("var _ %s = %s.%s", q(m[2]), pkg, m[1]))
@@ -196,20 +207,22 @@ func TestUpstreamSignaturesCompile(t *testing.T) {
 	for rel, lines := range sections {
 		ours := paths[priorModule+"/"+rel]
 		name := filepath.Base(ours)
-		checks := signatureChecks(t, name, lines)
+		// The package under test is imported as "tested", so that its name
+		// may be that of a package its signatures use (log/slog's slog).
+		checks := signatureChecks(t, "tested", lines)
 		if name == "node" {
 			// Values of node's aliased queue package: a retry policy and a count.
-			checks += "\nvar _ node.ShouldRetryFunc = node.DefaultRetryFunc\nvar _ int = node.MaxRetries"
+			checks += "\nvar _ tested.ShouldRetryFunc = tested.DefaultRetryFunc\nvar _ int = tested.MaxRetries"
 		}
-		imports := map[string]string{name: ours}
+		imports := map[string]string{"tested": ours}
 		for alias, path := range commonImports {
 			imports[alias] = path
 		}
 		for alias, path := range importsOf[rel] {
 			imports[alias] = path
 		}
-		for _, dep := range []string{"node", "api", "log"} {
-			if dep != name {
+		for _, dep := range []string{"node", "api", "log", "trace"} {
+			if _, ok := imports[dep]; !ok {
 				imports[dep] = ourModule + "/node"
 				if dep != "node" {
 					imports[dep] += "/" + dep

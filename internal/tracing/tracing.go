@@ -1,5 +1,6 @@
 // Package tracing exports the OpenCensus spans the controllers and the
-// kubelet API record (one per queue item, provider call and request).
+// kubelet API record (one per queue item, provider call and request), to
+// Jaeger and over OTLP.
 package tracing
 
 import (
@@ -40,6 +41,7 @@ type exporter func(Options) (trace.Exporter, func(), error)
 // Exporters are the exporters --trace-exporter accepts.
 var Exporters = map[string]exporter{
 	"jaeger": newJaeger,
+	"otlp":   newOTLP,
 }
 
 // ExporterNames lists the known exporters, sorted.
@@ -103,6 +105,11 @@ func Setup(opts Options) (func(), error) {
 	return stop, nil
 }
 
+// warnExport logs a failed export: spans are lost, the daemon carries on.
+func warnExport(exporter string, err error) {
+	logrus.WithError(err).Warn("exporting spans to " + exporter)
+}
+
 func newJaeger(opts Options) (trace.Exporter, func(), error) {
 	if opts.JaegerCollectorEndpoint == "" && opts.JaegerAgentEndpoint == "" {
 		return nil, nil, fmt.Errorf("needs a collector endpoint (--jaeger-endpoint or JAEGER_ENDPOINT) or an agent endpoint (--jaeger-agent-endpoint or JAEGER_AGENT_ENDPOINT)")
@@ -115,9 +122,7 @@ func newJaeger(opts Options) (trace.Exporter, func(), error) {
 		CollectorEndpoint: opts.JaegerCollectorEndpoint,
 		AgentEndpoint:     opts.JaegerAgentEndpoint,
 		Process:           jaeger.Process{ServiceName: opts.ServiceName, Tags: tags},
-		OnError: func(err error) {
-			logrus.WithError(err).Warn("exporting spans to jaeger")
-		},
+		OnError:           func(err error) { warnExport("jaeger", err) },
 	})
 	if err != nil {
 		return nil, nil, err

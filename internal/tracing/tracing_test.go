@@ -46,7 +46,7 @@ func TestSetupErrors(t *testing.T) {
 		opts Options
 		want string
 	}{
-		"unknown exporter": {Options{Exporters: []string{"zipkin"}}, `unknown exporter "zipkin" (known: jaeger)`},
+		"unknown exporter": {Options{Exporters: []string{"zipkin"}}, `unknown exporter "zipkin" (known: jaeger, otlp)`},
 		"no endpoint":      {Options{Exporters: []string{"jaeger"}}, "needs a collector endpoint"},
 		"bad rate":         {Options{SampleRate: "2"}, `--trace-sample-rate: "2"`},
 		"bad rate word":    {Options{SampleRate: "sometimes"}, `"sometimes"`},

@@ -15,6 +15,7 @@ import (
 	"context"
 
 	"github.com/vkubelet/virtual-kubelet/node/log"
+	"github.com/vkubelet/virtual-kubelet/node/trace/internal/ocspan"
 )
 
 // Span is one timed operation.
@@ -39,8 +40,18 @@ type Tracer interface {
 	StartSpan(context.Context, string) (context.Context, Span)
 }
 
-// T is the Tracer of a context that carries none.
+// T is the Tracer of a context that carries none. The trace/opencensus and
+// trace/opentelemetry packages provide Tracers to set it to.
 var T Tracer = openCensusTracer{}
+
+// openCensusTracer starts OpenCensus spans, as trace/opencensus.Adapter does;
+// it lives here too because that package imports this one.
+type openCensusTracer struct{}
+
+func (openCensusTracer) StartSpan(ctx context.Context, name string) (context.Context, Span) {
+	ctx, s := ocspan.Start(ctx, name)
+	return ctx, s
+}
 
 type tracerKey struct{}
 
