@@ -56,11 +56,7 @@ var paths = map[string]string{
 	priorModule + "/trace":               ourModule + "/node/trace",
 	priorModule + "/trace/opencensus":    ourModule + "/node/trace/opencensus",
 	priorModule + "/trace/opentelemetry": ourModule + "/node/trace/opentelemetry",
-}
-
-// hints say what to do instead for prior packages with no equivalent.
-var hints = map[string]string{
-	priorModule + "/test/e2e": "this module has no importable end-to-end suite yet; keep those tests on the prior module in a package of their own, or drop them",
+	priorModule + "/test/e2e":            ourModule + "/test/e2e",
 }
 
 // noEquivalent is what to do about an import with no hint.
@@ -90,11 +86,7 @@ func rewrite(filename string, src []byte) ([]byte, []change, error) {
 		line := fset.Position(imp.Pos()).Line
 		to, ok := paths[path]
 		if !ok {
-			what := hints[path]
-			if what == "" {
-				what = noEquivalent
-			}
-			errs = append(errs, fmt.Errorf("%s:%d: import %q has no equivalent in %s: %s", filename, line, path, ourModule, what))
+			errs = append(errs, fmt.Errorf("%s:%d: import %q has no equivalent in %s: %s", filename, line, path, ourModule, noEquivalent))
 			continue
 		}
 		imp.Path.Value = strconv.Quote(to)

@@ -47,7 +47,6 @@ func TestRewriteRefusesWhatItCannotMap(t *testing.T) {
 		{"no equivalent", "package p\nimport _ \"PRIOR/providers\"\n",
 			`p.go:2: import "PRIOR/providers" has no equivalent`},
 		{"generic advice", "package p\nimport _ \"PRIOR/internal/queue\"\n", noEquivalent},
-		{"hint", "package p\nimport _ \"PRIOR/test/e2e\"\n", "no importable end-to-end suite yet"},
 		{"syntax error", "package p\nfunc {", "p.go:2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -56,12 +56,17 @@ var importsOf = map[string]map[string]string{
 	"log/slog":            {"slog": "log/slog"},
 	"trace/opencensus":    {},
 	"trace/opentelemetry": {},
+	"test/e2e":            {"testing": "testing", "rest": "k8s.io/client-go/rest"},
 }
 
 var commonImports = map[string]string{"context": "context", "time": "time", "io": "io", "http": "net/http", "tls": "crypto/tls"}
 
 var (
-	typeRE      = regexp.MustCompile(`^type (\w+) (struct|interface) ?\{\}?$`)
+	typeRE   = regexp.MustCompile(`^type (\w+) (struct|interface) ?\{\}?$`)
+	opaqueRE = regexp.MustCompile(`^type (\w+) struct\{ /\* unexported \*/ \}$`)
+	// fieldFuncRE finds the func type a field's comment gives when the
+	// field's own type is an internal package's.
+	fieldFuncRE = regexp.MustCompile(`//\s*(func\([^)]*\)(?: \w+)?)`)
 	typedVarRE  = regexp.MustCompile(`^var (\w+) (\w+) = `)
 	funcDeclRE  = regexp.MustCompile(`^func (\w+)(\(.*)$`)
 	methDeclRE  = regexp.MustCompile(`^func \((?:\w+\s+)?(\*?)(\w+)\) (\w+)(\(.*)$`)
@@ -141,6 +146,8 @@ func signatureChecks(t *testing.T, pkg string, lines []string) string {
 	for i := 0; i < len(lines); i++ {
 		l := lines[i]
 		switch {
+		case opaqueRE.MatchString(l):
+			out = append(out, fmt.Sprintf("var _ = %s.%s{}", pkg, opaqueRE.FindStringSubmatch(l)[1]))
 		case methDeclRE.MatchString(l):
 			m := methDeclRE.FindStringSubmatch(l)
 			recv := m[1] + pkg + "." + m[2]
@@ -171,7 +178,13 @@ func signatureChecks(t *testing.T, pkg string, lines []string) string {
 				continue
 			}
 			for _, f := range body {
-				name, typ, _ := strings.Cut(strings.Join(strings.Fields(f), " "), " ")
+				decl, comment, _ := strings.Cut(f, "//")
+				name, typ, _ := strings.Cut(strings.Join(strings.Fields(decl), " "), " ")
+				if fm := fieldFuncRE.FindStringSubmatch("//" + comment); fm != nil && !declared[typ] {
+					// The field takes a func literal of that type.
+					out = append(out, fmt.Sprintf("var _ = %s.%s{%s: (%s)(nil)}", pkg, m[1], name, fm[1]))
+					continue
+				}
 				out = append(out, fmt.Sprintf("var _ %s = %s.%s{}.%s", q(typ), pkg, m[1], name))
 			}
 		case otherTypeRE.MatchString(l):
