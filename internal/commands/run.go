@@ -8,6 +8,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/vkubelet/virtual-kubelet/internal/ha"
 	"github.com/vkubelet/virtual-kubelet/internal/logging"
 	"github.com/vkubelet/virtual-kubelet/internal/metrics"
 	"github.com/vkubelet/virtual-kubelet/internal/tracing"
@@ -37,6 +38,10 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	if o.LeaderElect.LeaderElect {
+		// A node's API requests are refused once its holder lease is lost.
+		restCfg.Wrap(ha.FencedTransport)
+	}
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return err
@@ -51,6 +56,14 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	defer sh.stop()
 
+	if o.LeaderElect.LeaderElect {
+		servers, err := startServers(ctx, &o.Server, &o.Node, client, restCfg)
+		if err != nil {
+			return err
+		}
+		defer servers.shutdown(shutdownTimeout)
+		return runReplica(ctx, cancel, o, client, nodeIP, sh, servers)
+	}
 	names := o.Node.NodeNames()
 	nodes := make([]*nodeutil.Node, len(names))
 	providers := make([]node.Provider, len(names))
@@ -68,7 +81,7 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	defer servers.shutdown(shutdownTimeout)
 	for i, name := range names {
-		if err := servers.kubeletAPI(withNode(ctx, name), name, o.Server.ListenPort+int32(i), nodeIP, providers[i]); err != nil {
+		if _, err := servers.kubeletAPI(withNode(ctx, name), name, o.Server.ListenPort+int32(i), nodeIP, providers[i]); err != nil {
 			return err
 		}
 	}
