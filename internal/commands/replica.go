@@ -122,7 +122,9 @@ func replicaIdentity() string {
 // the process starts and shuts it down, not a node's Run, as nodes stop
 // and start while the process runs (with --leader-elect) and the first to
 // start one would otherwise stop the informers for all when it stops.
-type processInformers struct{ informers.SharedInformerFactory }
+type processInformers struct {
+	informers.SharedInformerFactory
+}
 
 func (processInformers) Start(<-chan struct{}) {}
 func (processInformers) Shutdown()             {}

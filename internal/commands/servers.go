@@ -50,7 +50,8 @@ type servers struct {
 	// kubelet API; each node maps requests to its own name.
 	auth api.Auth
 	// selfSigned is the serving certificate of every node when none is
-	// given, made once.
+	// given, made once, under certMu (nodes of replicas start at any time).
+	certMu     sync.Mutex
 	selfSigned *tls.Certificate
 }
 
@@ -234,6 +235,8 @@ func (s *servers) servingTLS(ctx context.Context, name string, nodeIP string) (*
 	default:
 		// One key pair for every node of the process, with every node's
 		// name: a thousand RSA keys would take minutes to make.
+		s.certMu.Lock()
+		defer s.certMu.Unlock()
 		if s.selfSigned == nil {
 			names := s.nodes.NodeNames()
 			certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey(names[0], []net.IP{net.ParseIP(nodeIP)}, names)

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
-
 	"github.com/vkubelet/virtual-kubelet/node/log"
 )
 
@@ -109,31 +107,4 @@ func (t fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("%s %s for node %s: %w", req.Method, req.URL.Path, f.node, ErrFenced)
 	}
 	return t.next.RoundTrip(req)
-}
-
-// fencedLock is a holder lease lock that raises the fence on each
-// successful write of the lease by its holder and drops it on release.
-type fencedLock struct {
-	resourcelock.Interface
-	fence *Fence
-}
-
-func (l fencedLock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
-	return l.write(ctx, r, l.Interface.Create)
-}
-
-func (l fencedLock) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
-	return l.write(ctx, r, l.Interface.Update)
-}
-
-func (l fencedLock) write(ctx context.Context, r resourcelock.LeaderElectionRecord, write func(context.Context, resourcelock.LeaderElectionRecord) error) error {
-	start := time.Now()
-	if r.HolderIdentity != l.Identity() {
-		l.fence.drop()
-	}
-	err := write(ctx, r)
-	if err == nil && r.HolderIdentity == l.Identity() {
-		l.fence.renewed(start)
-	}
-	return err
 }

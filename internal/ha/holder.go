@@ -5,9 +5,7 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/vkubelet/virtual-kubelet/node/log"
 )
@@ -18,25 +16,44 @@ import (
 type ServeFunc func(ctx context.Context) error
 
 // Hold serves node whenever this replica holds its holder lease, until ctx
-// ends. It competes for the lease only while it is the node's preferred
-// replica among the live members, and hands the node over (stops serving,
-// then releases the lease) when another replica becomes preferred. A serve
-// error ends that holding only: the lease is released and the node goes to
-// whichever replica is preferred then.
+// ends. One client-go LeaderElector follows the lease all along, so it
+// knows how long the lease has stood still when this replica's turn comes;
+// it takes the lease only while this replica is the node's preferred one
+// among the live members. When another replica becomes preferred, the node
+// is handed over: serving stops, then the lease is released. A serve error
+// ends that holding only.
 func Hold(ctx context.Context, m *Members, node string, serve ServeFunc) {
-	h := &holding{cfg: m.cfg, members: m, node: node, serve: serve}
 	ctx = log.WithFields(ctx, map[string]any{"node": node})
+	h := &holding{cfg: m.cfg, members: m, node: node, serve: serve}
+	h.lock = &holderLock{
+		name:       HolderLeaseName(node),
+		namespace:  m.cfg.Namespace,
+		identity:   m.cfg.Identity,
+		labels:     map[string]string{GroupLabel: m.cfg.Group},
+		client:     m.cfg.Client.CoordinationV1(),
+		cache:      m.leases,
+		mayAcquire: h.preferred,
+	}
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            h.lock,
+		Name:            node,
+		LeaseDuration:   m.cfg.LeaseDuration,
+		RenewDeadline:   m.cfg.RenewDeadline,
+		RetryPeriod:     m.cfg.RetryPeriod,
+		ReleaseOnCancel: true,
+		Callbacks: leaderelection.LeaderCallbacks{
+			// The elector calls this on a goroutine of its own, maybe
+			// late: the term it belongs to is in its context.
+			OnStartedLeading: func(leading context.Context) { leading.Value(termKey{}).(*serving).run(ctx, serve) },
+			OnStoppedLeading: func() {},
+		},
+	})
+	if err != nil {
+		log.G(ctx).WithError(err).Error("holder lease election")
+		return
+	}
 	for ctx.Err() == nil {
-		if !h.waitPreferred(ctx) {
-			return
-		}
-		h.term(ctx)
-		// A pause between terms: a node that fails to serve is not
-		// retried in a tight loop.
-		select {
-		case <-ctx.Done():
-		case <-time.After(h.cfg.RetryPeriod):
-		}
+		h.term(ctx, le)
 	}
 }
 
@@ -45,60 +62,29 @@ type holding struct {
 	members *Members
 	node    string
 	serve   ServeFunc
+	lock    *holderLock
 }
+
+// termKey is the context key of a term's serving.
+type termKey struct{}
 
 func (h *holding) preferred() bool {
 	return Preferred(h.node, h.members.Live()) == h.cfg.Identity
 }
 
-// waitPreferred polls, every RetryPeriod, until this replica is the node's
-// preferred one; false if ctx ended first.
-func (h *holding) waitPreferred(ctx context.Context) bool {
-	t := time.NewTicker(h.cfg.RetryPeriod)
-	defer t.Stop()
-	for !h.preferred() {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		}
-	}
-	return true
-}
-
-// term is one try at holding the node: acquire the lease, serve while it is
-// held and this replica stays preferred, then stop serving and release it.
-// Serving has stopped when term returns.
-func (h *holding) term(ctx context.Context) {
+// term runs the elector until this replica has held the node and let it
+// go: it serves while it holds the lease and stays preferred, then stops
+// serving and releases the lease. Serving has stopped when term returns.
+func (h *holding) term(ctx context.Context, le *leaderelection.LeaderElector) {
 	fence := NewFence(h.node, h.cfg.RenewDeadline)
-	lock := fencedLock{fence: fence, Interface: &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: h.cfg.Namespace, Name: HolderLeaseName(h.node)},
-		Client:     h.cfg.Client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: h.cfg.Identity},
-		Labels:     map[string]string{GroupLabel: h.cfg.Group},
-	}}
-	electorCtx, stopElector := context.WithCancel(ctx)
-	defer stopElector()
+	h.lock.setFence(fence)
 	s := &serving{served: make(chan struct{})}
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		Name:            h.node,
-		LeaseDuration:   h.cfg.LeaseDuration,
-		RenewDeadline:   h.cfg.RenewDeadline,
-		RetryPeriod:     h.cfg.RetryPeriod,
-		ReleaseOnCancel: true,
-		Callbacks: leaderelection.LeaderCallbacks{
-			// Not the elector's context: the fence's, which ends before
-			// the elector gives up, and which we end ourselves before the
-			// elector releases the lease.
-			OnStartedLeading: func(context.Context) { s.run(ctx, func() (context.Context, context.CancelFunc) { return fence.Context(electorCtx) }, h.serve) },
-			OnStoppedLeading: func() {},
-		},
-	})
-	if err != nil {
-		log.G(ctx).WithError(err).Error("holder lease election")
-		return
-	}
+	electorCtx, stopElector := context.WithCancel(context.WithValue(ctx, termKey{}, s))
+	defer stopElector()
+	// Not the elector's context: the fence's, which ends before the
+	// elector gives up, and which we end ourselves before the elector
+	// releases the lease.
+	s.start = func() (context.Context, context.CancelFunc) { return fence.Context(electorCtx) }
 	elected := make(chan struct{})
 	go func() {
 		defer close(elected)
@@ -110,36 +96,51 @@ func (h *holding) term(ctx context.Context) {
 	for {
 		select {
 		case <-elected:
-			// The elector could not renew, or saw another holder: the
-			// fence is down by now.
+			// The elector could not renew in time: the fence is down by
+			// now, and the lease may go to another replica.
 			if s.end() {
-				log.G(ctx).Warn("lost the node's holder lease: stopped serving the node")
+				log.G(ctx).Warn("lost the node's holder lease: stopped every provider call and status write for the node")
 			}
 			return
 		case <-s.served:
-			// Serving ended on its own: release the lease.
+			// Serving ended on its own: release the lease, and pause so
+			// that a node failing to serve is not retried in a tight loop.
+			h.handOver(ctx, s, stopElector, elected)
+			select {
+			case <-ctx.Done():
+			case <-time.After(h.cfg.RetryPeriod):
+			}
+			return
 		case <-ctx.Done():
+			h.handOver(ctx, s, stopElector, elected)
+			return
 		case <-t.C:
-			if h.preferred() {
+			if !s.hasStarted() || h.preferred() {
 				continue
 			}
-			log.G(ctx).Info("another replica is preferred for the node now")
+			log.G(ctx).Info("another replica is preferred for the node now: handing it over")
+			h.handOver(ctx, s, stopElector, elected)
+			return
 		}
-		// Stop serving before the lease is released, so that the next
-		// holder never overlaps with us.
-		if s.end() {
-			log.G(ctx).Info("stopped serving the node; releasing its holder lease")
-		}
-		stopElector()
-		<-elected
-		return
 	}
+}
+
+// handOver stops serving, then stops the elector, which releases the lease:
+// the next holder never overlaps with this one.
+func (h *holding) handOver(ctx context.Context, s *serving, stopElector context.CancelFunc, elected chan struct{}) {
+	if s.end() {
+		log.G(ctx).Info("stopped serving the node; releasing its holder lease")
+	}
+	stopElector()
+	<-elected
 }
 
 // serving is the one serving of a term, if the lease was acquired.
 type serving struct {
 	// served is closed when serving ends.
 	served chan struct{}
+	// start makes the context serving runs with.
+	start func() (context.Context, context.CancelFunc)
 
 	mu    sync.Mutex
 	ended bool
@@ -148,16 +149,16 @@ type serving struct {
 	wg     sync.WaitGroup
 }
 
-// run serves with the context start makes, until it ends, unless the term
-// has ended already (the elector starts the callback on a goroutine of its
-// own, which may run late).
-func (s *serving) run(ctx context.Context, start func() (context.Context, context.CancelFunc), serve ServeFunc) {
+// run serves until its context ends, unless the term has ended already
+// (the elector starts the callback on a goroutine of its own, which may
+// run late).
+func (s *serving) run(ctx context.Context, serve ServeFunc) {
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
 		return
 	}
-	serveCtx, cancel := start()
+	serveCtx, cancel := s.start()
 	s.cancel = cancel
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -168,6 +169,12 @@ func (s *serving) run(ctx context.Context, start func() (context.Context, contex
 	if err := serve(serveCtx); err != nil && serveCtx.Err() == nil {
 		log.G(ctx).WithError(err).Error("serving the node failed; handing it over")
 	}
+}
+
+func (s *serving) hasStarted() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cancel != nil
 }
 
 // end stops serving, or keeps it from starting, and waits for it to stop;

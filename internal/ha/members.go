@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	coordinationv1listers "k8s.io/client-go/listers/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -62,7 +63,7 @@ type Config struct {
 
 // Members announces this replica with a membership lease, renewed every
 // RetryPeriod and deleted when it stops, and follows the leases of the
-// group: a replica is live while its lease changed, as seen here, within
+// group, the nodes' holder leases included: a replica is live while its lease changed, as seen here, within
 // LeaseDuration (local observation, as leaderelection's, so clocks need not
 // agree).
 type Members struct {
@@ -70,6 +71,11 @@ type Members struct {
 
 	// done is closed once the lease is deleted, at the end.
 	done chan struct{}
+	// leases lists the group's leases from the informer's cache.
+	leases coordinationv1listers.LeaseNamespaceLister
+	// written is the lease as the last write left it; only announce, on
+	// one goroutine at a time, touches it.
+	written *coordinationv1.Lease
 
 	mu sync.Mutex
 	// seen is when each replica's lease last changed, by our clock.
@@ -92,6 +98,7 @@ func StartMembers(ctx context.Context, cfg Config) (*Members, error) {
 	factory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(cfg.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = GroupLabel + "=" + cfg.Group }))
 	inf := factory.Coordination().V1().Leases().Informer()
+	m.leases = factory.Coordination().V1().Leases().Lister().Leases(cfg.Namespace)
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    m.observe,
 		UpdateFunc: func(_, obj any) { m.observe(obj) },
@@ -125,13 +132,26 @@ func (m *Members) lease() *coordinationv1.Lease {
 	}
 }
 
-// announce creates or renews this replica's lease.
+// announce creates or renews this replica's lease, writing over the copy
+// its last write returned and reading the lease only when that fails.
 func (m *Members) announce(ctx context.Context) error {
 	leases := m.cfg.Client.CoordinationV1().Leases(m.cfg.Namespace)
 	want := m.lease()
-	_, err := leases.Update(ctx, want, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = leases.Create(ctx, want, metav1.CreateOptions{})
+	if m.written != nil {
+		want.ResourceVersion = m.written.ResourceVersion
+		if written, err := leases.Update(ctx, want, metav1.UpdateOptions{}); err == nil {
+			m.written = written
+			return nil
+		}
+	}
+	existing, err := leases.Get(ctx, want.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		want.ResourceVersion = ""
+		m.written, err = leases.Create(ctx, want, metav1.CreateOptions{})
+	case err == nil:
+		want.ResourceVersion = existing.ResourceVersion
+		m.written, err = leases.Update(ctx, want, metav1.UpdateOptions{})
 	}
 	return err
 }
