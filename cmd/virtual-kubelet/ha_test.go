@@ -113,8 +113,9 @@ func TestReplicasShareNodes(t *testing.T) {
 	// Each node held by its preferred replica, serving it from its address.
 	balanced := func(ids []string) func() (bool, string) {
 		return func() (bool, string) {
+			assigned := ha.Assign(nodes, ids)
 			for _, n := range nodes {
-				want := ha.Preferred(n, ids)
+				want := assigned[n]
 				holder, ip := h.holder(n), h.nodeIP(n)
 				if holder != want || ip != identities[want].addr {
 					return false, fmt.Sprintf("node %s: held by %q at %s, want %s at %s", n, holder, ip, want, identities[want].addr)

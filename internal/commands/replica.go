@@ -26,6 +26,7 @@ func runReplica(ctx context.Context, cancel context.CancelFunc, o *Options, clie
 		Client:        client,
 		Namespace:     le.namespace(),
 		Identity:      replicaIdentity(),
+		Nodes:         o.Node.NodeNames(),
 		Group:         ha.GroupOf(o.Node.NodeName),
 		LeaseDuration: le.LeaseDuration,
 		RenewDeadline: le.RenewDeadline,

@@ -69,7 +69,7 @@ type holding struct {
 type termKey struct{}
 
 func (h *holding) preferred() bool {
-	return Preferred(h.node, h.members.Live()) == h.cfg.Identity
+	return h.members.Preferred(h.node) == h.cfg.Identity
 }
 
 // term runs the elector until this replica has held the node and let it

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -51,6 +52,8 @@ type Config struct {
 	Namespace string
 	// Identity names this replica; unique among the replicas.
 	Identity string
+	// Nodes are the nodes the replicas share.
+	Nodes []string
 	// Group is GroupOf the replicas' node name.
 	Group string
 	// LeaseDuration, RenewDeadline and RetryPeriod are leaderelection's; the
@@ -78,6 +81,10 @@ type Members struct {
 	written *coordinationv1.Lease
 
 	mu sync.Mutex
+	// assignment is Assign of the nodes to assignedTo, the live members
+	// (sorted) when it was last asked for.
+	assignment map[string]string
+	assignedTo []string
 	// seen is when each replica's lease last changed, by our clock.
 	seen map[string]seenLease
 }
@@ -240,6 +247,20 @@ func (m *Members) Live() []string {
 		}
 	}
 	return live
+}
+
+// Preferred is the replica that should serve node: its holder in the
+// assignment of the nodes to the live replicas, recomputed only when they
+// change.
+func (m *Members) Preferred(node string) string {
+	live := m.Live()
+	slices.Sort(live)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !slices.Equal(live, m.assignedTo) {
+		m.assignment, m.assignedTo = Assign(m.cfg.Nodes, live), live
+	}
+	return m.assignment[node]
 }
 
 // Wait returns once the membership lease is deleted, after ctx ended.
