@@ -38,132 +38,180 @@ const (
 // the defaults, so the failover it measures is the one users get.
 const haLeaseDuration = 15 * time.Second
 
-// replica is one daemon of the group, with what the test knows of it.
+// replica is one daemon of a group, with what the test knows of it.
 type replica struct {
 	*daemon
 	metrics  string
 	identity string
 }
 
-// TestReplicasShareNodes runs 3 replicas with --leader-elect over one node
-// set whose mock backends keep their pods in shared state directories (as
-// a real backend keeps running pods whichever replica talks to it). It
-// checks that each node is held by its preferred replica; kills the
-// replica holding the most nodes with SIGKILL: its nodes move to the others
-// within the node lease's slack, no node ever shows Ready other than True,
-// every pod stays Running as it ran and none is created again, and kubectl
-// logs and exec reach a moved node. It then pauses a replica past the lease
-// duration with SIGSTOP and resumes it: its nodes moved meanwhile, and it
-// writes nothing for them until it holds them again. Throughout, a node's
-// status is only ever written by the replica holding its lease.
-func TestReplicasShareNodes(t *testing.T) {
-	nodeCount, podCount := floodSize(t, envHANodes, 6), floodSize(t, envHAPods, 30)
+// haGroup is replicas of one node set, and the watch on them.
+type haGroup struct {
+	c          *testcluster.Cluster
+	ns, prefix string
+	cfg        string
+	nodes      []string
+	replicas   []*replica
+	identities map[string]*replica
+	h          *haWatch
+}
+
+// newHAGroup starts count replicas of nodeCount nodes whose mock backends
+// keep their pods in state directories they share (as a real backend keeps
+// running pods whichever replica talks to it), and waits until each node
+// is served by the replica it is assigned to.
+func newHAGroup(t *testing.T, count, nodeCount int) *haGroup {
 	c := testcluster.Shared(t)
-	ctx := context.Background()
-	ns := c.Namespace(t)
-	prefix := testcluster.UniqueName("ha")
-	nodes := make([]string, nodeCount)
-	for i := range nodes {
-		nodes[i] = fmt.Sprintf("%s-%d", prefix, i)
+	g := &haGroup{c: c, ns: c.Namespace(t), prefix: testcluster.UniqueName("ha"), identities: map[string]*replica{}}
+	for i := range nodeCount {
+		g.nodes = append(g.nodes, fmt.Sprintf("%s-%d", g.prefix, i))
 	}
 	t.Cleanup(func() {
-		for _, n := range nodes {
+		for _, n := range g.nodes {
 			_ = c.Client.CoreV1().Nodes().Delete(context.Background(), n, deleteNow)
 		}
 	})
-	h := watchHA(t, c, ns, prefix)
-
+	g.h = watchHA(t, c, g.ns, g.prefix)
+	g.cfg = filepath.Join(t.TempDir(), "mock.json")
 	state := filepath.Join(t.TempDir(), "state")
-	cfg := filepath.Join(t.TempDir(), "mock.json")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{%q: {"stateDir": %q}}`, prefix+"-*", state)), 0o600); err != nil {
+	if err := os.WriteFile(g.cfg, []byte(fmt.Sprintf(`{%q: {"stateDir": %q}}`, g.prefix+"-*", state)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	replicas := make([]*replica, 3)
-	for i := range replicas {
-		host := c.AddHost(t, testcluster.UniqueName("h"))
-		// Below the kubelet API ports, 10250 on.
-		r := &replica{metrics: fmt.Sprintf("%s:%d", host.Addr, 9100)}
-		r.daemon = startDaemon(t, c, host, "--nodename", prefix, "--node-count", strconv.Itoa(nodeCount),
-			"--provider-config", cfg, "--metrics-addr", r.metrics, "--log-level", "info",
-			"--leader-elect", "--leader-elect-resource-namespace", ns)
-		replicas[i] = r
+	for range count {
+		g.start(t)
 	}
-	identities := map[string]*replica{}
-	for _, r := range replicas {
-		eventually(t, "the replica's identity in its log", func() (bool, string) {
-			m := regexp.MustCompile(`replica=(\S+)`).FindStringSubmatch(r.output.String())
-			if m == nil {
-				return false, "no replica= in the log yet"
-			}
-			r.identity = m[1]
-			return true, ""
-		})
-		identities[r.identity] = r
-		h.setAddr(r.identity, r.addr)
-	}
-	live := func(except ...*replica) []string {
-		var ids []string
-		for _, r := range replicas {
-			if !slices.Contains(except, r) {
-				ids = append(ids, r.identity)
-			}
-		}
-		return ids
-	}
-	// Each node held by its preferred replica, serving it from its address.
-	balanced := func(ids []string) func() (bool, string) {
-		return func() (bool, string) {
-			assigned := ha.Assign(nodes, ids)
-			for _, n := range nodes {
-				want := assigned[n]
-				holder, ip := h.holder(n), h.nodeIP(n)
-				if holder != want || ip != identities[want].addr {
-					return false, fmt.Sprintf("node %s: held by %q at %s, want %s at %s", n, holder, ip, want, identities[want].addr)
-				}
-			}
-			return true, ""
-		}
-	}
-	eventually(t, "every node held by its preferred replica", balanced(live()))
-	for _, n := range nodes {
+	eventually(t, "every node held by the replica it is assigned to", g.balanced())
+	for _, n := range g.nodes {
 		waitNodeReady(t, c.Client, n)
 	}
-	held := func(r *replica) []string {
-		var out []string
-		for _, n := range nodes {
-			if h.holder(n) == r.identity {
-				out = append(out, n)
+	for _, r := range g.replicas {
+		t.Logf("replica %s holds %d nodes: %v", r.identity, len(g.held(r)), g.held(r))
+	}
+	return g
+}
+
+// start starts one more replica.
+func (g *haGroup) start(t *testing.T) *replica {
+	t.Helper()
+	host := g.c.AddHost(t, testcluster.UniqueName("h"))
+	// Below the kubelet API ports, 10250 on.
+	r := &replica{metrics: fmt.Sprintf("%s:%d", host.Addr, 9100)}
+	r.daemon = startDaemon(t, g.c, host, "--nodename", g.prefix, "--node-count", strconv.Itoa(len(g.nodes)),
+		"--provider-config", g.cfg, "--metrics-addr", r.metrics, "--log-level", "info",
+		"--leader-elect", "--leader-elect-resource-namespace", g.ns)
+	eventually(t, "the replica's identity in its log", func() (bool, string) {
+		m := regexp.MustCompile(`replica=(\S+)`).FindStringSubmatch(r.output.String())
+		if m == nil {
+			return false, "no replica= in the log yet"
+		}
+		r.identity = m[1]
+		return true, ""
+	})
+	g.identities[r.identity] = r
+	g.h.setAddr(r.identity, r.addr)
+	g.replicas = append(g.replicas, r)
+	return r
+}
+
+// live are the identities of the replicas that run and are not paused.
+func (g *haGroup) live(paused ...*replica) []string {
+	var ids []string
+	for _, r := range g.replicas {
+		if !r.Exited() && !slices.Contains(paused, r) {
+			ids = append(ids, r.identity)
+		}
+	}
+	return ids
+}
+
+// balanced: each node held by the replica the live ones (but paused)
+// assign it to, and serving it from its address.
+func (g *haGroup) balanced(paused ...*replica) func() (bool, string) {
+	return func() (bool, string) {
+		assigned := ha.Assign(g.nodes, g.live(paused...))
+		for _, n := range g.nodes {
+			want := g.identities[assigned[n]]
+			holder, ip := g.h.holder(n), g.h.nodeIP(n)
+			if holder != want.identity || ip != want.addr {
+				return false, fmt.Sprintf("node %s: held by %q at %s, want %s at %s", n, holder, ip, want.identity, want.addr)
 			}
 		}
-		return out
+		return true, ""
 	}
-	for _, r := range replicas {
-		t.Logf("replica %s holds %d nodes: %v", r.identity, len(held(r)), held(r))
-	}
+}
 
-	// Pods spread over the nodes, writing a log line every second.
-	pods := make([]string, podCount)
-	for i := range pods {
-		pods[i] = fmt.Sprintf("p%d", i)
+// held are the nodes r holds.
+func (g *haGroup) held(r *replica) []string {
+	var out []string
+	for _, n := range g.nodes {
+		if g.h.holder(n) == r.identity {
+			out = append(out, n)
+		}
 	}
-	if _, err := inParallel(podCount, func(i int) error {
-		p := mockPod(pods[i], nodes[i%nodeCount], corev1.RestartPolicyAlways, map[string]string{mock.AnnotationLogInterval: "1s"})
-		_, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+	return out
+}
+
+// createPods creates count pods spread over the nodes, writing a log line
+// every second, waits until they run, and returns how they run.
+func (g *haGroup) createPods(t *testing.T, count int) map[string]podRun {
+	t.Helper()
+	if _, err := inParallel(count, func(i int) error {
+		p := mockPod(fmt.Sprintf("p%d", i), g.nodes[i%len(g.nodes)], corev1.RestartPolicyAlways, map[string]string{mock.AnnotationLogInterval: "1s"})
+		_, err := g.c.Client.CoreV1().Pods(g.ns).Create(context.Background(), p, metav1.CreateOptions{})
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	before := allRunning(t, c, ns, podCount)
-	creates := func() map[*replica]int {
-		out := map[*replica]int{}
-		for _, r := range replicas {
-			if !r.Exited() {
-				out[r] = providerCalls(t, r.metrics, "CreatePod")
-			}
+	return allRunning(t, g.c, g.ns, count)
+}
+
+// creates counts the CreatePod calls of each running replica.
+func (g *haGroup) creates(t *testing.T) map[*replica]int {
+	out := map[*replica]int{}
+	for _, r := range g.replicas {
+		if !r.Exited() {
+			out[r] = providerCalls(t, r.metrics, "CreatePod")
 		}
-		return out
 	}
-	createdBefore := creates()
+	return out
+}
+
+// checkPodsAsBefore fails the test unless the pods run as they did.
+func (g *haGroup) checkPodsAsBefore(t *testing.T, before map[string]podRun) {
+	t.Helper()
+	after := allRunning(t, g.c, g.ns, len(before))
+	for name, was := range before {
+		if is := after[name]; is.uid != was.uid || !is.started.Equal(was.started) || is.restarts != was.restarts {
+			t.Errorf("pod %s changed: %+v, was %+v", name, is, was)
+		}
+	}
+}
+
+// checkEnd runs the checks of the whole test: the watch's, and no panic.
+func (g *haGroup) checkEnd(t *testing.T) {
+	t.Helper()
+	g.h.check(t)
+	for _, r := range g.replicas {
+		checkNoPanic(t, r.daemon)
+	}
+}
+
+// TestReplicasShareNodes runs 3 replicas with --leader-elect over one node
+// set and checks that each node is held by the replica it is assigned to;
+// kills the replica holding the most nodes with SIGKILL: its nodes move to
+// the others within the node lease's slack, no node ever shows Ready other
+// than True, every pod stays Running as it ran and none is created again,
+// and kubectl logs and exec reach a moved node. It then pauses a replica
+// past the lease duration with SIGSTOP and resumes it: its nodes moved
+// meanwhile, and it writes nothing for them until it holds them again.
+// Throughout, a node's status is only ever written by the replica holding
+// its lease.
+func TestReplicasShareNodes(t *testing.T) {
+	nodeCount, podCount := floodSize(t, envHANodes, 6), floodSize(t, envHAPods, 30)
+	g := newHAGroup(t, 3, nodeCount)
+	ctx := context.Background()
+	before := g.createPods(t, podCount)
+	createdBefore := g.creates(t)
 	total := 0
 	for _, n := range createdBefore {
 		total += n
@@ -173,80 +221,98 @@ func TestReplicasShareNodes(t *testing.T) {
 	}
 
 	// SIGKILL the replica holding the most nodes.
-	victim := replicas[0]
-	for _, r := range replicas {
-		if len(held(r)) > len(held(victim)) {
+	victim := g.replicas[0]
+	for _, r := range g.replicas {
+		if len(g.held(r)) > len(g.held(victim)) {
 			victim = r
 		}
 	}
-	moved := held(victim)
+	moved := g.held(victim)
 	victim.Kill()
 	killed := time.Now()
-	survivors := live(victim)
-	eventually(t, "the killed replica's nodes held and served by their next preferred replicas", balanced(survivors))
+	eventually(t, "the killed replica's nodes held and served by the others", g.balanced())
 	failover := time.Since(killed)
 	t.Logf("failover of %d nodes after SIGKILL: %s (lease duration %s)", len(moved), failover.Round(100*time.Millisecond), haLeaseDuration)
 	if slack := 30 * time.Second; failover > slack {
 		t.Errorf("failover took %s, past the %s the node leases allow", failover, slack)
 	}
-	after := allRunning(t, c, ns, podCount)
-	for name, was := range before {
-		is := after[name]
-		if is.uid != was.uid || !is.started.Equal(was.started) || is.restarts != was.restarts {
-			t.Errorf("pod %s changed across the failover: %+v, was %+v", name, is, was)
-		}
-	}
-	for r, n := range creates() {
+	g.checkPodsAsBefore(t, before)
+	for r, n := range g.creates(t) {
 		if n != createdBefore[r] {
 			t.Errorf("replica %s made %d CreatePod calls after the failover, want none", r.identity, n-createdBefore[r])
 		}
 	}
 	// kubectl logs and exec reach a pod of a moved node, at its new holder.
 	target := ""
-	for i, p := range pods {
-		if nodes[i%nodeCount] == moved[0] {
-			target = p
+	for i := range podCount {
+		if g.nodes[i%nodeCount] == moved[0] {
+			target = fmt.Sprintf("p%d", i)
 			break
 		}
 	}
-	if out, err := c.Kubectl(ctx, "-n", ns, "logs", target, "--tail=1"); err != nil || !strings.Contains(out, ns+"/"+target+"/main line") {
+	if out, err := g.c.Kubectl(ctx, "-n", g.ns, "logs", target, "--tail=1"); err != nil || !strings.Contains(out, g.ns+"/"+target+"/main line") {
 		t.Errorf("kubectl logs %s on moved node %s: %v %q", target, moved[0], err, out)
 	}
-	if out, err := c.Kubectl(ctx, "-n", ns, "exec", target, "--", "echo", "moved"); err != nil || out != "moved\n" {
+	if out, err := g.c.Kubectl(ctx, "-n", g.ns, "exec", target, "--", "echo", "moved"); err != nil || out != "moved\n" {
 		t.Errorf("kubectl exec %s on moved node %s: %v %q", target, moved[0], err, out)
 	}
 
-	// SIGSTOP a survivor holding nodes past the lease duration, then
-	// SIGCONT: its nodes move meanwhile; once resumed it writes nothing for
-	// them (the invariant below) and takes back only what is handed over.
-	paused := survivors[0]
-	if len(held(identities[paused])) < len(held(identities[survivors[1]])) {
-		paused = survivors[1]
+	// SIGSTOP the survivor holding more nodes past the lease duration,
+	// then SIGCONT: its nodes move meanwhile; once resumed it writes
+	// nothing for them (checkEnd) and takes back what is handed to it.
+	var p *replica
+	for _, r := range g.replicas {
+		if !r.Exited() && (p == nil || len(g.held(r)) > len(g.held(p))) {
+			p = r
+		}
 	}
-	p := identities[paused]
-	pausedNodes := held(p)
+	pausedNodes := g.held(p)
 	if err := p.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
-	other := slices.DeleteFunc(slices.Clone(survivors), func(id string) bool { return id == paused })
-	eventually(t, "the paused replica's nodes held by the other one", balanced(other))
+	eventually(t, "the paused replica's nodes held by the other one", g.balanced(p))
 	t.Logf("failover of %d nodes after SIGSTOP: %s", len(pausedNodes), time.Since(stopped).Round(100*time.Millisecond))
 	if err := p.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	resumed := time.Now()
-	eventually(t, "the resumed replica rejoins and gets its nodes back", balanced(survivors))
+	eventually(t, "the resumed replica rejoins and gets its nodes back", g.balanced())
 	t.Logf("the resumed replica serves its nodes again after %s", time.Since(resumed).Round(100*time.Millisecond))
 	if !strings.Contains(p.output.String(), "every provider call and status write for the node") {
 		t.Errorf("the paused replica did not log that it stopped serving its nodes on resuming")
 	}
+	g.checkPodsAsBefore(t, before)
+	g.checkEnd(t)
+}
 
-	allRunning(t, c, ns, podCount)
-	h.check(t)
-	for _, r := range replicas {
-		checkNoPanic(t, r.daemon)
+// TestReplicasRollingRestart replaces the 3 replicas one by one, as a
+// Deployment's rolling update does (SIGTERM, then a new replica): the
+// stopping replica hands its nodes over, the new one gets its share, no
+// node is ever Ready other than True, and no pod is lost or created again.
+func TestReplicasRollingRestart(t *testing.T) {
+	g := newHAGroup(t, 3, floodSize(t, envHANodes, 6))
+	podCount := floodSize(t, envHAPods, 30)
+	before := g.createPods(t, podCount)
+	for _, old := range slices.Clone(g.replicas) {
+		start := time.Now()
+		if code, _ := old.stop(t); code != 0 {
+			t.Errorf("replica %s exited with %d on SIGTERM", old.identity, code)
+		}
+		eventually(t, "the stopped replica's nodes held by the others", g.balanced())
+		stopped := time.Since(start)
+		g.start(t)
+		eventually(t, "the new replica gets its share", g.balanced())
+		t.Logf("replica %s replaced: its nodes moved in %s, the new one served its share after %s",
+			old.identity, stopped.Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
 	}
+	g.checkPodsAsBefore(t, before)
+	for r, n := range g.creates(t) {
+		if n != 0 {
+			t.Errorf("new replica %s made %d CreatePod calls, want none: every pod was adopted", r.identity, n)
+		}
+	}
+	g.checkEnd(t)
 }
 
 // podRun is what must not change about a running pod when its node moves.
