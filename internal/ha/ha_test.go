@@ -125,10 +125,11 @@ func TestHolderLockTakesOnlyWhenPreferred(t *testing.T) {
 	leases := factory.Coordination().V1().Leases()
 	preferred := false
 	fence := NewFence("vk-0", time.Minute)
+	term := &serving{served: make(chan struct{})}
 	l := &holderLock{
 		name: HolderLeaseName("vk-0"), namespace: "ns", identity: "me",
 		client: client.CoordinationV1(), cache: leases.Lister().Leases("ns"),
-		mayAcquire: func() bool { return preferred }, fence: fence,
+		mayAcquire: func() bool { return preferred }, fence: fence, term: term,
 	}
 	if _, _, err := l.Get(ctx); !apierrors.IsNotFound(err) {
 		t.Fatalf("Get of a missing lease: %v", err)
@@ -145,7 +146,12 @@ func TestHolderLockTakesOnlyWhenPreferred(t *testing.T) {
 	if err := l.Update(ctx, record); err != nil {
 		t.Fatalf("renewal by the holder, no longer preferred: %v", err)
 	}
-	if err := l.Update(ctx, resourcelock.LeaderElectionRecord{LeaseDurationSeconds: 1}); err != nil || fence.Valid() {
+	release := resourcelock.LeaderElectionRecord{LeaseDurationSeconds: 1}
+	if err := l.Update(ctx, release); !errors.Is(err, errStillServing) {
+		t.Fatalf("release while serving: %v", err)
+	}
+	term.end()
+	if err := l.Update(ctx, release); err != nil || fence.Valid() {
 		t.Fatalf("release: %v, fence up %v", err, fence.Valid())
 	}
 	if err := l.Update(ctx, record); !errors.Is(err, errNotPreferred) {

@@ -24,7 +24,7 @@ type ServeFunc func(ctx context.Context) error
 // ends that holding only.
 func Hold(ctx context.Context, m *Members, node string, serve ServeFunc) {
 	ctx = log.WithFields(ctx, map[string]any{"node": node})
-	h := &holding{cfg: m.cfg, members: m, node: node, serve: serve}
+	h := &holding{cfg: m.cfg, members: m, node: node}
 	h.lock = &holderLock{
 		name:       HolderLeaseName(node),
 		namespace:  m.cfg.Namespace,
@@ -61,7 +61,6 @@ type holding struct {
 	cfg     Config
 	members *Members
 	node    string
-	serve   ServeFunc
 	lock    *holderLock
 }
 
@@ -77,8 +76,8 @@ func (h *holding) preferred() bool {
 // serving and releases the lease. Serving has stopped when term returns.
 func (h *holding) term(ctx context.Context, le *leaderelection.LeaderElector) {
 	fence := NewFence(h.node, h.cfg.RenewDeadline)
-	h.lock.setFence(fence)
 	s := &serving{served: make(chan struct{})}
+	h.lock.setTerm(fence, s)
 	electorCtx, stopElector := context.WithCancel(context.WithValue(ctx, termKey{}, s))
 	defer stopElector()
 	// Not the elector's context: the fence's, which ends before the
@@ -97,7 +96,8 @@ func (h *holding) term(ctx context.Context, le *leaderelection.LeaderElector) {
 		select {
 		case <-elected:
 			// The elector could not renew in time: the fence is down by
-			// now, and the lease may go to another replica.
+			// now, and the lease goes to another replica once it expires
+			// (the release was refused while serving ran).
 			if s.end() {
 				log.G(ctx).Warn("lost the node's holder lease: stopped every provider call and status write for the node")
 			}
@@ -168,6 +168,24 @@ func (s *serving) run(ctx context.Context, serve ServeFunc) {
 	log.G(ctx).Info("holding the node: serving it")
 	if err := serve(serveCtx); err != nil && serveCtx.Err() == nil {
 		log.G(ctx).WithError(err).Error("serving the node failed; handing it over")
+	}
+}
+
+// stopped reports whether serving has ended or will not start.
+func (s *serving) stopped() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.ended {
+		return false
+	}
+	if s.cancel == nil {
+		return true
+	}
+	select {
+	case <-s.served:
+		return true
+	default:
+		return false
 	}
 }
 

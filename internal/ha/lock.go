@@ -19,14 +19,19 @@ import (
 // the node's preferred one.
 var errNotPreferred = errors.New("not the node's preferred replica")
 
+// errStillServing refuses to release a node's lease before serving it has
+// stopped: after a failed renewal client-go releases at once, and the lease
+// is then left to expire.
+var errStillServing = errors.New("still serving the node")
+
 // holderLock is the resourcelock.Interface of a node's holder lease, as
 // client-go's LeaseLock but for three things. A candidate reads the lease
 // from the replica's informer, so that every replica follows every node's
 // lease, and knows how long it has stood still, at no cost to the API
 // server; the holder reads it from the API server, to renew and release
-// on the newest copy. It takes the lease only while mayAcquire says so
-// (renewals and releases always go through). And each write raises or
-// drops the holding's Fence.
+// on the newest copy. It takes the lease only while mayAcquire says so,
+// and releases it only once the term's serving has stopped. And each write
+// raises or drops the term's Fence.
 type holderLock struct {
 	name, namespace, identity string
 	labels                    map[string]string
@@ -36,16 +41,18 @@ type holderLock struct {
 
 	mu    sync.Mutex
 	fence *Fence
+	term  *serving
 	// lease is the newest copy read or written.
 	lease *coordinationv1.Lease
 }
 
 var _ resourcelock.Interface = (*holderLock)(nil)
 
-func (l *holderLock) setFence(f *Fence) {
+// setTerm makes the lock the one of a new term.
+func (l *holderLock) setTerm(f *Fence, s *serving) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.fence = f
+	l.fence, l.term = f, s
 }
 
 // holding reports whether the newest copy names this replica the holder.
@@ -95,10 +102,13 @@ func (l *holderLock) Create(ctx context.Context, r resourcelock.LeaderElectionRe
 // another holder (or none) needs mayAcquire.
 func (l *holderLock) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
 	l.mu.Lock()
-	base := l.lease
+	base, term := l.lease, l.term
 	l.mu.Unlock()
 	if base == nil {
 		return errors.New("holder lease not read yet")
+	}
+	if r.HolderIdentity != l.identity && term != nil && !term.stopped() {
+		return errStillServing
 	}
 	if r.HolderIdentity == l.identity && !l.holding() && !l.mayAcquire() {
 		return errNotPreferred
