@@ -54,7 +54,11 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	defer sh.stop()
+	// The shared informers stop with ctx; sh.stop waits for them.
+	defer func() {
+		cancel()
+		sh.stop()
+	}()
 
 	if o.LeaderElect.LeaderElect {
 		servers, err := startServers(ctx, &o.Server, &o.Node, client, restCfg)
