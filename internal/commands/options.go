@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -135,6 +136,14 @@ func (o *Options) Validate() error {
 	}
 	if last := int(o.Server.ListenPort) + o.Node.NodeCount - 1; last > 65535 {
 		return fmt.Errorf("--listen-port %d with --node-count %d needs ports up to %d, past 65535", o.Server.ListenPort, o.Node.NodeCount, last)
+	}
+	if o.Server.MetricsAddr != "" {
+		host, p, _ := net.SplitHostPort(o.Server.MetricsAddr) // checked by ServerOptions.validate
+		port, err := strconv.Atoi(p)
+		if err == nil && sameInterface(host, o.Server.ListenAddress) && port >= int(o.Server.ListenPort) && port < int(o.Server.ListenPort)+o.Node.NodeCount {
+			return fmt.Errorf("--metrics-addr %q is on the kubelet API port of node %s (--listen-port %d + %d): move one or the other",
+				o.Server.MetricsAddr, o.Node.NodeNames()[port-int(o.Server.ListenPort)], o.Server.ListenPort, port-int(o.Server.ListenPort))
+		}
 	}
 	if o.LeaderElect.LeaderElect {
 		last := o.Node.NodeNames()[o.Node.NodeCount-1]
@@ -329,6 +338,16 @@ func (o *Options) scaleClientLimits(fs *pflag.FlagSet) {
 // each: a thousand idle nodes need not hold 150,000 goroutines.
 func (o *Options) workersPerNode() int {
 	return max(2, o.Client.PodSyncWorkers/max(1, o.Node.NodeCount))
+}
+
+// sameInterface reports whether listeners on hosts a and b may collide: one
+// of them is every interface, or they are the same address.
+func sameInterface(a, b string) bool {
+	every := func(h string) bool {
+		ip := net.ParseIP(h)
+		return h == "" || ip != nil && ip.IsUnspecified()
+	}
+	return every(a) || every(b) || a == b
 }
 
 // isLoopback reports whether host, of a listen address, is reachable from
