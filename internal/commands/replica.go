@@ -10,6 +10,7 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/vkubelet/virtual-kubelet/internal/ha"
 	"github.com/vkubelet/virtual-kubelet/node/log"
@@ -20,7 +21,7 @@ import (
 // replica holds the node's holder lease (package ha). It returns once ctx
 // ends or a server fails, after every node it served has stopped and its
 // lease was released; cancel ends ctx.
-func runReplica(ctx context.Context, cancel context.CancelFunc, o *Options, client kubernetes.Interface, nodeIP string, sh *shared, servers *servers) (err error) {
+func runReplica(ctx context.Context, cancel context.CancelFunc, o *Options, client kubernetes.Interface, restCfg *rest.Config, nodeIP string, sh *shared) (err error) {
 	le := &o.LeaderElect
 	cfg := ha.Config{
 		Client:        client,
@@ -37,6 +38,13 @@ func runReplica(ctx context.Context, cancel context.CancelFunc, o *Options, clie
 	if err != nil {
 		return err
 	}
+	servers, err := startServers(ctx, &o.Server, &o.Node, client, restCfg)
+	if err != nil {
+		cancel()
+		members.Wait()
+		return err
+	}
+	defer servers.shutdown(shutdownTimeout)
 	names := o.Node.NodeNames()
 	log.G(ctx).WithField("namespace", cfg.Namespace).Infof("replica of %d node%s: holding those it is preferred for", len(names), plural(len(names), "", "s"))
 

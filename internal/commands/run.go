@@ -61,12 +61,7 @@ func Run(ctx context.Context, o *Options) error {
 	}()
 
 	if o.LeaderElect.LeaderElect {
-		servers, err := startServers(ctx, &o.Server, &o.Node, client, restCfg)
-		if err != nil {
-			return err
-		}
-		defer servers.shutdown(shutdownTimeout)
-		return runReplica(ctx, cancel, o, client, nodeIP, sh, servers)
+		return runReplica(ctx, cancel, o, client, restCfg, nodeIP, sh)
 	}
 	names := o.Node.NodeNames()
 	nodes := make([]*nodeutil.Node, len(names))

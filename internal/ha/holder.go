@@ -78,7 +78,9 @@ func (h *holding) term(ctx context.Context, le *leaderelection.LeaderElector) {
 	fence := NewFence(h.node, h.cfg.RenewDeadline)
 	s := &serving{served: make(chan struct{})}
 	h.lock.setTerm(fence, s)
-	electorCtx, stopElector := context.WithCancel(context.WithValue(ctx, termKey{}, s))
+	// Only stopElector ends the elector: were it ended with ctx, it would
+	// try to release the lease while serving still runs.
+	electorCtx, stopElector := context.WithCancel(context.WithValue(context.WithoutCancel(ctx), termKey{}, s))
 	defer stopElector()
 	// Not the elector's context: the fence's, which ends before the
 	// elector gives up, and which we end ourselves before the elector
