@@ -83,6 +83,15 @@ func TestManifestsApply(t *testing.T) {
 	if !strings.Contains(out, "deployment.apps/virtual-kubelet configured (server dry run)") {
 		t.Errorf("apply -k kubeconfig --dry-run=server:\n%s", out)
 	}
+	// The HA shape: the base with replicas sharing the nodes, a disruption
+	// budget and the rights on the election's leases.
+	out = kubectl(t, c, "apply", "-k", filepath.Join(deployDir, "ha"), "--dry-run=server")
+	for _, want := range []string{"deployment.apps/virtual-kubelet configured (server dry run)", "poddisruptionbudget.policy/virtual-kubelet created (server dry run)",
+		"role.rbac.authorization.k8s.io/virtual-kubelet-leader-elect created (server dry run)", "rolebinding.rbac.authorization.k8s.io/virtual-kubelet-leader-elect created (server dry run)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("apply -k ha --dry-run=server: no %q:\n%s", want, out)
+		}
+	}
 	dep, err := c.Client.AppsV1().Deployments("virtual-kubelet").Get(context.Background(), "virtual-kubelet", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -361,6 +361,8 @@ func TestBadInputFailsCleanly(t *testing.T) {
 		{[]string{"--provider", "mock", "--kubeconfig", filepath.Join(dir, "nope")}, "kubeconfig: stat " + filepath.Join(dir, "nope")},
 		{[]string{"--provider", "mock", "--pod-sync-workers", "-3"}, "--pod-sync-workers must be at least 1"},
 		{[]string{"--provider", "mock", "--startup-timeout", "forever"}, `invalid argument "forever" for "--startup-timeout"`},
+		{[]string{"--provider", "mock", "--leader-elect", "--leader-elect-lease-duration", "10s"}, "--leader-elect-renew-deadline 10s plus --leader-elect-retry-period 2s must not exceed --leader-elect-lease-duration 10s"},
+		{[]string{"--provider", "mock", "--leader-elect", "--leader-elect-resource-namespace", "no-such-namespace"}, "writing the replica lease no-such-namespace/vk-replica-"},
 	}
 	for _, tc := range cases {
 		code, out := runBinary(t, append(base, tc.args...)...)

@@ -67,6 +67,7 @@ func (o *Options) flagGroups() []flagGroup {
 		group("Node", o.Node.addFlags),
 		group("Kubernetes API client", o.Client.addFlags),
 		group("Kubelet API server", o.Server.addFlags),
+		group("High availability", o.LeaderElect.addFlags),
 		group("Logging and tracing", o.Observability.addFlags),
 	}
 }
@@ -114,6 +115,14 @@ func (s *ServerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&s.StreamCreationTimeout, "stream-creation-timeout", 30*time.Second, "how long a client has to open the streams of a session")
 	fs.StringVar(&s.MetricsAddr, "metrics-addr", DefaultMetricsAddr, "address of the metrics endpoint (/metrics, Prometheus; /healthz), plaintext and unauthenticated; empty disables it")
 	fs.BoolVar(&s.EnableProfiling, "enable-profiling", false, "serve Go's /debug/pprof on the metrics address, which must then be a loopback one")
+}
+
+func (l *LeaderElectionOptions) addFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&l.LeaderElect, "leader-elect", false, "share the nodes with the other replicas started with the same --nodename and --node-count: each node is served by the replica holding its holder Lease")
+	fs.DurationVar(&l.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a node's holder lease lasts unrenewed before another replica may take the node")
+	fs.DurationVar(&l.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long a holder keeps trying to renew before it stops serving the node")
+	fs.DurationVar(&l.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "how often holders renew and candidates try to acquire")
+	fs.StringVar(&l.ResourceNamespace, "leader-elect-resource-namespace", "", "namespace of the holder and replica Leases; default: the daemon's own namespace in a cluster (its service account's), else default")
 }
 
 func (l *ObservabilityOptions) addFlags(fs *pflag.FlagSet) {

@@ -35,16 +35,17 @@ type shared struct {
 }
 
 // startShared starts what the nodes share: the ConfigMap, Secret and
-// Service informers (their factory starts with the first node), one event
-// broadcaster, and with many nodes one watch of their pods, dispatched by
-// node name, and one of their Nodes, for deletions.
+// Service informers, one event broadcaster, and with many nodes (or
+// replicas, whose nodes come and go) one watch of their pods, dispatched by
+// node name, and one of their Nodes, for deletions. With one node the
+// informers' factory starts with the node.
 func startShared(ctx context.Context, o *Options, client kubernetes.Interface) (*shared, error) {
 	// One event broadcaster for all nodes: each has its own watchers and
 	// a thousand-event queue, 70 MB and 2,000 goroutines at 1,000 nodes.
 	events := record.NewBroadcaster()
 	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	sh := &shared{client: client, factory: nodeutil.NewInformerFactory(client, o.Client.FullResyncPeriod), events: events, stops: []func(){events.Shutdown}}
-	if o.Node.NodeCount <= 1 {
+	if o.Node.NodeCount <= 1 && !o.LeaderElect.LeaderElect {
 		return sh, nil
 	}
 	podFactory := informers.NewSharedInformerFactoryWithOptions(client, o.Client.FullResyncPeriod,
@@ -67,10 +68,23 @@ func startShared(ctx context.Context, o *Options, client kubernetes.Interface) (
 		sh.stop()
 		return nil, err
 	}
+	// Every informer the nodes use exists before the factory starts: the
+	// nodes' own Start is a no-op (processInformers).
+	sh.factory.Core().V1().Services().Informer()
+	sh.factory.Start(ctx.Done())
 	podFactory.Start(ctx.Done())
 	nodeFactory.Start(ctx.Done())
-	sh.stops = append(sh.stops, podFactory.Shutdown, nodeFactory.Shutdown)
+	sh.stops = append(sh.stops, sh.factory.Shutdown, podFactory.Shutdown, nodeFactory.Shutdown)
 	return sh, nil
+}
+
+// nodeInformers is the informer factory a node gets: the process's own
+// with many nodes.
+func (sh *shared) nodeInformers() informers.SharedInformerFactory {
+	if sh.pods == nil {
+		return sh.factory
+	}
+	return processInformers{sh.factory}
 }
 
 // stop stops what startShared started.
@@ -117,7 +131,7 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		Workers:              o.workersPerNode(),
 		InformerResyncPeriod: o.Client.FullResyncPeriod,
 		DisableLease:         !o.Node.EnableNodeLease,
-		InformerFactory:      sh.factory,
+		InformerFactory:      sh.nodeInformers(),
 		EventRecorder:        sh.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "virtual-kubelet", Host: name}),
 		ConfigurePodController: func(c *node.PodControllerConfig) {
 			c.ProviderCallObserver = metrics.ObserveProviderCall

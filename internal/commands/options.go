@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,10 +13,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/leaderelection"
 
+	"github.com/vkubelet/virtual-kubelet/internal/ha"
 	"github.com/vkubelet/virtual-kubelet/internal/logging"
 	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	"github.com/vkubelet/virtual-kubelet/internal/tracing"
+	"github.com/vkubelet/virtual-kubelet/node"
 )
 
 // Options are the daemon's settings, from flags and environment, in the
@@ -26,6 +30,7 @@ type Options struct {
 	Node          NodeOptions
 	Client        ClientOptions
 	Server        ServerOptions
+	LeaderElect   LeaderElectionOptions
 	Observability ObservabilityOptions
 }
 
@@ -78,6 +83,16 @@ type ServerOptions struct {
 	EnableProfiling       bool
 }
 
+// LeaderElectionOptions let replicas of the daemon share its nodes: each
+// node is served by the replica holding the node's holder Lease.
+type LeaderElectionOptions struct {
+	LeaderElect       bool
+	LeaseDuration     time.Duration
+	RenewDeadline     time.Duration
+	RetryPeriod       time.Duration
+	ResourceNamespace string
+}
+
 // ObservabilityOptions configure logs and spans.
 type ObservabilityOptions struct {
 	LogLevel            string
@@ -114,13 +129,27 @@ const DefaultMetricsAddr = "127.0.0.1:10255"
 // Validate checks the options, group by group, returning the first
 // problem found.
 func (o *Options) Validate() error {
-	for _, check := range []func() error{o.Provider.validate, o.Node.validate, o.Client.validate, o.Server.validate, o.Observability.validate} {
+	for _, check := range []func() error{o.Provider.validate, o.Node.validate, o.Client.validate, o.Server.validate, o.LeaderElect.validate, o.Observability.validate} {
 		if err := check(); err != nil {
 			return err
 		}
 	}
 	if last := int(o.Server.ListenPort) + o.Node.NodeCount - 1; last > 65535 {
 		return fmt.Errorf("--listen-port %d with --node-count %d needs ports up to %d, past 65535", o.Server.ListenPort, o.Node.NodeCount, last)
+	}
+	if o.Server.MetricsAddr != "" {
+		host, p, _ := net.SplitHostPort(o.Server.MetricsAddr) // checked by ServerOptions.validate
+		port, err := strconv.Atoi(p)
+		if err == nil && sameInterface(host, o.Server.ListenAddress) && port >= int(o.Server.ListenPort) && port < int(o.Server.ListenPort)+o.Node.NodeCount {
+			return fmt.Errorf("--metrics-addr %q is on the kubelet API port of node %s (--listen-port %d + %d): move one or the other",
+				o.Server.MetricsAddr, o.Node.NodeNames()[port-int(o.Server.ListenPort)], o.Server.ListenPort, port-int(o.Server.ListenPort))
+		}
+	}
+	if o.LeaderElect.LeaderElect {
+		last := o.Node.NodeNames()[o.Node.NodeCount-1]
+		if errs := validation.IsDNS1123Subdomain(ha.HolderLeaseName(last)); len(errs) > 0 {
+			return fmt.Errorf("--leader-elect: node %q makes holder lease name %q: %s", last, ha.HolderLeaseName(last), strings.Join(errs, "; "))
+		}
 	}
 	return nil
 }
@@ -207,6 +236,49 @@ func (s *ServerOptions) validate() error {
 	return notNegative("stream-creation-timeout", s.StreamCreationTimeout)
 }
 
+// nodeLeaseSlack is how long a dead replica's nodes may stay unserved
+// before the control plane marks them NotReady: the node lease's duration
+// less its renew interval (a heartbeat may be that old when the replica
+// dies).
+var nodeLeaseSlack = time.Duration(float64(node.DefaultLeaseDuration*time.Second) * (1 - node.DefaultRenewIntervalFraction))
+
+// validate checks that the durations can work: a replica that lost its
+// holder lease stops serving before another replica may take the node over
+// (client-go gives up renewing at most renew deadline + retry period after
+// the last renewal), and a dead replica's nodes move before their node
+// leases expire. The flags are ignored without --leader-elect.
+func (l *LeaderElectionOptions) validate() error {
+	if !l.LeaderElect {
+		return nil
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"lease-duration", l.LeaseDuration}, {"renew-deadline", l.RenewDeadline}, {"retry-period", l.RetryPeriod}} {
+		if d.v <= 0 {
+			return fmt.Errorf("--leader-elect-%s must be positive, got %s", d.flag, d.v)
+		}
+	}
+	if l.RenewDeadline+l.RetryPeriod > l.LeaseDuration {
+		return fmt.Errorf("--leader-elect-renew-deadline %s plus --leader-elect-retry-period %s must not exceed --leader-elect-lease-duration %s: a replica that cannot renew must stop serving before another may take its nodes",
+			l.RenewDeadline, l.RetryPeriod, l.LeaseDuration)
+	}
+	if float64(l.RetryPeriod)*leaderelection.JitterFactor >= float64(l.RenewDeadline) {
+		return fmt.Errorf("--leader-elect-retry-period %s must be under %s, 1/%.1f of --leader-elect-renew-deadline %s, to leave room for a retry",
+			l.RetryPeriod, time.Duration(float64(l.RenewDeadline)/leaderelection.JitterFactor), leaderelection.JitterFactor, l.RenewDeadline)
+	}
+	if l.LeaseDuration+l.RetryPeriod >= nodeLeaseSlack {
+		return fmt.Errorf("--leader-elect-lease-duration %s plus --leader-elect-retry-period %s must be under %s: a dead replica's nodes would move after their node leases (%ds, renewed every %s) expire",
+			l.LeaseDuration, l.RetryPeriod, nodeLeaseSlack, node.DefaultLeaseDuration, time.Duration(float64(node.DefaultLeaseDuration*time.Second)*node.DefaultRenewIntervalFraction))
+	}
+	if l.ResourceNamespace != "" {
+		if errs := validation.IsDNS1123Label(l.ResourceNamespace); len(errs) > 0 {
+			return fmt.Errorf("--leader-elect-resource-namespace %q: %s", l.ResourceNamespace, strings.Join(errs, "; "))
+		}
+	}
+	return nil
+}
+
 func (l *ObservabilityOptions) validate() error {
 	if _, err := logrus.ParseLevel(l.LogLevel); err != nil {
 		return fmt.Errorf("--log-level %q must be one of %s", l.LogLevel, strings.Join(logging.Levels, ", "))
@@ -266,6 +338,16 @@ func (o *Options) scaleClientLimits(fs *pflag.FlagSet) {
 // each: a thousand idle nodes need not hold 150,000 goroutines.
 func (o *Options) workersPerNode() int {
 	return max(2, o.Client.PodSyncWorkers/max(1, o.Node.NodeCount))
+}
+
+// sameInterface reports whether listeners on hosts a and b may collide: one
+// of them is every interface, or they are the same address.
+func sameInterface(a, b string) bool {
+	every := func(h string) bool {
+		ip := net.ParseIP(h)
+		return h == "" || ip != nil && ip.IsUnspecified()
+	}
+	return every(a) || every(b) || a == b
 }
 
 // isLoopback reports whether host, of a listen address, is reachable from

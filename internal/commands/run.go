@@ -8,6 +8,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/vkubelet/virtual-kubelet/internal/ha"
 	"github.com/vkubelet/virtual-kubelet/internal/logging"
 	"github.com/vkubelet/virtual-kubelet/internal/metrics"
 	"github.com/vkubelet/virtual-kubelet/internal/tracing"
@@ -37,6 +38,10 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	if o.LeaderElect.LeaderElect {
+		// A node's API requests are refused once its holder lease is lost.
+		restCfg.Wrap(ha.FencedTransport)
+	}
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return err
@@ -49,8 +54,15 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	defer sh.stop()
+	// The shared informers stop with ctx; sh.stop waits for them.
+	defer func() {
+		cancel()
+		sh.stop()
+	}()
 
+	if o.LeaderElect.LeaderElect {
+		return runReplica(ctx, cancel, o, client, restCfg, nodeIP, sh)
+	}
 	names := o.Node.NodeNames()
 	nodes := make([]*nodeutil.Node, len(names))
 	providers := make([]node.Provider, len(names))
@@ -68,7 +80,7 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	defer servers.shutdown(shutdownTimeout)
 	for i, name := range names {
-		if err := servers.kubeletAPI(withNode(ctx, name), name, o.Server.ListenPort+int32(i), nodeIP, providers[i]); err != nil {
+		if _, err := servers.kubeletAPI(withNode(ctx, name), name, o.Server.ListenPort+int32(i), nodeIP, providers[i]); err != nil {
 			return err
 		}
 	}

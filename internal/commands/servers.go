@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -30,6 +32,9 @@ import (
 
 // servers are the daemon's HTTP servers: the kubelet API and metrics.
 type servers struct {
+	// mu guards list and stops: with --leader-elect, nodes start and stop
+	// their kubelet APIs as they move between replicas.
+	mu   sync.Mutex
 	list []*http.Server
 	// stops run after the servers are shut down.
 	stops []func()
@@ -45,12 +50,15 @@ type servers struct {
 	// kubelet API; each node maps requests to its own name.
 	auth api.Auth
 	// selfSigned is the serving certificate of every node when none is
-	// given, made once.
+	// given, made once, under certMu (nodes of replicas start at any time).
+	certMu     sync.Mutex
 	selfSigned *tls.Certificate
 }
 
 func (s *servers) serve(ctx context.Context, name string, srv *http.Server, l net.Listener, tlsOn bool) {
+	s.mu.Lock()
 	s.list = append(s.list, srv)
+	s.mu.Unlock()
 	log.G(ctx).WithField("address", l.Addr().String()).Infof("serving %s", name)
 	go func() {
 		var err error
@@ -68,15 +76,24 @@ func (s *servers) serve(ctx context.Context, name string, srv *http.Server, l ne
 // shutdown stops the servers, letting requests finish for up to timeout.
 // Long-running streams (exec, follow) are cut at the deadline.
 func (s *servers) shutdown(timeout time.Duration) {
+	s.mu.Lock()
+	list, stops := s.list, s.stops
+	s.list, s.stops = nil, nil
+	s.mu.Unlock()
+	for _, srv := range list {
+		shutdownServer(srv, timeout)
+	}
+	for _, stop := range stops {
+		stop()
+	}
+}
+
+// shutdownServer stops srv, letting requests finish for up to timeout.
+func shutdownServer(srv *http.Server, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	for _, srv := range s.list {
-		if err := srv.Shutdown(ctx); err != nil {
-			_ = srv.Close()
-		}
-	}
-	for _, stop := range s.stops {
-		stop()
+	if err := srv.Shutdown(ctx); err != nil {
+		_ = srv.Close()
 	}
 }
 
@@ -121,17 +138,23 @@ func startServers(ctx context.Context, o *ServerOptions, nodes *NodeOptions, cli
 }
 
 // kubeletAPI serves node name's kubelet API on port: the provider's
-// capabilities, behind the kubelet's authentication and authorization.
-func (s *servers) kubeletAPI(ctx context.Context, name string, port int32, nodeIP string, p node.Provider) error {
+// capabilities, behind the kubelet's authentication and authorization. It
+// runs until shutdown, or until the returned func stops it (a node moving
+// to another replica).
+func (s *servers) kubeletAPI(ctx context.Context, name string, port int32, nodeIP string, p node.Provider) (stop func(), err error) {
 	o := s.opts
-	tlsConfig, stop, err := s.servingTLS(ctx, name, nodeIP)
+	tlsConfig, stopTLS, err := s.servingTLS(ctx, name, nodeIP)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	s.stops = append(s.stops, stop)
+	stopTLS = sync.OnceFunc(stopTLS)
+	s.mu.Lock()
+	s.stops = append(s.stops, stopTLS)
+	s.mu.Unlock()
 	l, err := listen("listen-port", net.JoinHostPort(o.ListenAddress, strconv.Itoa(int(port))))
 	if err != nil {
-		return err
+		stopTLS()
+		return nil, err
 	}
 	routes := node.PodHandlerConfigOf(p)
 	routes.StreamIdleTimeout, routes.StreamCreationTimeout = o.StreamIdleTimeout, o.StreamCreationTimeout
@@ -140,12 +163,19 @@ func (s *servers) kubeletAPI(ctx context.Context, name string, port int32, nodeI
 		authz = authorizerfactory.NewAlwaysAllowAuthorizer()
 	}
 	handler := api.WithAuth(api.PodHandler(routes, true), api.NewAuthFrom(s.auth, authz, name))
-	s.serve(ctx, "kubelet API", &http.Server{
+	srv := &http.Server{
 		Handler:           handler,
 		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: 30 * time.Second,
-	}, l, true)
-	return nil
+	}
+	s.serve(ctx, "kubelet API", srv, l, true)
+	return func() {
+		s.mu.Lock()
+		s.list = slices.DeleteFunc(s.list, func(other *http.Server) bool { return other == srv })
+		s.mu.Unlock()
+		shutdownServer(srv, shutdownTimeout)
+		stopTLS()
+	}, nil
 }
 
 // defaultClientCA is the CA client certificates are verified against when
@@ -205,6 +235,8 @@ func (s *servers) servingTLS(ctx context.Context, name string, nodeIP string) (*
 	default:
 		// One key pair for every node of the process, with every node's
 		// name: a thousand RSA keys would take minutes to make.
+		s.certMu.Lock()
+		defer s.certMu.Unlock()
 		if s.selfSigned == nil {
 			names := s.nodes.NodeNames()
 			certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey(names[0], []net.IP{net.ParseIP(nodeIP)}, names)

@@ -1,0 +1,139 @@
+package commands
+
+import (
+	"context"
+	"os"
+	"strings"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/vkubelet/virtual-kubelet/internal/ha"
+	"github.com/vkubelet/virtual-kubelet/node/log"
+)
+
+// runReplica runs the daemon as one of the replicas sharing its nodes
+// (--leader-elect): each node is served, by serveNode, only while this
+// replica holds the node's holder lease (package ha). It returns once ctx
+// ends or a server fails, after every node it served has stopped and its
+// lease was released; cancel ends ctx.
+func runReplica(ctx context.Context, cancel context.CancelFunc, o *Options, client kubernetes.Interface, restCfg *rest.Config, nodeIP string, sh *shared) (err error) {
+	le := &o.LeaderElect
+	cfg := ha.Config{
+		Client:        client,
+		Namespace:     le.namespace(),
+		Identity:      replicaIdentity(),
+		Nodes:         o.Node.NodeNames(),
+		Group:         ha.GroupOf(o.Node.NodeName),
+		LeaseDuration: le.LeaseDuration,
+		RenewDeadline: le.RenewDeadline,
+		RetryPeriod:   le.RetryPeriod,
+	}
+	ctx = log.WithLogger(ctx, log.G(ctx).WithField("replica", cfg.Identity))
+	members, err := ha.StartMembers(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	servers, err := startServers(ctx, &o.Server, &o.Node, client, restCfg)
+	if err != nil {
+		cancel()
+		members.Wait()
+		return err
+	}
+	defer servers.shutdown(shutdownTimeout)
+	names := o.Node.NodeNames()
+	log.G(ctx).WithField("namespace", cfg.Namespace).Infof("replica of %d node%s: holding those it is preferred for", len(names), plural(len(names), "", "s"))
+
+	var holders sync.WaitGroup
+	defer func() {
+		cancel()
+		holders.Wait()
+		members.Wait()
+	}()
+	for i, name := range names {
+		port := o.Server.ListenPort + int32(i)
+		holders.Add(1)
+		go func() {
+			defer holders.Done()
+			ha.Hold(ctx, members, name, func(ctx context.Context) error {
+				return serveNode(withNode(ctx, name), o, name, port, nodeIP, sh, servers)
+			})
+		}()
+	}
+	select {
+	case <-ctx.Done():
+		log.G(ctx).Info("shutting down: handing the nodes over")
+		return nil
+	case err := <-servers.errs:
+		return err
+	}
+}
+
+// serveNode serves one node until ctx ends: its provider, its Node and pod
+// controllers, and its kubelet API on port. It returns once they have all
+// stopped.
+func serveNode(ctx context.Context, o *Options, name string, port int32, nodeIP string, sh *shared, servers *servers) error {
+	n, p, err := buildNode(ctx, o, name, port, nodeIP, sh)
+	if err != nil {
+		return err
+	}
+	stop, err := servers.kubeletAPI(ctx, name, port, nodeIP, p)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return n.Run(ctx)
+}
+
+// serviceAccountNamespace is where a pod finds its namespace.
+const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// namespace holds the replicas' leases: --leader-elect-resource-namespace,
+// else the daemon's own namespace when it runs in a pod (where a Role can
+// grant it leases and nothing else), else default.
+func (l *LeaderElectionOptions) namespace() string {
+	if l.ResourceNamespace != "" {
+		return l.ResourceNamespace
+	}
+	if b, err := os.ReadFile(serviceAccountNamespace); err == nil {
+		if ns := strings.TrimSpace(string(b)); ns != "" {
+			return ns
+		}
+	}
+	return metav1.NamespaceDefault
+}
+
+// replicaIdentity names this replica: the host name (a pod's name), made
+// fit for a lease name, and a random suffix, so that a restarted replica
+// is a new one.
+func replicaIdentity() string {
+	host, _ := os.Hostname()
+	host = strings.Trim(strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(host)), "-")
+	if host == "" {
+		host = "replica"
+	}
+	if len(host) > 63 {
+		host = strings.TrimRight(host[:63], "-")
+	}
+	return host + "-" + utilrand.String(5)
+}
+
+// processInformers is the shared informer factory as each node sees it:
+// the process starts and shuts it down, not a node's Run, as nodes stop
+// and start while the process runs (with --leader-elect) and the first to
+// start one would otherwise stop the informers for all when it stops.
+type processInformers struct {
+	informers.SharedInformerFactory
+}
+
+func (processInformers) Start(<-chan struct{}) {}
+func (processInformers) Shutdown()             {}
