@@ -141,7 +141,7 @@ func TestNodeReadyWithLeaseAndCleanShutdown(t *testing.T) {
 
 func TestProvidersAndVersion(t *testing.T) {
 	code, out := runBinary(t, "providers")
-	if code != 0 || out != "kubernetes\nmock\nslurm" {
+	if code != 0 || out != "grpc\nkubernetes\nmock\nslurm" {
 		t.Errorf("providers: %d %q", code, out)
 	}
 	code, out = runBinary(t, "version")

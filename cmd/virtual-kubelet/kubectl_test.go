@@ -25,12 +25,18 @@ import (
 
 // TestKubectlAgainstVirtualNode is the smoke test a user would run: the
 // cluster's own kubectl, through the API server, against the daemon in a
-// node host.
+// node host, with the mock in process and behind the plugin boundary.
 func TestKubectlAgainstVirtualNode(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { testKubectlAgainstVirtualNode(t, tr) })
+	}
+}
+
+func testKubectlAgainstVirtualNode(t *testing.T, tr transport) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
 	ns := c.Namespace(t)
-	d := startDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")))
+	d := tr.start(t, c, c.AddHost(t, testcluster.UniqueName("h")))
 	waitNodeReady(t, c.Client, d.name)
 
 	pod := &corev1.Pod{
