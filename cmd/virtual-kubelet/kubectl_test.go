@@ -26,17 +26,13 @@ import (
 // TestKubectlAgainstVirtualNode is the smoke test a user would run: the
 // cluster's own kubectl, through the API server, against the daemon in a
 // node host, with the mock in process and behind the plugin boundary.
-func TestKubectlAgainstVirtualNode(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) { testKubectlAgainstVirtualNode(t, tr) })
-	}
-}
+func TestKubectlAgainstVirtualNode(t *testing.T) { forEachTransport(t, testKubectlAgainstVirtualNode) }
 
-func testKubectlAgainstVirtualNode(t *testing.T, tr transport) {
+func testKubectlAgainstVirtualNode(t *testing.T, via transport) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
 	ns := c.Namespace(t)
-	d := tr.start(t, c, c.AddHost(t, testcluster.UniqueName("h")))
+	d := via.start(t, c, c.AddHost(t, testcluster.UniqueName("h")))
 	waitNodeReady(t, c.Client, d.name)
 
 	pod := &corev1.Pod{

@@ -33,6 +33,13 @@ var transports = []transport{
 	}},
 }
 
+// forEachTransport runs test as a subtest per transport.
+func forEachTransport(t *testing.T, test func(*testing.T, transport)) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { test(t, tr) })
+	}
+}
+
 // plugin is a `virtual-kubelet plugin --provider mock` process.
 type plugin struct {
 	*childproc.Process
