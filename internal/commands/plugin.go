@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	"github.com/vkubelet/virtual-kubelet/plugin/providerserver"
@@ -17,6 +21,8 @@ import (
 // pluginOptions are the flags of `virtual-kubelet plugin`.
 type pluginOptions struct {
 	provider, config, listen, nodeName, os, clusterDomain string
+	// The plugin's side of mutual TLS, for a host:port listener.
+	tlsCert, tlsKey, tlsClientCA string
 }
 
 // newPluginCommand serves a built-in provider as a provider plugin, for a
@@ -43,12 +49,23 @@ endpoint.`,
 	f.StringVar(&o.nodeName, "nodename", "virtual-kubelet", "the name of the node the provider backs (the daemon's --nodename)")
 	f.StringVar(&o.os, "os", "linux", "the operating system the node runs pods for")
 	f.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain")
+	f.StringVar(&o.tlsCert, "tls-cert-file", "", "the plugin's serving certificate (PEM), for mutual TLS")
+	f.StringVar(&o.tlsKey, "tls-key-file", "", "its private key (PEM)")
+	f.StringVar(&o.tlsClientCA, "tls-client-ca-file", "", "the CA (PEM) that signed the daemon's client certificate")
 	return cmd
 }
 
 func runPlugin(cmd *cobra.Command, o *pluginOptions) error {
 	if o.provider == "" || o.listen == "" {
 		return errors.New("plugin: --provider and --listen are required")
+	}
+	var opts []grpc.ServerOption
+	if o.tlsCert != "" || o.tlsKey != "" || o.tlsClientCA != "" {
+		creds, err := serverTLS(o.tlsCert, o.tlsKey, o.tlsClientCA)
+		if err != nil {
+			return fmt.Errorf("plugin: %w", err)
+		}
+		opts = append(opts, grpc.Creds(creds))
 	}
 	initFunc, err := provider.Get(o.provider)
 	if err != nil {
@@ -64,7 +81,7 @@ func runPlugin(cmd *cobra.Command, o *pluginOptions) error {
 		return err
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "serving provider %s for node %s on %s\n", o.provider, o.nodeName, o.listen)
-	return providerserver.Serve(ctx, lis, p)
+	return providerserver.Serve(ctx, lis, p, opts...)
 }
 
 // listenPlugin opens a unix socket (replacing the one a plugin that died left) or
@@ -80,4 +97,27 @@ func listenPlugin(addr string) (net.Listener, error) {
 		}
 	}
 	return net.Listen("unix", path)
+}
+
+// serverTLS is mutual TLS: the plugin's certificate, and only clients with
+// a certificate of clientCA.
+func serverTLS(certFile, keyFile, clientCAFile string) (credentials.TransportCredentials, error) {
+	if certFile == "" || keyFile == "" || clientCAFile == "" {
+		return nil, errors.New("--tls-cert-file, --tls-key-file and --tls-client-ca-file go together")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert-file/--tls-key-file: %w", err)
+	}
+	ca, err := os.ReadFile(clientCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-client-ca-file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("--tls-client-ca-file %s: no PEM certificate in it", clientCAFile)
+	}
+	return credentials.NewTLS(&tls.Config{
+		Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
+	}), nil
 }

@@ -34,20 +34,16 @@ func (p *Provider) NotifyPods(ctx context.Context, f func(*corev1.Pod)) {
 		if err != nil {
 			return false, err
 		}
-		received := false
-		for {
+		return p.receive(ctx, func() ([]byte, error) {
 			ev, err := stream.Recv()
-			if err != nil {
-				return received, err
+			return ev.GetPod(), err
+		}, func(data []byte) error {
+			pod, err := wire.DecodePod("WatchPods event", data)
+			if err == nil {
+				f(pod)
 			}
-			received = true
-			pod, err := wire.DecodePod("WatchPods event", ev.GetPod())
-			if err != nil {
-				log.G(ctx).WithError(err).Errorf("%s sent a bad pod; skipped", p)
-				continue
-			}
-			f(pod)
-		}
+			return err
+		})
 	})
 }
 
@@ -92,21 +88,34 @@ func (p *Provider) NotifyNodeStatus(ctx context.Context, cb func(*corev1.Node)) 
 		if err != nil {
 			return false, err
 		}
-		received := false
-		for {
+		return p.receive(ctx, func() ([]byte, error) {
 			ev, err := stream.Recv()
-			if err != nil {
-				return received, err
+			return ev.GetNode(), err
+		}, func(data []byte) error {
+			n, err := wire.Decode[corev1.Node]("WatchNode event", data)
+			if err == nil {
+				cb(n)
 			}
-			received = true
-			n, err := wire.Decode[corev1.Node]("WatchNode event", ev.GetNode())
-			if err != nil {
-				log.G(ctx).WithError(err).Errorf("%s sent a bad node; skipped", p)
-				continue
-			}
-			cb(n)
-		}
+			return err
+		})
 	})
+}
+
+// receive hands what recv returns to deliver until recv fails, and says
+// whether anything came. An event deliver cannot decode is logged and
+// skipped: one bad event does not end the stream.
+func (p *Provider) receive(ctx context.Context, recv func() ([]byte, error), deliver func([]byte) error) (bool, error) {
+	received := false
+	for {
+		data, err := recv()
+		if err != nil {
+			return received, err
+		}
+		received = true
+		if err := deliver(data); err != nil {
+			log.G(ctx).WithError(err).Errorf("%s sent a bad event; skipped", p)
+		}
+	}
 }
 
 // resubscribe runs a stream until ctx ends: each time it ends, run is
