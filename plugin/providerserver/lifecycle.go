@@ -33,6 +33,11 @@ func podArg(call string, data []byte) (*corev1.Pod, error) {
 	return pod, nil
 }
 
+// notFound is the answer for a pod the provider returned nil for.
+func notFound(ref *pb.PodRef) error {
+	return status.Errorf(codes.NotFound, "pod %s/%s not found", ref.GetNamespace(), ref.GetName())
+}
+
 // CreatePod implements pb.LifecycleServer.
 func (s *services) CreatePod(ctx context.Context, req *pb.PodRequest) (*pb.PodResponse, error) {
 	pod, err := podArg("CreatePod", req.GetPod())
@@ -66,6 +71,9 @@ func (s *services) GetPod(ctx context.Context, req *pb.PodRef) (*pb.GetPodRespon
 	if err != nil {
 		return nil, wire.ToStatus(err)
 	}
+	if pod == nil {
+		return nil, notFound(req)
+	}
 	data, err := wire.Encode(pod)
 	return &pb.GetPodResponse{Pod: data}, wire.ToStatus(err)
 }
@@ -75,6 +83,9 @@ func (s *services) GetPodStatus(ctx context.Context, req *pb.PodRef) (*pb.GetPod
 	st, err := s.p.GetPodStatus(ctx, req.GetNamespace(), req.GetName())
 	if err != nil {
 		return nil, wire.ToStatus(err)
+	}
+	if st == nil {
+		return nil, notFound(req)
 	}
 	data, err := wire.Encode(st)
 	return &pb.GetPodStatusResponse{Status: data}, wire.ToStatus(err)
@@ -88,6 +99,9 @@ func (s *services) ListPods(ctx context.Context, _ *pb.ListPodsRequest) (*pb.Lis
 	}
 	resp := &pb.ListPodsResponse{Pods: make([][]byte, 0, len(pods))}
 	for _, pod := range pods {
+		if pod == nil {
+			continue
+		}
 		data, err := wire.Encode(pod)
 		if err != nil {
 			return nil, wire.ToStatus(err)

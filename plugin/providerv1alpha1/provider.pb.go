@@ -41,7 +41,7 @@ type Capability int32
 const (
 	Capability_CAPABILITY_UNSPECIFIED Capability = 0
 	// The plugin pushes pod status changes on WatchPods; without it the
-	// daemon polls GetPodStatus.
+	// daemon polls ListPods.
 	Capability_CAPABILITY_POD_NOTIFIER Capability = 1
 	Capability_CAPABILITY_NODE_STATUS  Capability = 2
 	Capability_CAPABILITY_LOGS         Capability = 3

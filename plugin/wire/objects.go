@@ -13,8 +13,12 @@ type kubeObject[T any] interface {
 	Unmarshal([]byte) error
 }
 
-// Encode is obj in the Kubernetes protobuf encoding.
+// Encode is obj in the Kubernetes protobuf encoding. A nil obj is an
+// error (the generated codec would panic on it).
 func Encode[T any, P kubeObject[T]](obj P) ([]byte, error) {
+	if obj == nil {
+		return nil, fmt.Errorf("nil %T", obj)
+	}
 	return obj.Marshal()
 }
 

@@ -59,6 +59,9 @@ func TestDecodeRefusesGarbage(t *testing.T) {
 	if pod, err := DecodePod("GetPod answer", good); err != nil || pod.Name != "a" {
 		t.Fatalf("a good pod: %v %v", pod, err)
 	}
+	if _, err := Encode[corev1.Pod]((*corev1.Pod)(nil)); err == nil {
+		t.Error("encoding a nil pod: no error")
+	}
 	unnamed, _ := Encode(&corev1.Pod{})
 	badPhase, _ := Encode(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Status: corev1.PodStatus{Phase: "Exploded"}})
 	for want, data := range map[string][]byte{
