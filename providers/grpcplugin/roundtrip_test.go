@@ -247,3 +247,23 @@ func TestMockThroughPlugin(t *testing.T) {
 	}
 	seen.waitPhase(t, "web", corev1.PodSucceeded)
 }
+
+// TestPluginWithoutCapabilities: a plugin serving only node.Provider (the
+// mock with its optional interfaces hidden) is polled for pod status, and
+// the kubelet API calls it lacks fail saying so.
+func TestPluginWithoutCapabilities(t *testing.T) {
+	dir := socketDir(t)
+	sock := filepath.Join(dir, "p.sock")
+	servePlugin(t, sock, struct{ node.Provider }{newMock(t, dir, "")})
+	p := dial(t, dir, sock)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	seen := watch(ctx, p)
+	if err := p.CreatePod(ctx, testPod("web")); err != nil {
+		t.Fatal(err)
+	}
+	seen.waitPhase(t, "web", corev1.PodRunning)
+	if _, err := p.(node.LogsProvider).GetContainerLogs(ctx, "ns", "web", "app", api.ContainerLogOpts{}); err == nil || !strings.Contains(err.Error(), "does not serve logs") {
+		t.Errorf("logs from a plugin without them: %v", err)
+	}
+}
