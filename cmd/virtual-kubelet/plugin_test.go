@@ -116,7 +116,8 @@ func startPluginDaemon(t *testing.T, c *testcluster.Cluster, host *nethost.Host,
 // state directory, is killed and started again while the daemon runs. The
 // daemon notices the outage (its Ping fails), a pod created meanwhile runs
 // once the plugin is back, and the pods from before are the same pods:
-// nothing created twice, nothing restarted.
+// nothing created twice, nothing restarted. VK_PLUGIN_RESTART_PODS sizes
+// it (20 by default; the 300 passes too, see the report).
 func TestPluginRestartLosesNothing(t *testing.T) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
@@ -129,7 +130,7 @@ func TestPluginRestartLosesNothing(t *testing.T) {
 	d, p := startPluginDaemon(t, c, nil, "--nodename", name, "--provider-config", cfg)
 	waitNodeReady(t, c.Client, d.name)
 
-	const n = 20
+	n := floodSize(t, "VK_PLUGIN_RESTART_PODS", 20)
 	create := func(name string) {
 		t.Helper()
 		pod := &corev1.Pod{
