@@ -20,12 +20,15 @@ IMAGE      ?= virtual-kubelet:$(VERSION)
 LDFLAGS    := -X github.com/vkubelet/virtual-kubelet/internal/version.Version=$(VERSION) \
               -X github.com/vkubelet/virtual-kubelet/internal/version.GitCommit=$(GIT_COMMIT)
 
-.PHONY: all build build-static image test run run-two-clusters run-slurm cluster-up cluster-down controlplane bench bench-ab vet fmt clean
+.PHONY: all build proto build-static image test run run-two-clusters run-slurm cluster-up cluster-down controlplane bench bench-ab vet fmt clean
 
 all: build
 
 build: ## the daemon and the cluster helper, into bin/
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/virtual-kubelet ./hack/cluster
+
+proto: ## regenerate plugin/providerv1alpha1 from proto/ (protoc from apt, generators pinned in hack/proto/gen.sh)
+	BIN=$(BIN) hack/proto/gen.sh
 
 build-static: ## the image's binary, static (CGO_ENABLED=0), without Docker: bin/virtual-kubelet-static
 	CGO_ENABLED=0 $(GO) build -trimpath -tags "$(BUILD_TAGS)" -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/virtual-kubelet-static ./cmd/virtual-kubelet

@@ -141,7 +141,7 @@ func TestNodeReadyWithLeaseAndCleanShutdown(t *testing.T) {
 
 func TestProvidersAndVersion(t *testing.T) {
 	code, out := runBinary(t, "providers")
-	if code != 0 || out != "kubernetes\nmock\nslurm" {
+	if code != 0 || out != "grpc\nkubernetes\nmock\nslurm" {
 		t.Errorf("providers: %d %q", code, out)
 	}
 	code, out = runBinary(t, "version")
@@ -151,10 +151,14 @@ func TestProvidersAndVersion(t *testing.T) {
 }
 
 func TestDeploymentRunsOnVirtualNode(t *testing.T) {
+	forEachTransport(t, testDeploymentRunsOnVirtualNode)
+}
+
+func testDeploymentRunsOnVirtualNode(t *testing.T, via transport) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
 	ns := c.Namespace(t)
-	d := startDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")))
+	d := via.start(t, c, c.AddHost(t, testcluster.UniqueName("h")))
 	waitNodeReady(t, c.Client, d.name)
 
 	dep := deploymentOn(d.name, "web", 20, nil, corev1.Container{Name: "web", Image: "nginx"})
@@ -217,11 +221,13 @@ func deploymentOn(node, name string, replicas int32, annotations map[string]stri
 	}
 }
 
-func TestScriptedPods(t *testing.T) {
+func TestScriptedPods(t *testing.T) { forEachTransport(t, testScriptedPods) }
+
+func testScriptedPods(t *testing.T, via transport) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
 	ns := c.Namespace(t)
-	d := startDaemon(t, c, nil)
+	d := via.start(t, c, nil)
 	waitNodeReady(t, c.Client, d.name)
 
 	pod := func(name string, policy corev1.RestartPolicy, ann map[string]string) {

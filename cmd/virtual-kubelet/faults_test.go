@@ -411,14 +411,16 @@ func TestAPIServerKilledWhilePodsFinishAndDelete(t *testing.T) {
 // seconds (the provider config's faults), with pods whose calls fail for a
 // while, hang, or whose stop the backend never confirms or always fails:
 // every pod ends where it should.
-func TestProviderFaults(t *testing.T) {
+func TestProviderFaults(t *testing.T) { forEachTransport(t, testProviderFaults) }
+
+func testProviderFaults(t *testing.T, via transport) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
 	ns := c.Namespace(t)
 	name := testcluster.UniqueName("vk")
 	cfg := mockConfig(t, name, `{"faults": {"fail-calls": "*", "fail-for": "6s"}}`)
 	started := time.Now()
-	d := startDaemon(t, c, nil, "--nodename", name, "--provider-config", cfg)
+	d := via.start(t, c, nil, "--nodename", name, "--provider-config", cfg)
 	waitNodeReady(t, c.Client, name)
 
 	always := corev1.RestartPolicyAlways

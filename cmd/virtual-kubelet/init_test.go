@@ -19,10 +19,14 @@ import (
 // and a sidecar counted among the ready containers; the conditions are the
 // controller's, computed as a kubelet does.
 func TestInitContainersThroughKubectl(t *testing.T) {
+	forEachTransport(t, testInitContainersThroughKubectl)
+}
+
+func testInitContainersThroughKubectl(t *testing.T, via transport) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
 	ns := c.Namespace(t)
-	d := startDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")))
+	d := via.start(t, c, c.AddHost(t, testcluster.UniqueName("h")))
 	waitNodeReady(t, c.Client, d.name)
 
 	newPod := func(name string, policy corev1.RestartPolicy, annotations map[string]string, init ...corev1.Container) {

@@ -25,12 +25,14 @@ import (
 
 // TestKubectlAgainstVirtualNode is the smoke test a user would run: the
 // cluster's own kubectl, through the API server, against the daemon in a
-// node host.
-func TestKubectlAgainstVirtualNode(t *testing.T) {
+// node host, with the mock in process and behind the plugin boundary.
+func TestKubectlAgainstVirtualNode(t *testing.T) { forEachTransport(t, testKubectlAgainstVirtualNode) }
+
+func testKubectlAgainstVirtualNode(t *testing.T, via transport) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
 	ns := c.Namespace(t)
-	d := startDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")))
+	d := via.start(t, c, c.AddHost(t, testcluster.UniqueName("h")))
 	waitNodeReady(t, c.Client, d.name)
 
 	pod := &corev1.Pod{

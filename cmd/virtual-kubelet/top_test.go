@@ -26,13 +26,15 @@ import (
 // certificate; kubectl top shows the mock pods' scripted figures, a
 // HorizontalPodAutoscaler reads their CPU utilisation, and metrics-server
 // logs no trouble with the node.
-func TestKubectlTopAndHPA(t *testing.T) {
+func TestKubectlTopAndHPA(t *testing.T) { forEachTransport(t, testKubectlTopAndHPA) }
+
+func testKubectlTopAndHPA(t *testing.T, via transport) {
 	c := testcluster.MetricsServer(t)
 	ctx := context.Background()
 	logFile := c.Info.LogFile(controlplane.MetricsServer)
 	logStart := fileSize(t, logFile)
 	ns := c.Namespace(t)
-	d := startDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")))
+	d := via.start(t, c, c.AddHost(t, testcluster.UniqueName("h")))
 	waitNodeReady(t, c.Client, d.name)
 
 	kubectl := func(args ...string) (string, error) {

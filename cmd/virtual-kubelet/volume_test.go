@@ -22,11 +22,13 @@ import (
 // pod's service-account token, ca.crt and namespace, and a ConfigMap file
 // with kubectl exec, see a ConfigMap update arrive, kubectl cp both ways,
 // and kubectl debug -it into an ephemeral container.
-func TestPodFilesThroughKubectl(t *testing.T) {
+func TestPodFilesThroughKubectl(t *testing.T) { forEachTransport(t, testPodFilesThroughKubectl) }
+
+func testPodFilesThroughKubectl(t *testing.T, via transport) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
 	ns := c.Namespace(t)
-	d := startDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")))
+	d := via.start(t, c, c.AddHost(t, testcluster.UniqueName("h")))
 	waitNodeReady(t, c.Client, d.name)
 
 	if _, err := c.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "site"},

@@ -1,5 +1,5 @@
 // Package commands is the virtual-kubelet command line: the root command
-// that runs the daemon, and `version`, `providers` and `completion`.
+// that runs the daemon, and `version`, `providers`, `plugin` and `completion`.
 package commands
 
 import (
@@ -48,18 +48,24 @@ virtual-kubelet.io/provider=<provider>:NoSchedule.`,
 		cmd.Flags().AddFlagSet(g.fs)
 	}
 	cmd.SetUsageFunc(func(c *cobra.Command) error { return usage(c, groups) })
-	cmd.AddCommand(newVersionCommand(), newProvidersCommand())
+	cmd.AddCommand(newVersionCommand(), newProvidersCommand(), newPluginCommand())
 	return cmd
 }
 
 // usage prints the root command's flags in their groups.
 func usage(c *cobra.Command, groups []flagGroup) error {
-	if c.HasParent() {
-		// Subcommands keep cobra's default template.
-		c.SetUsageFunc(nil)
-		return c.Usage()
-	}
 	w := c.OutOrStderr()
+	if c.HasParent() {
+		// A subcommand's flags are few: one list.
+		fmt.Fprintf(w, "Usage:\n  %s\n", c.UseLine())
+		if c.Example != "" {
+			fmt.Fprintf(w, "\nExamples:\n%s\n", c.Example)
+		}
+		if c.HasAvailableLocalFlags() {
+			fmt.Fprintf(w, "\nFlags:\n%s", c.LocalFlags().FlagUsages())
+		}
+		return nil
+	}
 	fmt.Fprintf(w, "Usage:\n  %s\n\nExamples:\n%s\n", c.UseLine(), c.Example)
 	fmt.Fprintln(w, "\nCommands:")
 	for _, sub := range c.Commands() {

@@ -1,0 +1,123 @@
+package commands
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/vkubelet/virtual-kubelet/internal/provider"
+	"github.com/vkubelet/virtual-kubelet/plugin/providerserver"
+)
+
+// pluginOptions are the flags of `virtual-kubelet plugin`.
+type pluginOptions struct {
+	provider, config, listen, nodeName, os, clusterDomain string
+	// The plugin's side of mutual TLS, for a host:port listener.
+	tlsCert, tlsKey, tlsClientCA string
+}
+
+// newPluginCommand serves a built-in provider as a provider plugin, for a
+// daemon started with --provider grpc.
+func newPluginCommand() *cobra.Command {
+	o := &pluginOptions{}
+	cmd := &cobra.Command{
+		Use:   "plugin --provider NAME --listen unix:///path/to.sock [flags]",
+		Short: "Serve a built-in provider as a plugin for --provider grpc",
+		Long: `plugin runs a provider built into this binary in its own process and serves
+it over the provider plugin contract (gRPC, plugin/providerv1alpha1), for a
+daemon started with --provider grpc and a provider config naming the same
+endpoint.`,
+		Example: "  virtual-kubelet plugin --provider mock --nodename vk0 --listen unix:///run/vk/mock.sock",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runPlugin(cmd, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.provider, "provider", "", "the provider to serve (one of: virtual-kubelet providers)")
+	f.StringVar(&o.config, "provider-config", "", "the provider's config file")
+	f.StringVar(&o.listen, "listen", "", "where to listen: unix:///path/to.sock or host:port")
+	f.StringVar(&o.nodeName, "nodename", "virtual-kubelet", "the name of the node the provider backs (the daemon's --nodename)")
+	f.StringVar(&o.os, "os", "linux", "the operating system the node runs pods for")
+	f.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain")
+	f.StringVar(&o.tlsCert, "tls-cert-file", "", "the plugin's serving certificate (PEM), for mutual TLS")
+	f.StringVar(&o.tlsKey, "tls-key-file", "", "its private key (PEM)")
+	f.StringVar(&o.tlsClientCA, "tls-client-ca-file", "", "the CA (PEM) that signed the daemon's client certificate")
+	return cmd
+}
+
+func runPlugin(cmd *cobra.Command, o *pluginOptions) error {
+	if o.provider == "" || o.listen == "" {
+		return errors.New("plugin: --provider and --listen are required")
+	}
+	var opts []grpc.ServerOption
+	if o.tlsCert != "" || o.tlsKey != "" || o.tlsClientCA != "" {
+		creds, err := serverTLS(o.tlsCert, o.tlsKey, o.tlsClientCA)
+		if err != nil {
+			return fmt.Errorf("plugin: %w", err)
+		}
+		opts = append(opts, grpc.Creds(creds))
+	}
+	initFunc, err := provider.Get(o.provider)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	p, err := initFunc(ctx, provider.InitConfig{ConfigPath: o.config, NodeName: o.nodeName, OperatingSystem: o.os, ClusterDomain: o.clusterDomain})
+	if err != nil {
+		return fmt.Errorf("provider %s: %w", o.provider, err)
+	}
+	lis, err := listenPlugin(o.listen)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "serving provider %s for node %s on %s\n", o.provider, o.nodeName, o.listen)
+	return providerserver.Serve(ctx, lis, p, opts...)
+}
+
+// listenPlugin opens a unix socket (replacing the one a plugin that died left) or
+// a TCP address.
+func listenPlugin(addr string) (net.Listener, error) {
+	path, ok := strings.CutPrefix(addr, "unix://")
+	if !ok {
+		return net.Listen("tcp", addr)
+	}
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() == fs.ModeSocket {
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("--listen %s: %w", addr, err)
+		}
+	}
+	return net.Listen("unix", path)
+}
+
+// serverTLS is mutual TLS: the plugin's certificate, and only clients with
+// a certificate of clientCA.
+func serverTLS(certFile, keyFile, clientCAFile string) (credentials.TransportCredentials, error) {
+	if certFile == "" || keyFile == "" || clientCAFile == "" {
+		return nil, errors.New("--tls-cert-file, --tls-key-file and --tls-client-ca-file go together")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert-file/--tls-key-file: %w", err)
+	}
+	ca, err := os.ReadFile(clientCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-client-ca-file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("--tls-client-ca-file %s: no PEM certificate in it", clientCAFile)
+	}
+	return credentials.NewTLS(&tls.Config{
+		Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
+	}), nil
+}

@@ -1,0 +1,102 @@
+// Package providerserver exposes a node.Provider as a provider plugin: the
+// gRPC services of plugin/providerv1alpha1, which a daemon started with
+// --provider grpc calls. The provider's optional capabilities (PodNotifier,
+// NodeProvider, LogsProvider, ExecProvider, ...) are found by type assertion
+// and declared in the handshake; the others answer UNIMPLEMENTED.
+package providerserver
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/vkubelet/virtual-kubelet/node"
+	pb "github.com/vkubelet/virtual-kubelet/plugin/providerv1alpha1"
+)
+
+// stopGrace is how long Serve lets calls in flight finish once ctx ends;
+// the streams (logs -f, exec) are cut after it.
+const stopGrace = 5 * time.Second
+
+// Serve answers the plugin contract for p on lis until ctx ends or lis
+// fails; it returns nil after ctx ended. opts are passed to grpc.NewServer
+// (TLS credentials, for example).
+func Serve(ctx context.Context, lis net.Listener, p node.Provider, opts ...grpc.ServerOption) error {
+	srv := grpc.NewServer(opts...)
+	s := newServices(ctx, p)
+	pb.RegisterPluginServer(srv, s)
+	pb.RegisterLifecycleServer(srv, s)
+	pb.RegisterNodeServer(srv, s)
+	pb.RegisterKubeletServer(srv, s)
+
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+		}
+		t := time.AfterFunc(stopGrace, srv.Stop)
+		defer t.Stop()
+		srv.GracefulStop()
+	}()
+	if err := srv.Serve(lis); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+// services implements the four services of the contract for one provider.
+type services struct {
+	pb.UnimplementedPluginServer
+	pb.UnimplementedLifecycleServer
+	pb.UnimplementedNodeServer
+	pb.UnimplementedKubeletServer
+
+	p    node.Provider
+	feed *podFeed // nil unless p is a node.PodNotifier
+	// stopping ends the watch streams when Serve stops: a graceful stop
+	// waits for the streams, which would otherwise last.
+	stopping <-chan struct{}
+	caps     []pb.Capability
+}
+
+func newServices(ctx context.Context, p node.Provider) *services {
+	s := &services{p: p, caps: capabilitiesOf(p), stopping: ctx.Done()}
+	if n, ok := p.(node.PodNotifier); ok {
+		s.feed = newPodFeed()
+		n.NotifyPods(ctx, s.feed.publish)
+	}
+	return s
+}
+
+// capabilitiesOf lists the optional parts of the contract p serves.
+func capabilitiesOf(p node.Provider) []pb.Capability {
+	var caps []pb.Capability
+	add := func(has bool, c pb.Capability) {
+		if has {
+			caps = append(caps, c)
+		}
+	}
+	_, notifier := p.(node.PodNotifier)
+	_, nodeStatus := p.(node.NodeProvider)
+	_, logs := p.(node.LogsProvider)
+	_, exec := p.(node.ExecProvider)
+	_, attach := p.(node.AttachProvider)
+	_, portForward := p.(node.PortForwardProvider)
+	_, stats := p.(node.StatsProvider)
+	_, volumes := p.(node.PodVolumeHandler)
+	add(notifier, pb.Capability_CAPABILITY_POD_NOTIFIER)
+	add(nodeStatus, pb.Capability_CAPABILITY_NODE_STATUS)
+	add(logs, pb.Capability_CAPABILITY_LOGS)
+	add(exec, pb.Capability_CAPABILITY_EXEC)
+	add(attach, pb.Capability_CAPABILITY_ATTACH)
+	add(portForward, pb.Capability_CAPABILITY_PORT_FORWARD)
+	add(stats, pb.Capability_CAPABILITY_STATS)
+	add(volumes, pb.Capability_CAPABILITY_VOLUMES)
+	add(node.KeepsEnvObjectRefs(p), pb.Capability_CAPABILITY_ENV_OBJECTS)
+	return caps
+}

@@ -1,0 +1,154 @@
+// Package grpcplugin is --provider grpc: a node.Provider whose pods run in
+// a provider plugin, another process answering the contract of
+// plugin/providerv1alpha1 (see package plugin/providerserver for the Go side
+// of a plugin).
+//
+// The plugin being down is a provider outage: Ping fails, so the node goes
+// NotReady; calls fail fast with an error the pod controller retries; gRPC
+// reconnects by itself and the pod status stream is subscribed again, the
+// plugin resending every pod first, so no status change is lost.
+package grpcplugin
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"google.golang.org/grpc"
+
+	"github.com/vkubelet/virtual-kubelet/internal/provider"
+	"github.com/vkubelet/virtual-kubelet/node"
+	pb "github.com/vkubelet/virtual-kubelet/plugin/providerv1alpha1"
+	"github.com/vkubelet/virtual-kubelet/plugin/wire"
+)
+
+// maxMessage is the largest message the daemon takes from a plugin: a pod
+// list of thousands of pods.
+const maxMessage = 256 << 20
+
+// Provider is a plugin seen as a node.Provider. Create it with New.
+type Provider struct {
+	// NodeBasics answers NodeAddresses, NodeDaemonEndpoints and
+	// OperatingSystem: the daemon, not the plugin, serves the kubelet API.
+	provider.NodeBasics
+	endpoint string
+	name     string
+	timeout  time.Duration
+
+	conn      *grpc.ClientConn
+	lifecycle pb.LifecycleClient
+	nodes     pb.NodeClient
+	kubelet   pb.KubeletClient
+
+	caps map[pb.Capability]bool
+	// node is the node the plugin described at the start.
+	node *corev1.Node
+}
+
+var (
+	_ node.Provider            = (*Provider)(nil)
+	_ node.PodNotifier         = (*Provider)(nil)
+	_ node.NodeProvider        = (*Provider)(nil)
+	_ node.NodeDecorator       = (*Provider)(nil)
+	_ node.EnvObjectCopier     = (*Provider)(nil)
+	_ node.PodVolumeHandler    = (*Provider)(nil)
+	_ node.LogsProvider        = (*Provider)(nil)
+	_ node.ExecProvider        = (*Provider)(nil)
+	_ node.AttachProvider      = (*Provider)(nil)
+	_ node.PortForwardProvider = (*Provider)(nil)
+	_ node.StatsProvider       = (*Provider)(nil)
+)
+
+// New connects to the plugin the config file names, waiting up to its
+// connectTimeout for the handshake, and reads the node it describes.
+func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
+	var cfg Config
+	if err := provider.LoadConfig(ic.ConfigPath, "the plugin's endpoint", &cfg, cfg.validate); err != nil {
+		return nil, err
+	}
+	creds, err := cfg.credentials()
+	if err != nil {
+		return nil, fmt.Errorf("provider config %s: %w", ic.ConfigPath, err)
+	}
+	conn, err := grpc.NewClient(cfg.Endpoint, creds, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)))
+	if err != nil {
+		return nil, fmt.Errorf("provider config %s: endpoint %q: %w", ic.ConfigPath, cfg.Endpoint, err)
+	}
+	p := newProvider(conn, cfg.Endpoint, cfg.CallTimeout.Duration, provider.NodeBasicsFrom(ic))
+	if err := p.connect(ctx, cfg.ConnectTimeout.Duration); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func newProvider(conn *grpc.ClientConn, endpoint string, timeout time.Duration, basics provider.NodeBasics) *Provider {
+	return &Provider{
+		NodeBasics: basics, endpoint: endpoint, timeout: timeout, conn: conn,
+		lifecycle: pb.NewLifecycleClient(conn), nodes: pb.NewNodeClient(conn), kubelet: pb.NewKubeletClient(conn),
+	}
+}
+
+// connect makes the handshake, waiting for the plugin to listen, and reads
+// its node.
+func (p *Provider) connect(ctx context.Context, wait time.Duration) error {
+	hctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	hs, err := pb.NewPluginClient(p.conn).Handshake(hctx, &pb.HandshakeRequest{ProtocolVersion: wire.ProtocolVersion}, grpc.WaitForReady(true))
+	if err != nil {
+		return fmt.Errorf("plugin at %s: handshake: %w", p.endpoint, err)
+	}
+	if v := hs.GetProtocolVersion(); v != wire.ProtocolVersion {
+		return fmt.Errorf("plugin at %s speaks protocol version %d; this daemon speaks %d", p.endpoint, v, wire.ProtocolVersion)
+	}
+	p.name = hs.GetName()
+	p.caps = map[pb.Capability]bool{}
+	for _, c := range hs.GetCapabilities() {
+		p.caps[c] = true // values this daemon does not know are never looked up
+	}
+	nctx, cancel := p.call(ctx)
+	defer cancel()
+	resp, err := p.nodes.GetNode(nctx, &pb.GetNodeRequest{})
+	if err != nil {
+		return fmt.Errorf("plugin at %s: %w", p.endpoint, wire.FromStatus("GetNode", err))
+	}
+	if p.node, err = wire.Decode[corev1.Node]("GetNode answer", resp.GetNode()); err != nil {
+		return fmt.Errorf("plugin at %s: %w", p.endpoint, err)
+	}
+	return nil
+}
+
+// call bounds a unary call by the call timeout.
+func (p *Provider) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, p.timeout)
+}
+
+// String names the plugin in the daemon's logs.
+func (p *Provider) String() string { return fmt.Sprintf("plugin %q at %s", p.name, p.endpoint) }
+
+// errNotServed is the error of a capability the plugin did not declare.
+func (p *Provider) errNotServed(what string) error {
+	return fmt.Errorf("%s does not serve %s (its handshake did not declare it)", p, what)
+}
+
+// Capacity is the capacity the plugin declared at the start.
+func (p *Provider) Capacity(context.Context) corev1.ResourceList {
+	return p.node.Status.Capacity.DeepCopy()
+}
+
+// NodeConditions are the conditions the plugin declared at the start.
+func (p *Provider) NodeConditions(context.Context) []corev1.NodeCondition {
+	return append([]corev1.NodeCondition(nil), p.node.Status.Conditions...)
+}
+
+// NodeLabels are the plugin's labels for the node.
+func (p *Provider) NodeLabels() map[string]string { return p.node.Labels }
+
+// NodeTaints are the plugin's taints for the node.
+func (p *Provider) NodeTaints() []corev1.Taint { return p.node.Spec.Taints }
+
+// CopiesEnvObjects reports whether the plugin declared it copies the
+// objects pods' env refers to.
+func (p *Provider) CopiesEnvObjects() bool { return p.caps[pb.Capability_CAPABILITY_ENV_OBJECTS] }
