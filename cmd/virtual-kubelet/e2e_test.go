@@ -357,7 +357,7 @@ func TestBadInputFailsCleanly(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--provider", "nope"}, `unknown provider "nope" (known: kubernetes, mock, slurm)`},
+		{[]string{"--provider", "nope"}, `unknown provider "nope" (known: grpc, kubernetes, mock, slurm)`},
 		{[]string{"--provider", "kubernetes"}, "provider kubernetes: --provider-config is required"},
 		{[]string{"--provider", "kubernetes", "--provider-config", noRemote}, "provider kubernetes: provider config " + noRemote + ": remote: set remote.kubeconfig"},
 		{[]string{"--provider", "kubernetes", "--provider-config", unreachable}, "provider kubernetes: remote cluster https://127.0.0.1:"},
