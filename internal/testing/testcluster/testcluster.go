@@ -321,8 +321,31 @@ func (c *Cluster) AddHost(t testing.TB, name string) *nethost.Host {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = h.Delete(context.Background()) })
+	t.Cleanup(func() {
+		_ = h.Delete(context.Background())
+		c.deleteNodesAt(h.Addr.String())
+	})
 	return h
+}
+
+// deleteNodesAt deletes the Nodes whose InternalIP is addr. A later host
+// may get the same address: a Node a test left behind would then point
+// at that host's kubelet API too, and metrics-server, scraping both, would
+// see each of its pods twice.
+func (c *Cluster) deleteNodesAt(addr string) {
+	ctx := context.Background()
+	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for _, n := range nodes.Items {
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP && a.Address == addr {
+				_ = c.Client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+				break
+			}
+		}
+	}
 }
 
 // Kubectl runs the cluster's kubectl (same version as the control plane)
