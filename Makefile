@@ -67,8 +67,11 @@ BENCH_N    ?= 300,1000,5000,10000
 BENCH_OUT  ?= docs/bench
 BENCH_ARGS ?=
 
-bench: build ## the bench against the local control plane (make cluster-up first); results in docs/bench
-	$(GO) run ./hack/bench -cluster $(CLUSTER_DIR) -n $(BENCH_N) -binary $(BIN)/virtual-kubelet -out $(BENCH_OUT) $(BENCH_ARGS)
+# KWOK=0 leaves kwok out of `make bench`.
+KWOK ?= 1
+kwok_flag = $(if $(filter-out 0,$(KWOK)),-kwok "$$(hack/kwok/build.sh)")
+bench: build ## the bench against the local control plane (make cluster-up first), floor, kwok and daemon; results in docs/bench
+	$(GO) run ./hack/bench -cluster $(CLUSTER_DIR) -n $(BENCH_N) -binary $(BIN)/virtual-kubelet -out $(BENCH_OUT) $(kwok_flag) $(BENCH_ARGS)
 
 # Pod counts and results of `make bench-ab` (BENCH_ARGS applies too, e.g.
 # '-remote-qps 500 -remote-burst 1000').

@@ -13,7 +13,9 @@ step "control plane binaries"
 VK_CONTROLPLANE_BIN=$(hack/controlplane/build.sh)
 # The e2e cluster runs metrics-server (cluster up reads this variable).
 VK_METRICS_SERVER_BIN=$(hack/metrics-server/build.sh)
-export VK_CONTROLPLANE_BIN VK_METRICS_SERVER_BIN
+# The bench's smoke test runs kwok beside the daemon.
+VK_KWOK_DIR=$(hack/kwok/build.sh)
+export VK_CONTROLPLANE_BIN VK_METRICS_SERVER_BIN VK_KWOK_DIR
 
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './hack/controlplane/build/*'))

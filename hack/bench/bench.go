@@ -30,6 +30,8 @@ type phaseResult struct {
 	AllGone            time.Duration
 	P50, P99           time.Duration
 	Latencies          []time.Duration // create -> Running, sorted
+	// GoneP50 and GoneP99 are of each pod's delete request -> gone.
+	GoneP50, GoneP99 time.Duration
 }
 
 // tracker watches the pods of one namespace and records, per pod, when it
@@ -38,6 +40,7 @@ type phaseResult struct {
 type tracker struct {
 	mu       sync.Mutex
 	created  map[string]time.Time
+	deleting map[string]time.Time // when the bench asked to delete it
 	seen     map[string]time.Time
 	bound    map[string]time.Time
 	running  map[string]time.Time
@@ -56,7 +59,7 @@ type tracker struct {
 
 func newTracker(n int) *tracker {
 	return &tracker{
-		created: map[string]time.Time{}, seen: map[string]time.Time{}, bound: map[string]time.Time{},
+		created: map[string]time.Time{}, deleting: map[string]time.Time{}, seen: map[string]time.Time{}, bound: map[string]time.Time{},
 		running: map[string]time.Time{}, gone: map[string]time.Time{},
 		n: n, allRun: make(chan struct{}), allGone: make(chan struct{}),
 	}
@@ -182,14 +185,8 @@ func runPass(ctx context.Context, client kubernetes.Interface, ns string, nodes 
 		return nil, err
 	}
 	res.AllRunning = time.Since(start)
-	t.mu.Lock()
-	for name, c := range t.created {
-		res.Latencies = append(res.Latencies, t.running[name].Sub(c))
-	}
-	t.mu.Unlock()
-	sort.Slice(res.Latencies, func(i, j int) bool { return res.Latencies[i] < res.Latencies[j] })
-	res.P50 = res.Latencies[len(res.Latencies)*50/100]
-	res.P99 = res.Latencies[min(len(res.Latencies)*99/100, len(res.Latencies)-1)]
+	res.Latencies = t.latencies(t.created, t.running)
+	res.P50, res.P99 = percentiles(res.Latencies)
 	if afterRunning != nil {
 		afterRunning()
 	}
@@ -199,7 +196,11 @@ func runPass(ctx context.Context, client kubernetes.Interface, ns string, nodes 
 	start = time.Now()
 	res.DeleteStart = start
 	if err := parallel(ctx, n, workers, func(i int) error {
-		err := client.CoreV1().Pods(ns).Delete(ctx, fmt.Sprintf("p-%05d", i), metav1.DeleteOptions{})
+		name := fmt.Sprintf("p-%05d", i)
+		t.mu.Lock()
+		t.deleting[name] = time.Now()
+		t.mu.Unlock()
+		err := client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -211,7 +212,29 @@ func runPass(ctx context.Context, client kubernetes.Interface, ns string, nodes 
 		return nil, err
 	}
 	res.AllGone = time.Since(start)
+	res.GoneP50, res.GoneP99 = percentiles(t.latencies(t.deleting, t.gone))
 	return res, nil
+}
+
+// latencies are, for each pod in from, the time until it reached to,
+// sorted.
+func (t *tracker) latencies(from, to map[string]time.Time) []time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]time.Duration, 0, len(from))
+	for name, at := range from {
+		out = append(out, to[name].Sub(at))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// percentiles are the median and the 99th percentile of sorted.
+func percentiles(sorted []time.Duration) (p50, p99 time.Duration) {
+	if len(sorted) == 0 {
+		return 0, 0
+	}
+	return sorted[len(sorted)*50/100], sorted[min(len(sorted)*99/100, len(sorted)-1)]
 }
 
 func (t *tracker) count(m map[string]time.Time) int {

@@ -76,12 +76,17 @@ func TestBenchSmoke(t *testing.T) {
 }
 
 // TestBenchSmokeManyNodes runs the bench with pods spread over three nodes:
-// the floor registers three, the daemon runs three with --node-count, and
-// every pod still reaches Running and is gone in both passes.
+// the floor registers three, kwok manages three (when VK_KWOK_DIR names
+// hack/kwok/build.sh's output, as make test sets it), the daemon runs three
+// with --node-count, and every pod reaches Running and is gone in each pass.
 func TestBenchSmokeManyNodes(t *testing.T) {
 	c := testcluster.Shared(t)
 	const n, nodes = 30, 3
-	results, err := run(context.Background(), config{clusterDir: c.Info.Dir, sizes: []int{n}, nodes: nodes, workers: 10})
+	kwokDir := os.Getenv("VK_KWOK_DIR")
+	if kwokDir == "" {
+		t.Log("VK_KWOK_DIR is not set: no kwok pass")
+	}
+	results, err := run(context.Background(), config{clusterDir: c.Info.Dir, sizes: []int{n}, nodes: nodes, workers: 10, kwokDir: kwokDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,8 +94,24 @@ func TestBenchSmokeManyNodes(t *testing.T) {
 	if r.Nodes != nodes || len(r.Floor.Latencies) != n || len(r.Daemon.Latencies) != n {
 		t.Errorf("nodes %d, latencies floor %d daemon %d; want %d nodes and %d each", r.Nodes, len(r.Floor.Latencies), len(r.Daemon.Latencies), nodes, n)
 	}
+	if r.Daemon.GoneP50 <= 0 || r.Daemon.GoneP50 > r.Daemon.GoneP99 {
+		t.Errorf("daemon's delete→gone percentiles implausible: p50 %v p99 %v", r.Daemon.GoneP50, r.Daemon.GoneP99)
+	}
 	if !strings.Contains(report(results), fmt.Sprintf("| %d | %d |", n, nodes)) {
 		t.Errorf("report has no row for %d pods on %d nodes:\n%s", n, nodes, report(results))
+	}
+	if kwokDir == "" {
+		return
+	}
+	k := r.Kwok
+	if k == nil || len(k.Pass.Latencies) != n || k.Pass.AllRunning <= 0 || k.Pass.AllGone <= 0 || k.NodesReady <= 0 {
+		t.Fatalf("kwok pass incomplete: %+v", k)
+	}
+	if k.Usage.CPU <= 0 || k.Usage.PeakRSS <= 0 {
+		t.Errorf("kwok's usage not measured: %+v", k.Usage)
+	}
+	if !strings.Contains(report(results), "all Running: floor / kwok / daemon") {
+		t.Errorf("report has no kwok table:\n%s", report(results))
 	}
 }
 

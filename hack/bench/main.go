@@ -9,11 +9,13 @@
 //   - floor: no daemon. The bench itself does what any kubelet must: one
 //     status write per pod, then on deletion the terminal status and the
 //     final delete (grace 0), with many workers and no client rate limit.
+//   - kwok (with -kwok, which `make bench` passes): kwok, the simulator,
+//     managing as many nodes with its fast stages, as its users run it.
 //   - daemon: the virtual-kubelet binary with the mock provider, defaults
 //     as shipped.
 //
-// Every figure of the daemon pass is also given as a ratio to the floor's,
-// measured in the same run on the same machine.
+// Every figure of the daemon pass is also given as a ratio to the floor's
+// and to kwok's, measured in the same run on the same machine.
 //
 // With -remote-cluster (`make bench-ab`) it measures A→B: the floor pass
 // runs on A and on B; the daemon pass runs the daemon in A with the
@@ -63,6 +65,7 @@ type config struct {
 	workers     int
 	steady      time.Duration
 	binary      string
+	kwokDir     string // hack/kwok/build.sh's output; empty: no kwok pass
 	outDir      string
 	daemonArgs  []string
 	daemonEnv   []string
@@ -80,6 +83,7 @@ func main() {
 	flag.IntVar(&c.workers, "workers", 50, "the bench's own concurrency (pod creation, the floor's kubelet)")
 	flag.DurationVar(&c.steady, "steady", 30*time.Second, "idle window to measure the daemon's steady-state CPU with all pods Running (0: skip)")
 	flag.StringVar(&c.binary, "binary", "", "virtual-kubelet binary (default: built from ./cmd/virtual-kubelet)")
+	flag.StringVar(&c.kwokDir, "kwok", "", "kwok's directory from hack/kwok/build.sh (bin/kwok, stages.yaml): measure kwok too (not with -remote-cluster)")
 	flag.StringVar(&c.outDir, "out", "", "directory for the results (results.md, latency-N.svg); empty prints only")
 	flag.StringVar(&extra, "daemon-args", "", "extra flags for the daemon, space-separated")
 	var env string
@@ -101,6 +105,10 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: -remote-cluster runs one virtual node; -nodes must be 1, got %d\n", c.nodes)
 		os.Exit(2)
 	}
+	if c.remoteDir != "" && c.kwokDir != "" {
+		fmt.Fprintln(os.Stderr, "bench: -kwok measures one cluster; it does not go with -remote-cluster")
+		os.Exit(2)
+	}
 	if c.remoteQPS < 0 || c.remoteBurst < 0 {
 		fmt.Fprintf(os.Stderr, "bench: -remote-qps and -remote-burst must not be negative, got %v and %d\n", c.remoteQPS, c.remoteBurst)
 		os.Exit(2)
@@ -120,10 +128,14 @@ type result struct {
 	IdleCPU float64 // fraction of a core, with the nodes up and no pods
 	Floor   *phaseResult
 	// FloorB is cluster B's floor in A→B mode, else nil.
-	FloorB    *phaseResult
-	Daemon    *phaseResult
-	Usage     processUsage
-	SteadyCPU float64 // fraction of a core
+	FloorB *phaseResult
+	// Kwok is kwok's pass, nil without -kwok.
+	Kwok   *kwokResult
+	Daemon *phaseResult
+	// NodesReady is from the daemon's start to all its nodes Ready.
+	NodesReady time.Duration
+	Usage      processUsage
+	SteadyCPU  float64 // fraction of a core
 	// BenchCPU is the bench process's own CPU time in each pass. The
 	// passes create, watch and delete the same pods; the floor pass also
 	// writes every status and final delete, so the difference is what the
@@ -270,6 +282,9 @@ func runSize(ctx context.Context, c config, a, b *cluster, n int) (*result, erro
 			r.FloorB, _, err = floorPass(ctx, c, b.client, "floor B", n, r.Nodes)
 		}
 	}
+	if err == nil && c.kwokDir != "" {
+		r.Kwok, err = kwokPass(ctx, c, a, n, r.Nodes)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -286,6 +301,7 @@ func runSize(ctx context.Context, c config, a, b *cluster, n int) (*result, erro
 		defer remote.stop()
 		spec.provider = []string{"--provider", "kubernetes", "--provider-config", remote.configPath}
 	}
+	started := time.Now()
 	d, err := startDaemon(ctx, c, spec)
 	if err != nil {
 		return nil, err
@@ -296,6 +312,7 @@ func runSize(ctx context.Context, c config, a, b *cluster, n int) (*result, erro
 			return nil, fmt.Errorf("daemon: node %s: %w (log: %s)", name, err, d.logPath)
 		}
 	}
+	r.NodesReady = time.Since(started)
 	ns, err := namespace(ctx, a.client, fmt.Sprintf("bench-vk-%d", n))
 	if err != nil {
 		return nil, err

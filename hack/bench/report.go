@@ -20,6 +20,9 @@ func report(results []*result) string {
 		twoClusterTable(&b, results)
 	} else {
 		oneClusterTable(&b, results)
+		if results[0].Kwok != nil {
+			kwokTable(&b, results)
+		}
 	}
 	for _, r := range results {
 		fmt.Fprintf(&b, "\nN=%d, daemon pass:\n\n", r.N)
@@ -54,6 +57,28 @@ func oneClusterTable(b *strings.Builder, results []*result) {
 	}
 	writeTable(b, "N|nodes|all Running: floor|daemon|ratio|p50 create→Running: floor|daemon|p99: floor|daemon|all gone: floor|daemon|ratio|daemon CPU|CPU s per 1,000 pods: floor|daemon|RSS before|peak RSS|idle CPU|steady CPU", rows)
 	b.WriteString("\nCPU per 1,000 pods covers creation to deletion: the daemon's process, and the floor's kubelet work (the bench's CPU in the floor pass less its CPU in the daemon pass, which drives the same pods).\n")
+}
+
+// kwokTable sets the daemon beside kwok and the floor, each cell "floor /
+// kwok / daemon", with the daemon's ratio to kwok.
+func kwokTable(b *strings.Builder, results []*result) {
+	var rows [][]string
+	three := func(f, k, d time.Duration) string { return ms(f) + " / " + ms(k) + " / " + ms(d) }
+	mib := func(v int64) float64 { return float64(v) / (1 << 20) }
+	for _, r := range results {
+		f, k, d := r.Floor, r.Kwok.Pass, r.Daemon
+		rows = append(rows, cells("%d|%d|%s|**%.2fx**|%s|**%.2fx**|%s|%s|%s|%s|%s / %s|%.0f / %.0f MiB|%.0f / %.0f MiB|%.2f / %.2f",
+			r.N, r.Nodes,
+			three(f.AllRunning, k.AllRunning, d.AllRunning), ratio(d.AllRunning, k.AllRunning),
+			three(f.AllGone, k.AllGone, d.AllGone), ratio(d.AllGone, k.AllGone),
+			three(f.P50, k.P50, d.P50), three(f.P99, k.P99, d.P99),
+			three(f.GoneP50, k.GoneP50, d.GoneP50), three(f.GoneP99, k.GoneP99, d.GoneP99),
+			ms(r.Kwok.NodesReady), ms(r.NodesReady),
+			mib(r.Kwok.IdleRSS), mib(r.IdleRSS), mib(r.Kwok.Usage.PeakRSS), mib(r.Usage.PeakRSS),
+			perThousand(r.Kwok.Usage.CPU, r.N), perThousand(r.Usage.CPU, r.N)))
+	}
+	writeTable(b, "N|nodes|all Running: floor / kwok / daemon|daemon÷kwok|all gone: floor / kwok / daemon|daemon÷kwok|p50 create→Running|p99 create→Running|p50 delete→gone|p99 delete→gone|nodes Ready: kwok / daemon|RSS before: kwok / daemon|peak RSS: kwok / daemon|CPU s per 1,000 pods: kwok / daemon", rows)
+	b.WriteString("\nkwok runs its fast stages (no bound tokens, no kubelet API); the floor is the bench doing a kubelet's writes. Each pass has the cluster to itself, one after the other.\n")
 }
 
 // twoClusterTable is A→B: the daemon's times as ratios to the sum of A's
@@ -124,7 +149,11 @@ func formatCounts(m map[string]float64) string {
 func latencyPlot(r *result) string {
 	const w, h, left, bottom, top, right = 640.0, 400.0, 60.0, 50.0, 40.0, 20.0
 	maxLat := 0.0
-	for _, p := range []*phaseResult{r.Floor, r.FloorB, r.Daemon} {
+	peers := []*phaseResult{r.Floor, r.FloorB, r.Daemon}
+	if r.Kwok != nil {
+		peers = append(peers, r.Kwok.Pass)
+	}
+	for _, p := range peers {
 		if p == nil {
 			continue
 		}
@@ -154,6 +183,9 @@ func latencyPlot(r *result) string {
 		values []time.Duration
 	}
 	all := []series{{"floor (the bench as kubelet)", "#888", r.Floor.Latencies}, {"virtual-kubelet + mock", "#1f77b4", r.Daemon.Latencies}}
+	if r.Kwok != nil {
+		all = append(all, series{"kwok (fast stages)", "#ff7f0e", r.Kwok.Pass.Latencies})
+	}
 	if r.FloorB != nil {
 		all = []series{{"floor A (the bench as kubelet)", "#888", r.Floor.Latencies}, {"floor B", "#bbb", r.FloorB.Latencies},
 			{"A→B: virtual-kubelet (kubernetes) + B's mock", "#1f77b4", r.Daemon.Latencies}}

@@ -28,3 +28,16 @@ vk_metrics_server_bin() {
 	sum=$(sha256sum <"$script" | cut -c1-12)
 	echo "$VK_CACHE_DIR/metrics-server/$VK_METRICS_SERVER_VERSION-$sum/metrics-server"
 }
+
+# kwok, the simulator `make bench` measures beside the daemon, built by
+# hack/kwok/build.sh.
+VK_KWOK_VERSION=v0.8.0
+
+# vk_kwok_dir prints where kwok is cached (bin/kwok and stages.yaml): any
+# change to the version or to its build script gives a new key.
+vk_kwok_dir() {
+	local script sum
+	script=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../kwok/build.sh
+	sum=$(sha256sum <"$script" | cut -c1-12)
+	echo "$VK_CACHE_DIR/kwok/$VK_KWOK_VERSION-$sum"
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/vkubelet/virtual-kubelet/internal/testing/childproc"
+)
+
+// kwokAnnotation marks the Nodes kwok is told to manage.
+const kwokAnnotation = "kwok.x-k8s.io/node"
+
+// kwokResult is the kwok pass: the same pods on nodes kwok manages.
+type kwokResult struct {
+	Pass       *phaseResult
+	Usage      processUsage // CPU from the first create to the last gone; peak RSS
+	IdleRSS    int64        // with its nodes Ready and no pods
+	NodesReady time.Duration
+}
+
+// kwokPass runs kwok (hack/kwok/build.sh's directory: bin/kwok and its fast
+// stages) managing nodes the bench registers, as kwok's users do, and drives
+// the same pods through them.
+func kwokPass(ctx context.Context, c config, cl *cluster, n, nodes int) (*kwokResult, error) {
+	prefix := fmt.Sprintf("bench-kwok-%d", n)
+	logf("N=%d kwok: %d node(s), its fast stages", n, nodes)
+	names := nodeNames(prefix, nodes)
+	ns, err := namespace(ctx, cl.client, prefix)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup(cl.client, ns, names)
+	if err := registerKwokNodes(ctx, cl.client, names); err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(os.TempDir(), prefix+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	started := time.Now()
+	cmd := exec.CommandContext(ctx, filepath.Join(c.kwokDir, "bin", "kwok"),
+		"--kubeconfig", cl.info.Kubeconfig,
+		"--config", filepath.Join(c.kwokDir, "stages.yaml"),
+		"--manage-nodes-with-annotation-selector", kwokAnnotation+"=fake",
+		// kwok's default pod range is one /24; the bench runs thousands of
+		// pods on one node.
+		"--cidr", "10.64.0.0/10",
+		"--node-lease-duration-seconds", "40",
+	)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	p, err := childproc.Start(cmd)
+	logFile.Close()
+	if err != nil {
+		return nil, fmt.Errorf("starting kwok: %w", err)
+	}
+	proc := &benchDaemon{Process: p, logPath: logPath}
+	defer proc.stop()
+	logf("kwok: pid %d, log %s", cmd.Process.Pid, logPath)
+	for _, name := range names {
+		if err := waitNodeReady(ctx, cl.client, name); err != nil {
+			return nil, fmt.Errorf("kwok: node %s: %w (log: %s)", name, err, logPath)
+		}
+	}
+	r := &kwokResult{NodesReady: time.Since(started)}
+	before := proc.usage()
+	r.IdleRSS = before.PeakRSS
+	r.Pass, err = runPass(ctx, cl.client, ns, names, n, c.workers, newTracker(n), nil)
+	if err != nil {
+		return nil, fmt.Errorf("kwok: %w (log: %s)", err, logPath)
+	}
+	after := proc.usage()
+	r.Usage = processUsage{CPU: after.CPU - before.CPU, PeakRSS: after.PeakRSS}
+	logf("N=%d kwok: all Running in %s, all gone in %s", n, r.Pass.AllRunning.Round(time.Millisecond), r.Pass.AllGone.Round(time.Millisecond))
+	return r, nil
+}
+
+// registerKwokNodes creates the Nodes kwok manages: bare objects with the
+// annotation it selects by; its node-initialize stage fills their status.
+func registerKwokNodes(ctx context.Context, client kubernetes.Interface, names []string) error {
+	return parallel(ctx, len(names), 50, func(i int) error {
+		_, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+			Name:        names[i],
+			Annotations: map[string]string{kwokAnnotation: "fake"},
+			Labels:      map[string]string{"type": "kwok", corev1.LabelHostname: names[i]},
+		}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("registering kwok node %s: %w", names[i], err)
+		}
+		return nil
+	})
+}
