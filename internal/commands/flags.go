@@ -88,7 +88,7 @@ func (n *NodeOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&n.TaintValue, "taint-value", "", "value of the Node's taint; default: the provider's name")
 	fs.StringVar(&n.TaintEffect, "taint-effect", string(corev1.TaintEffectNoSchedule), "effect of the Node's taint: NoSchedule, PreferNoSchedule or NoExecute")
 	fs.BoolVar(&n.EnableNodeLease, "enable-node-lease", true, "heartbeat with a coordination.k8s.io/v1 Lease in kube-node-lease, as kubelets do")
-	fs.DurationVar(&n.StartupTimeout, "startup-timeout", 0, "give up if the node is not up within this time (0: wait forever)")
+	fs.DurationVar(&n.StartupTimeout, "startup-timeout", 0, "give up if the node is not up within this time (0: wait forever); with --leader-elect, each node from its takeover: a node not up in time is handed over")
 }
 
 func (c *ClientOptions) addFlags(fs *pflag.FlagSet) {

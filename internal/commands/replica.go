@@ -2,9 +2,12 @@ package commands
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
@@ -75,8 +78,13 @@ func runReplica(ctx context.Context, cancel context.CancelFunc, o *Options, clie
 
 // serveNode serves one node until ctx ends: its provider, its Node and pod
 // controllers, and its kubelet API on port. It returns once they have all
-// stopped.
+// stopped. With --startup-timeout, a node not up within it from the
+// takeover is an error, which hands the node over.
 func serveNode(ctx context.Context, o *Options, name string, port int32, nodeIP string, sh *shared, servers *servers) error {
+	var deadline time.Time
+	if t := o.Node.StartupTimeout; t > 0 {
+		deadline = time.Now().Add(t)
+	}
 	n, p, err := buildNode(ctx, o, name, port, nodeIP, sh)
 	if err != nil {
 		return err
@@ -86,7 +94,32 @@ func serveNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		return err
 	}
 	defer stop()
-	return n.Run(ctx)
+	return runUpBy(ctx, deadline, n.Run, n.Ready(), fmt.Sprintf("node %s did not come up within --startup-timeout %s", name, o.Node.StartupTimeout))
+}
+
+// runUpBy runs run until it returns; if ready is not closed by deadline
+// (none when zero), it ends run's context and, once run has returned,
+// returns an error with the message late.
+func runUpBy(ctx context.Context, deadline time.Time, run func(context.Context) error, ready <-chan struct{}, late string) error {
+	if deadline.IsZero() {
+		return run(ctx)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-ready:
+		return <-done
+	case err := <-done:
+		return err
+	case <-timer.C:
+		cancel()
+		<-done
+		return errors.New(late)
+	}
 }
 
 // serviceAccountNamespace is where a pod finds its namespace.

@@ -45,7 +45,10 @@ type InitConfig struct {
 }
 
 // InitFunc builds a provider. It returns a clear error, naming the file and
-// field, for a bad configuration.
+// field, for a bad configuration. Its context is the provider's life: the
+// daemon ends it when it stops serving the node (at exit, or when another
+// replica takes the node over with --leader-elect), and the provider must
+// then let go of what it holds (goroutines, connections, watches).
 type InitFunc func(context.Context, InitConfig) (node.Provider, error)
 
 // LoadConfig reads the --provider-config file at path into cfg, refusing

@@ -62,7 +62,8 @@ var (
 )
 
 // New connects to the plugin the config file names, waiting up to its
-// connectTimeout for the handshake, and reads the node it describes.
+// connectTimeout for the handshake, and reads the node it describes. The
+// connection is closed when ctx ends.
 func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 	var cfg Config
 	if err := provider.LoadConfig(ic.ConfigPath, "the plugin's endpoint", &cfg, cfg.validate); err != nil {
@@ -81,6 +82,8 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 		conn.Close()
 		return nil, err
 	}
+	// ctx is the provider's life: the connection goes with it.
+	context.AfterFunc(ctx, func() { conn.Close() })
 	return p, nil
 }
 

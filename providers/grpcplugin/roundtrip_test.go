@@ -267,3 +267,34 @@ func TestPluginWithoutCapabilities(t *testing.T) {
 		t.Errorf("logs from a plugin without them: %v", err)
 	}
 }
+
+// TestConnectionEndsWithProvider: the daemon ends a provider's context when
+// it stops serving the node (a replica handing it over): the connection to
+// the plugin must close with it, not linger for the process's life.
+func TestConnectionEndsWithProvider(t *testing.T) {
+	dir := socketDir(t)
+	sock := filepath.Join(dir, "p.sock")
+	servePlugin(t, sock, newMock(t, dir, ""))
+	cfg := filepath.Join(dir, "grpc.yaml")
+	writeFile(t, cfg, "endpoint: unix://"+sock+"\ncallTimeout: 5s\nconnectTimeout: 10s\n")
+	life, end := context.WithCancel(context.Background())
+	p, err := grpcplugin.New(life, provider.InitConfig{ConfigPath: cfg, NodeName: "vk0", OperatingSystem: "linux"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.(node.NodeProvider).Ping(context.Background()); err != nil {
+		t.Fatalf("ping while the provider lives: %v", err)
+	}
+	end()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := p.(node.NodeProvider).Ping(context.Background())
+		if err != nil && strings.Contains(err.Error(), "closing") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ping after the provider's context ended: %v, want the connection closed", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,44 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestRunUpBy: a replica's node that is not up by --startup-timeout is
+// stopped and its serving fails (which hands it over); one that comes up in
+// time runs until its context ends; no deadline waits forever.
+func TestRunUpBy(t *testing.T) {
+	never := make(chan struct{})
+	up := make(chan struct{})
+	close(up)
+	untilDone := func(ctx context.Context) error { <-ctx.Done(); return nil }
+
+	err := runUpBy(context.Background(), time.Now().Add(50*time.Millisecond), untilDone, never, "node vk0 did not come up")
+	if err == nil || err.Error() != "node vk0 did not come up" {
+		t.Errorf("not up by the deadline: %v, want the startup error", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	result := make(chan error, 1)
+	go func() { result <- runUpBy(ctx, time.Now().Add(50*time.Millisecond), untilDone, up, "late") }()
+	select {
+	case err := <-result:
+		t.Fatalf("a node up in time stopped at the deadline: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	cancel()
+	if err := <-result; err != nil {
+		t.Errorf("a node up in time, stopped with its context: %v", err)
+	}
+
+	failed := errors.New("provider refused")
+	if err := runUpBy(context.Background(), time.Now().Add(time.Minute), func(context.Context) error { return failed }, never, "late"); !errors.Is(err, failed) {
+		t.Errorf("a node that fails before the deadline: %v, want its own error", err)
+	}
+	if err := runUpBy(context.Background(), time.Time{}, func(context.Context) error { return failed }, never, "late"); !errors.Is(err, failed) {
+		t.Errorf("no deadline: %v, want run's error", err)
+	}
+}
