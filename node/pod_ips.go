@@ -96,7 +96,9 @@ func (pc *PodController) decidePodIPs(ctx context.Context, pod *corev1.Pod) ([]s
 		return validIPs(ips)
 	})
 	if err != nil {
-		pc.ips.release(key)
+		if alloc != nil {
+			alloc.Release(key)
+		}
 		return nil, fmt.Errorf("provider AssignPodIPs: %w", err)
 	}
 	if alloc != nil && !slices.Equal(ips, offered) {

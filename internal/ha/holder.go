@@ -24,7 +24,7 @@ type ServeFunc func(ctx context.Context) error
 // ends that holding only.
 func Hold(ctx context.Context, m *Members, node string, serve ServeFunc) {
 	ctx = log.WithFields(ctx, map[string]any{"node": node})
-	h := &holding{cfg: m.cfg, members: m, node: node}
+	h := &holding{members: m, node: node}
 	h.lock = &holderLock{
 		name:       HolderLeaseName(node),
 		namespace:  m.cfg.Namespace,
@@ -58,7 +58,6 @@ func Hold(ctx context.Context, m *Members, node string, serve ServeFunc) {
 }
 
 type holding struct {
-	cfg     Config
 	members *Members
 	node    string
 	lock    *holderLock
@@ -68,14 +67,14 @@ type holding struct {
 type termKey struct{}
 
 func (h *holding) preferred() bool {
-	return h.members.Preferred(h.node) == h.cfg.Identity
+	return h.members.Preferred(h.node) == h.members.cfg.Identity
 }
 
 // term runs the elector until this replica has held the node and let it
 // go: it serves while it holds the lease and stays preferred, then stops
 // serving and releases the lease. Serving has stopped when term returns.
 func (h *holding) term(ctx context.Context, le *leaderelection.LeaderElector) {
-	fence := NewFence(h.node, h.cfg.RenewDeadline)
+	fence := NewFence(h.node, h.members.cfg.RenewDeadline)
 	s := &serving{served: make(chan struct{})}
 	h.lock.setTerm(fence, s)
 	// Only stopElector ends the elector: were it ended with ctx, it would
@@ -92,7 +91,7 @@ func (h *holding) term(ctx context.Context, le *leaderelection.LeaderElector) {
 		le.Run(electorCtx)
 	}()
 
-	t := time.NewTicker(h.cfg.RetryPeriod)
+	t := time.NewTicker(h.members.cfg.RetryPeriod)
 	defer t.Stop()
 	for {
 		select {
@@ -110,7 +109,7 @@ func (h *holding) term(ctx context.Context, le *leaderelection.LeaderElector) {
 			h.handOver(ctx, s, stopElector, elected)
 			select {
 			case <-ctx.Done():
-			case <-time.After(h.cfg.RetryPeriod):
+			case <-time.After(h.members.cfg.RetryPeriod):
 			}
 			return
 		case <-ctx.Done():
