@@ -46,9 +46,13 @@ type daemon struct {
 func startDaemon(t *testing.T, c *testcluster.Cluster, host *nethost.Host, extra ...string) *daemon {
 	t.Helper()
 	d := &daemon{name: testcluster.UniqueName("vk"), output: &childproc.Output{}}
+	count := 1
 	for i := 0; i+1 < len(extra); i++ {
-		if extra[i] == "--nodename" {
+		switch extra[i] {
+		case "--nodename":
 			d.name = extra[i+1]
+		case "--node-count":
+			count, _ = strconv.Atoi(extra[i+1])
 		}
 	}
 	args := []string{"--provider", "mock", "--nodename", d.name, "--metrics-addr", "", "--log-level", "debug"}
@@ -71,7 +75,16 @@ func startDaemon(t *testing.T, c *testcluster.Cluster, host *nethost.Host, extra
 	}
 	t.Cleanup(func() {
 		d.stop(t)
-		_ = c.Client.CoreV1().Nodes().Delete(context.Background(), d.name, deleteNow)
+		names := []string{d.name}
+		if count > 1 { // --node-count's names
+			names = names[:0]
+			for i := range count {
+				names = append(names, fmt.Sprintf("%s-%d", d.name, i))
+			}
+		}
+		for _, name := range names {
+			_ = c.Client.CoreV1().Nodes().Delete(context.Background(), name, deleteNow)
+		}
 		if t.Failed() {
 			t.Logf("virtual-kubelet output:\n%s", d.output.String())
 		}
