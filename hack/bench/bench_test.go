@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 )
@@ -151,5 +152,33 @@ func TestBenchSmokeTwoClusters(t *testing.T) {
 	}
 	if !strings.Contains(report(results), "| 40 | 500/1000 (default) |") {
 		t.Errorf("report has no A→B row for 40 pods:\n%s", report(results))
+	}
+}
+
+// TestBenchSmokeReplicas runs the replicas pass: 3 daemons with
+// --leader-elect share 3 nodes; every pod reaches Running and is gone, the
+// holder leases are renewed in the idle window, each replica's memory is
+// read, and the killed replica's node moves without any node going
+// NotReady.
+func TestBenchSmokeReplicas(t *testing.T) {
+	c := testcluster.Shared(t)
+	const n, nodes, replicas = 30, 3, 3
+	results, err := run(context.Background(), config{clusterDir: c.Info.Dir, sizes: []int{n}, nodes: nodes, replicas: replicas, workers: 10, steady: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := results[0]
+	rr := r.Replicas
+	if rr == nil || len(r.Daemon.Latencies) != n || r.Daemon.AllGone <= 0 {
+		t.Fatalf("replicas pass incomplete: %+v, daemon %+v", rr, r.Daemon)
+	}
+	if rr.HolderWrites <= 0 || len(rr.IdleRSS) != replicas || len(rr.PeakRSS) != replicas || rr.IdleRSS[0] <= 0 {
+		t.Errorf("lease writes or memory not measured: %+v", rr)
+	}
+	if rr.Moved < 1 || rr.Failover <= 0 || rr.NotReady != 0 {
+		t.Errorf("failover: %d nodes moved in %s, %d seen not Ready; want at least one moved and none not Ready", rr.Moved, rr.Failover, rr.NotReady)
+	}
+	if !strings.Contains(report(results), fmt.Sprintf("| %d | %d | %d |", replicas, nodes, n)) {
+		t.Errorf("report has no replicas row:\n%s", report(results))
 	}
 }

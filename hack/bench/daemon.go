@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -29,8 +30,9 @@ type benchDaemon struct {
 	logPath     string
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// freeAddr is a free port on the loopback address ip, as host:port.
+func freeAddr(ip string) (string, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		return "", err
 	}
@@ -38,14 +40,14 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// freePorts finds count consecutive free loopback ports, for the kubelet
-// APIs of --node-count nodes, and returns the first.
-func freePorts(count int) (int, error) {
+// freePorts finds count consecutive free ports on the loopback address ip,
+// for the kubelet APIs of --node-count nodes, and returns the first.
+func freePorts(ip string, count int) (int, error) {
 	for range 50 {
 		base := 20000 + rand.IntN(40000-count)
 		free := true
 		for p := base; p < base+count && free; p++ {
-			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+			l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(p)))
 			if err != nil {
 				free = false
 				continue
@@ -69,6 +71,13 @@ type daemonSpec struct {
 	// measured: the daemon under measurement gets the bench's -daemon-args
 	// and -daemon-env; B's workers run with defaults.
 	measured bool
+	// ip is the loopback address it listens on and gives as its node IP
+	// (replicas of one node set each take their own); empty: 127.0.0.1.
+	ip string
+	// extra are more flags, before -daemon-args.
+	extra []string
+	// logLevel is --log-level; empty: warn.
+	logLevel string
 }
 
 // startDaemon runs the binary on loopback with its defaults, plus the
@@ -76,15 +85,16 @@ type daemonSpec struct {
 // bench never asks an API server to proxy to the node (no logs or exec), so
 // the daemons need no node host.
 func startDaemon(ctx context.Context, c config, s daemonSpec) (*benchDaemon, error) {
-	port, err := freePorts(s.nodes)
+	ip := cmp.Or(s.ip, "127.0.0.1")
+	port, err := freePorts(ip, s.nodes)
 	if err != nil {
 		return nil, err
 	}
-	metricsAddr, err := freeAddr()
+	metricsAddr, err := freeAddr(ip)
 	if err != nil {
 		return nil, err
 	}
-	logPath := filepath.Join(os.TempDir(), s.name+".log")
+	logPath := filepath.Join(os.TempDir(), s.name+"@"+ip+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -92,9 +102,10 @@ func startDaemon(ctx context.Context, c config, s daemonSpec) (*benchDaemon, err
 	args := append(append([]string{}, s.provider...),
 		"--nodename", s.name, "--kubeconfig", s.kubeconfig,
 		"--node-count", strconv.Itoa(s.nodes),
-		"--node-ip", "127.0.0.1", "--listen-address", "127.0.0.1", "--listen-port", strconv.Itoa(port),
-		"--metrics-addr", metricsAddr, "--enable-profiling", "--log-level", "warn",
+		"--node-ip", ip, "--listen-address", ip, "--listen-port", strconv.Itoa(port),
+		"--metrics-addr", metricsAddr, "--enable-profiling", "--log-level", cmp.Or(s.logLevel, "warn"),
 	)
+	args = append(args, s.extra...)
 	env := os.Environ()
 	if s.measured {
 		args = append(args, c.daemonArgs...)
@@ -140,13 +151,14 @@ func (d *benchDaemon) saveProfile(ctx context.Context, name, path string) error 
 	return f.Close()
 }
 
-// processUsage is CPU time used and peak resident memory.
+// processUsage is CPU time used and resident memory.
 type processUsage struct {
 	CPU     time.Duration
 	PeakRSS int64 // bytes
+	RSS     int64 // bytes, now
 }
 
-// usage reads the process's CPU time and peak RSS from /proc.
+// usage reads the process's CPU time, RSS and peak RSS from /proc.
 func (d *benchDaemon) usage() processUsage {
 	var u processUsage
 	pid := d.Cmd.Process.Pid
@@ -162,10 +174,15 @@ func (d *benchDaemon) usage() processUsage {
 	if f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
 		defer f.Close()
 		sc := bufio.NewScanner(f)
+		kib := func(v string) int64 {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb * 1024
+		}
 		for sc.Scan() {
 			if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-				u.PeakRSS = kb * 1024
+				u.PeakRSS = kib(v)
+			} else if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+				u.RSS = kib(v)
 			}
 		}
 	}

@@ -62,6 +62,7 @@ type config struct {
 	remoteBurst int
 	sizes       []int
 	nodes       int
+	replicas    int // > 1: the daemon pass is that many --leader-elect replicas
 	workers     int
 	steady      time.Duration
 	binary      string
@@ -80,6 +81,7 @@ func main() {
 	flag.IntVar(&c.remoteBurst, "remote-burst", 0, "with -remote-cluster: remote.burst in the provider config (0: the provider's default)")
 	flag.StringVar(&sizes, "n", "1000,5000,10000", "comma-separated pod counts")
 	flag.IntVar(&c.nodes, "nodes", 1, "nodes the pods are spread over: the daemon runs them with --node-count, the floor registers as many")
+	flag.IntVar(&c.replicas, "replicas", 1, "daemons sharing the nodes with --leader-elect (more than 1: the pass measures node readiness, lease writes, memory per replica and a failover instead of the single daemon's figures)")
 	flag.IntVar(&c.workers, "workers", 50, "the bench's own concurrency (pod creation, the floor's kubelet)")
 	flag.DurationVar(&c.steady, "steady", 30*time.Second, "idle window to measure the daemon's steady-state CPU with all pods Running (0: skip)")
 	flag.StringVar(&c.binary, "binary", "", "virtual-kubelet binary (default: built from ./cmd/virtual-kubelet)")
@@ -103,6 +105,14 @@ func main() {
 	}
 	if c.remoteDir != "" && c.nodes != 1 {
 		fmt.Fprintf(os.Stderr, "bench: -remote-cluster runs one virtual node; -nodes must be 1, got %d\n", c.nodes)
+		os.Exit(2)
+	}
+	if c.replicas < 1 || c.replicas > 200 {
+		fmt.Fprintf(os.Stderr, "bench: -replicas must be from 1 to 200 (each takes a loopback address), got %d\n", c.replicas)
+		os.Exit(2)
+	}
+	if c.replicas > 1 && c.remoteDir != "" {
+		fmt.Fprintln(os.Stderr, "bench: -replicas measures one cluster; it does not go with -remote-cluster")
 		os.Exit(2)
 	}
 	if c.remoteDir != "" && c.kwokDir != "" {
@@ -130,8 +140,11 @@ type result struct {
 	// FloorB is cluster B's floor in A→B mode, else nil.
 	FloorB *phaseResult
 	// Kwok is kwok's pass, nil without -kwok.
-	Kwok   *kwokResult
-	Daemon *phaseResult
+	Kwok *kwokResult
+	// Replicas is the replicas pass (-replicas > 1), whose pods' figures
+	// are in Daemon; else nil.
+	Replicas *replicasResult
+	Daemon   *phaseResult
 	// NodesReady is from the daemon's start to all its nodes Ready.
 	NodesReady time.Duration
 	Usage      processUsage
@@ -287,6 +300,12 @@ func runSize(ctx context.Context, c config, a, b *cluster, n int) (*result, erro
 	}
 	if err != nil {
 		return nil, err
+	}
+	if c.replicas > 1 {
+		if r.Replicas, r.Daemon, err = replicasPass(ctx, c, a, n, r.Nodes); err != nil {
+			return nil, err
+		}
+		return r, nil
 	}
 
 	// Daemon.

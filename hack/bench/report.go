@@ -16,6 +16,10 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
 // time went.
 func report(results []*result) string {
 	var b strings.Builder
+	if len(results) > 0 && results[0].Replicas != nil {
+		replicasTable(&b, results)
+		return b.String()
+	}
 	if len(results) > 0 && results[0].Remote != nil {
 		twoClusterTable(&b, results)
 	} else {
@@ -79,6 +83,28 @@ func kwokTable(b *strings.Builder, results []*result) {
 	}
 	writeTable(b, "N|nodes|all Running: floor / kwok / daemon|daemon÷kwok|all gone: floor / kwok / daemon|daemon÷kwok|p50 create→Running|p99 create→Running|p50 delete→gone|p99 delete→gone|nodes Ready: kwok / daemon|RSS before: kwok / daemon|peak RSS: kwok / daemon|CPU s per 1,000 pods: kwok / daemon", rows)
 	b.WriteString("\nkwok runs its fast stages (no bound tokens, no kubelet API); the floor is the bench doing a kubelet's writes. Each pass has the cluster to itself, one after the other.\n")
+}
+
+// replicasTable is the replicas pass: the pods through the replicas as
+// ratios to the floor, and what sharing the nodes costs.
+func replicasTable(b *strings.Builder, results []*result) {
+	var rows [][]string
+	mibs := func(vs []int64) string {
+		parts := make([]string, len(vs))
+		for i, v := range vs {
+			parts[i] = fmt.Sprintf("%.0f", float64(v)/(1<<20))
+		}
+		return strings.Join(parts, " / ") + " MiB"
+	}
+	for _, r := range results {
+		rr := r.Replicas
+		rows = append(rows, cells("%d|%d|%d|%s|%.1f|%.1f|%s|%s|%s (%.2fx)|%s (%.2fx)|%s / %s|%s for %d nodes|%d",
+			rr.Replicas, r.Nodes, r.N, ms(rr.NodesReady), rr.HolderWrites, rr.HeartbeatWrites, mibs(rr.IdleRSS), mibs(rr.PeakRSS),
+			ms(r.Daemon.AllRunning), ratio(r.Daemon.AllRunning, r.Floor.AllRunning), ms(r.Daemon.AllGone), ratio(r.Daemon.AllGone, r.Floor.AllGone),
+			ms(r.Daemon.P50), ms(r.Daemon.P99), ms(rr.Failover), rr.Moved, rr.NotReady))
+	}
+	writeTable(b, "replicas|nodes|pods|nodes Ready|holder lease writes/s|heartbeat lease writes/s|RSS idle per replica|peak RSS per replica|all Running (÷ floor)|all gone (÷ floor)|p50 / p99 create→Running|failover after SIGKILL|nodes seen not Ready", rows)
+	b.WriteString("\nLease writes are counted from watch events over the idle window, all nodes Ready and no pods. The failover is from SIGKILL of the replica holding the most nodes, after the pods' pass, until a live replica holds each of its nodes' holder leases.\n")
 }
 
 // twoClusterTable is A→B: the daemon's times as ratios to the sum of A's
