@@ -26,8 +26,12 @@ import (
 // lease was released; cancel ends ctx.
 func runReplica(ctx context.Context, cancel context.CancelFunc, o *Options, client kubernetes.Interface, restCfg *rest.Config, nodeIP string, sh *shared) (err error) {
 	le := &o.LeaderElect
+	leaseClient, err := leaseClientFor(restCfg, len(o.Node.NodeNames()), le.RetryPeriod)
+	if err != nil {
+		return err
+	}
 	cfg := ha.Config{
-		Client:        client,
+		Client:        leaseClient,
 		Namespace:     le.namespace(),
 		Identity:      replicaIdentity(),
 		Nodes:         o.Node.NodeNames(),
@@ -74,6 +78,20 @@ func runReplica(ctx context.Context, cancel context.CancelFunc, o *Options, clie
 	case err := <-servers.errs:
 		return err
 	}
+}
+
+// leaseClientFor is the client of the replica's leases, apart from the
+// nodes' own: renewals must not queue behind pod and status traffic in the
+// shared rate limiter, or a busy replica's fences come down and its nodes
+// churn between replicas. Its limits let every node's holder lease and the
+// replica's own be written once per retry period, twice over.
+func leaseClientFor(restCfg *rest.Config, nodes int, retry time.Duration) (kubernetes.Interface, error) {
+	cfg := rest.CopyConfig(restCfg)
+	writes := float64(nodes + 1)
+	cfg.QPS = float32(2 * writes / retry.Seconds())
+	cfg.Burst = 2 * (nodes + 1)
+	cfg.UserAgent += " leases"
+	return kubernetes.NewForConfig(cfg)
 }
 
 // serveNode serves one node until ctx ends: its provider, its Node and pod

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // TestRunUpBy: a replica's node that is not up by --startup-timeout is
@@ -40,5 +43,23 @@ func TestRunUpBy(t *testing.T) {
 	}
 	if err := runUpBy(context.Background(), time.Time{}, func(context.Context) error { return failed }, never, "late"); !errors.Is(err, failed) {
 		t.Errorf("no deadline: %v, want run's error", err)
+	}
+}
+
+// TestLeaseClientHasItsOwnLimits: the leases' client does not share the
+// nodes' rate limiter, and its limits cover every node's renewal per retry
+// period with room for acquisitions.
+func TestLeaseClientHasItsOwnLimits(t *testing.T) {
+	shared := &rest.Config{Host: "https://127.0.0.1:6443", QPS: 5, Burst: 10, UserAgent: "virtual-kubelet"}
+	c, err := leaseClientFor(shared, 999, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limiter := c.(*kubernetes.Clientset).CoordinationV1().RESTClient().GetRateLimiter()
+	if limiter == nil || limiter.QPS() != 1000 {
+		t.Errorf("lease client QPS %v, want 1000 (1,000 leases written twice per 2s retry period)", limiter.QPS())
+	}
+	if shared.QPS != 5 || shared.Burst != 10 || shared.UserAgent != "virtual-kubelet" {
+		t.Errorf("the shared config changed: %+v", shared)
 	}
 }
