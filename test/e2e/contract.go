@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/transport/spdy"
 	"k8s.io/utils/ptr"
 
+	"github.com/vkubelet/virtual-kubelet/internal/testing/poll"
 	"github.com/vkubelet/virtual-kubelet/node"
 )
 
@@ -62,7 +63,7 @@ func (ts *EndToEndTestSuite) TestPodDeleteWithinGrace(t *testing.T) {
 	if err := ts.client.CoreV1().Pods(ts.ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventuallyWithin(t, grace+GraceSlack, fmt.Sprintf("pod %s gone from the API server and the provider within %s+%s (%s)", pod.Name, grace, GraceSlack, RuleGrace), func() (bool, string) {
+	poll.Until(t, grace+GraceSlack, fmt.Sprintf("pod %s gone from the API server and the provider within %s+%s (%s)", pod.Name, grace, GraceSlack, RuleGrace), func() (bool, string) {
 		_, err := ts.client.CoreV1().Pods(ts.ns).Get(context.Background(), pod.Name, metav1.GetOptions{})
 		if err == nil {
 			return false, "still in the API server"

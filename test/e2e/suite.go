@@ -16,10 +16,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/vkubelet/virtual-kubelet/internal/testing/poll"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -269,16 +269,7 @@ func (ts *EndToEndTestSuite) runningPod(t *testing.T, prefix string) *corev1.Pod
 // waitPod waits until cond holds for the pod and returns it.
 func (ts *EndToEndTestSuite) waitPod(t *testing.T, name, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
 	t.Helper()
-	var pod *corev1.Pod
-	ts.eventually(t, "pod "+name+" "+what, func() (bool, string) {
-		p, err := ts.client.CoreV1().Pods(ts.ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		pod = p
-		return cond(p), fmt.Sprintf("phase %s, reason %q, containers %+v", p.Status.Phase, p.Status.Reason, p.Status.ContainerStatuses)
-	})
-	return pod
+	return poll.Pod(t, ts.client, ts.timeout, ts.ns, name, what, cond)
 }
 
 // waitGone waits until the pod is no longer in the API server.
@@ -300,23 +291,7 @@ func (ts *EndToEndTestSuite) waitGone(t *testing.T, name string) {
 // fails naming what was awaited and what cond said last.
 func (ts *EndToEndTestSuite) eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	eventuallyWithin(t, ts.timeout, what, cond)
-}
-
-// eventuallyWithin is eventually with a limit of its own: a rule's deadline.
-func eventuallyWithin(t *testing.T, limit time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last: %s", limit, what, strings.TrimSpace(last))
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	poll.Until(t, ts.timeout, what, cond)
 }
 
 // nodeProxy GETs a path of the node's kubelet API through the API server.
