@@ -89,8 +89,10 @@ func (p *ignoresGrace) DeletePod(_ context.Context, pod *corev1.Pod) error {
 }
 
 // sharedStatus reports every status of a pod in one object it overwrites,
-// and starts containers a second late, so the pod's first status (Pending)
-// is overwritten by Running in the object the controller already holds.
+// and starts containers sharedStartDelay late, so the pod's first status
+// (Pending) is overwritten by Running in the object the controller already
+// holds, once the controller has written Pending and has nothing else to do
+// for the pod.
 type sharedStatus struct {
 	*mock.Provider
 	mu      sync.Mutex
@@ -103,7 +105,7 @@ func (p *sharedStatus) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
-	pod.Annotations[mock.AnnotationStartDelay] = "1s"
+	pod.Annotations[mock.AnnotationStartDelay] = sharedStartDelay.String()
 	return p.Provider.CreatePod(ctx, pod)
 }
 
@@ -121,6 +123,9 @@ func (p *sharedStatus) NotifyPods(ctx context.Context, f func(*corev1.Pod)) {
 		f(shared)
 	})
 }
+
+// sharedStartDelay is how long sharedStatus keeps a pod Pending.
+const sharedStartDelay = 3 * time.Second
 
 // polled is the mock with every capability but PodNotifier.
 type polled struct {
