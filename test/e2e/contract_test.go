@@ -82,9 +82,22 @@ func TestSuiteNamesBrokenRules(t *testing.T) {
 				t.Errorf("the suite passed against %s, which breaks %q\n%s", tc.provider, tc.rule, out)
 			case !strings.Contains(out, "--- FAIL: TestSuiteChild/"+tc.failing) || !strings.Contains(out, tc.rule):
 				t.Errorf("against %s the suite must fail %s naming %q; it said:\n%s", tc.provider, tc.failing, tc.rule, out)
+			default:
+				t.Logf("the suite failed %s as it must:\n%s", tc.failing, linesWith(out, tc.rule))
 			}
 		})
 	}
+}
+
+// linesWith are the lines of out that contain s.
+func linesWith(out, s string) string {
+	var b strings.Builder
+	for line := range strings.Lines(out) {
+		if strings.Contains(line, s) {
+			b.WriteString(strings.TrimSpace(line) + "\n")
+		}
+	}
+	return b.String()
 }
 
 // startFixtureDaemon runs this binary as the daemon of a new node with

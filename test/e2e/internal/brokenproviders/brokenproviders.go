@@ -29,7 +29,7 @@ const (
 	// whatever the pod's grace period.
 	IgnoresGrace = "broken-ignores-grace"
 	// SharedStatus: NotifyPods hands the pod controller one object per
-	// pod, overwritten in place with each new status.
+	// pod and later changes it in place instead of reporting anew.
 	SharedStatus = "broken-shared-status"
 	// Polled: the mock without PodNotifier, its statuses polled; it keeps
 	// the contract.
@@ -56,7 +56,7 @@ func Register() {
 		return &ignoresGrace{Provider: m, stopping: map[types.UID]bool{}}
 	})
 	wrap(SharedStatus, func(m *mock.Provider) node.Provider {
-		return &sharedStatus{Provider: m, objects: map[string]*corev1.Pod{}}
+		return &sharedStatus{Provider: m, objects: map[types.UID]*corev1.Pod{}}
 	})
 	wrap(Polled, func(m *mock.Provider) node.Provider {
 		return polled{Provider: m, LogsProvider: m, ExecProvider: m, AttachProvider: m, PortForwardProvider: m, StatsProvider: m, PodIPAssigner: m, PodVolumeHandler: m}
@@ -88,15 +88,16 @@ func (p *ignoresGrace) DeletePod(_ context.Context, pod *corev1.Pod) error {
 	return nil
 }
 
-// sharedStatus reports every status of a pod in one object it overwrites,
-// and starts containers sharedStartDelay late, so the pod's first status
-// (Pending) is overwritten by Running in the object the controller already
-// holds, once the controller has written Pending and has nothing else to do
-// for the pod.
+// sharedStatus hands the pod controller one object per pod, once, and
+// from then on changes that object in place instead of reporting again, as
+// if the controller read the provider's own objects. The pod controller
+// copies what it is handed (the contract says the object is the caller's),
+// so the later statuses never reach it. Containers start sharedStartDelay
+// late, so the one status handed over is Pending.
 type sharedStatus struct {
 	*mock.Provider
 	mu      sync.Mutex
-	objects map[string]*corev1.Pod
+	objects map[types.UID]*corev1.Pod
 }
 
 func (p *sharedStatus) CreatePod(ctx context.Context, pod *corev1.Pod) error {
@@ -111,16 +112,18 @@ func (p *sharedStatus) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 
 func (p *sharedStatus) NotifyPods(ctx context.Context, f func(*corev1.Pod)) {
 	p.Provider.NotifyPods(ctx, func(pod *corev1.Pod) {
-		key := pod.Namespace + "/" + pod.Name
 		p.mu.Lock()
-		shared, ok := p.objects[key]
-		if !ok {
-			shared = &corev1.Pod{}
-			p.objects[key] = shared
+		shared, handed := p.objects[pod.UID]
+		if handed {
+			*shared = *pod.DeepCopy()
+		} else {
+			shared = pod.DeepCopy()
+			p.objects[pod.UID] = shared
 		}
-		*shared = *pod
 		p.mu.Unlock()
-		f(shared)
+		if !handed {
+			f(shared)
+		}
 	})
 }
 
