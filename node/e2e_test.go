@@ -15,10 +15,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/vkubelet/virtual-kubelet/internal/testing/poll"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/nodeutil"
@@ -111,29 +111,12 @@ func newPod(ns, nodeName, name string) *corev1.Pod {
 // last said otherwise.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		ok, msg := cond()
-		last = msg
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: %v (last: %s)", what, err, last)
-	}
+	poll.Until(t, timeout, what, cond)
 }
 
 func waitPod(t *testing.T, client kubernetes.Interface, ns, name, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
 	t.Helper()
-	var pod *corev1.Pod
-	eventually(t, fmt.Sprintf("pod %s/%s %s", ns, name, what), func() (bool, string) {
-		p, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		pod = p
-		return cond(p), fmt.Sprintf("phase=%s reason=%s containers=%v", p.Status.Phase, p.Status.Reason, p.Status.ContainerStatuses)
-	})
-	return pod
+	return poll.Pod(t, client, timeout, ns, name, what, cond)
 }
 
 func waitGone(t *testing.T, client kubernetes.Interface, ns, name string) {

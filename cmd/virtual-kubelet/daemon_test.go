@@ -38,6 +38,8 @@ type daemon struct {
 	name   string
 	addr   string
 	output *childproc.Output
+	// command makes the daemon's command anew, for restart.
+	command func() *exec.Cmd
 }
 
 // startDaemon runs virtual-kubelet --provider mock for a new node. In a node
@@ -56,21 +58,18 @@ func startDaemon(t *testing.T, c *testcluster.Cluster, host *nethost.Host, extra
 		}
 	}
 	args := []string{"--provider", "mock", "--nodename", d.name, "--metrics-addr", "", "--log-level", "debug"}
-	var cmd *exec.Cmd
 	if host != nil {
 		d.addr = host.Addr.String()
 		// The kubeconfig's CA verifies the API server's client certificate.
 		args = append(args, "--kubeconfig", c.Info.NodeKubeconfig, "--node-ip", d.addr, "--listen-address", d.addr)
-		cmd = host.Command(context.Background(), binary, append(args, extra...)...)
+		d.command = func() *exec.Cmd { return host.Command(context.Background(), binary, append(args, extra...)...) }
 	} else {
 		d.addr = "127.0.0.1"
 		args = append(args, "--kubeconfig", c.Info.Kubeconfig, "--node-ip", d.addr, "--listen-address", d.addr,
 			"--listen-port", strconv.Itoa(freePort(t)))
-		cmd = exec.Command(binary, append(args, extra...)...)
+		d.command = func() *exec.Cmd { return exec.Command(binary, append(args, extra...)...) }
 	}
-	cmd.Stdout, cmd.Stderr = d.output, d.output
-	var err error
-	if d.Process, err = childproc.Start(cmd); err != nil {
+	if err := d.start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -90,6 +89,24 @@ func startDaemon(t *testing.T, c *testcluster.Cluster, host *nethost.Host, extra
 		}
 	})
 	return d
+}
+
+// start starts the daemon's process.
+func (d *daemon) start() error {
+	cmd := d.command()
+	cmd.Stdout, cmd.Stderr = d.output, d.output
+	var err error
+	d.Process, err = childproc.Start(cmd)
+	return err
+}
+
+// restart stops the daemon (SIGTERM) and starts it again with the same
+// flags.
+func (d *daemon) restart() error {
+	if d.Stop(20 * time.Second) {
+		return fmt.Errorf("virtual-kubelet did not exit within 20s of SIGTERM")
+	}
+	return d.start()
 }
 
 // stop sends SIGTERM and returns the exit code and how long the exit took.

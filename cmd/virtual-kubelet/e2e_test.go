@@ -16,10 +16,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/vkubelet/virtual-kubelet/internal/testing/poll"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 	"github.com/vkubelet/virtual-kubelet/internal/tracing/jaegertest"
 	"github.com/vkubelet/virtual-kubelet/providers/mock"
@@ -34,15 +34,7 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 
 func eventuallyWithin(t *testing.T, limit time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, limit, true, func(context.Context) (bool, error) {
-		ok, msg := cond()
-		last = msg
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: %v (last: %s)", what, err, last)
-	}
+	poll.Until(t, limit, what, cond)
 }
 
 func waitNodeReady(t *testing.T, client kubernetes.Interface, name string) *corev1.Node {
@@ -66,16 +58,7 @@ func waitNodeReady(t *testing.T, client kubernetes.Interface, name string) *core
 
 func waitPod(t *testing.T, client kubernetes.Interface, ns, name, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
 	t.Helper()
-	var pod *corev1.Pod
-	eventually(t, fmt.Sprintf("pod %s %s", name, what), func() (bool, string) {
-		p, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		pod = p
-		return cond(p), fmt.Sprintf("phase=%s reason=%s %v", p.Status.Phase, p.Status.Reason, p.Status.ContainerStatuses)
-	})
-	return pod
+	return poll.Pod(t, client, timeout, ns, name, what, cond)
 }
 
 // tolerate lets a pod onto virtual-kubelet nodes.

@@ -417,6 +417,8 @@ spec:
 			// and metrics-server leaves out containers that used no CPU.
 			WantLog:        func(string, string) string { return "/main line " },
 			PodAnnotations: map[string]string{mock.AnnotationCPUUsage: "10m", mock.AnnotationMemoryUsage: "16Mi"},
+			// B's mock echoes on the ports a container declares.
+			EchoPort: 8080,
 		}).Run(t)
 	})
 

@@ -16,10 +16,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/vkubelet/virtual-kubelet/internal/testing/poll"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,18 +62,26 @@ type EndToEndTestSuiteConfig struct {
 
 	// Container is the container of every pod the suite creates; the
 	// suite sets its name. Its zero value runs image busybox with
-	// `sh -c 'echo <LogLine>; while :; do sleep 1; done'`.
+	// `sh -c 'while :; do echo <LogLine>; sleep 1; done'`.
 	Container corev1.Container
 	// PodAnnotations are added to every pod (a provider's scripting
 	// annotations, a backend's placement hints).
 	PodAnnotations map[string]string
 	// WantLog, given a pod's namespace and name, is a line its container's
-	// log must hold once it runs; nil means LogLine.
+	// log must hold once it runs (and attach must stream); nil means
+	// LogLine.
 	WantLog func(namespace, pod string) string
+	// EchoPort is a port on which the suite's container echoes what it
+	// receives; the suite declares it on the container. Zero skips
+	// TestPortForward: the container serves nothing to forward to.
+	EchoPort int32
+	// Restart restarts the provider's daemon (or the provider) and returns
+	// once it is started again; nil skips TestRestartAdoption.
+	Restart func(ctx context.Context) error
 }
 
-// LogLine is what the default container writes first.
-const LogLine = "virtual-kubelet e2e: started"
+// LogLine is what the default container writes, once a second.
+const LogLine = "virtual-kubelet e2e: running"
 
 // containerName is the name of the one container of the suite's pods.
 const containerName = "main"
@@ -85,7 +93,6 @@ type EndToEndTestSuite struct {
 	rest    *rest.Config
 	client  kubernetes.Interface
 	ns      string
-	ownNS   bool
 	timeout time.Duration
 }
 
@@ -97,7 +104,7 @@ func NewEndToEndTestSuite(cfg EndToEndTestSuiteConfig) *EndToEndTestSuite {
 		timeout = 2 * time.Minute
 	}
 	if cfg.Container.Image == "" && len(cfg.Container.Command) == 0 {
-		cfg.Container = corev1.Container{Image: "busybox", Command: []string{"sh", "-c", "echo '" + LogLine + "'; while :; do sleep 1; done"}}
+		cfg.Container = corev1.Container{Image: "busybox", Command: []string{"sh", "-c", "while :; do echo '" + LogLine + "'; sleep 1; done"}}
 	}
 	if cfg.WantLog == nil {
 		cfg.WantLog = func(string, string) string { return LogLine }
@@ -125,6 +132,11 @@ func (ts *EndToEndTestSuite) tests() []struct {
 		{"TestCreatePodWithMandatoryInexistentConfigMap", ts.TestCreatePodWithMandatoryInexistentConfigMap},
 		{"TestContainerLogs", ts.TestContainerLogs},
 		{"TestExec", ts.TestExec},
+		{"TestAttach", ts.TestAttach},
+		{"TestPortForward", ts.TestPortForward},
+		{"TestPodDeleteWithinGrace", ts.TestPodDeleteWithinGrace},
+		{"TestEnvReferenceEvents", ts.TestEnvReferenceEvents},
+		{"TestRestartAdoption", ts.TestRestartAdoption},
 	}
 }
 
@@ -179,7 +191,7 @@ func (ts *EndToEndTestSuite) Setup(t *testing.T) {
 		if err != nil {
 			t.Fatalf("e2e suite: creating a namespace: %v", err)
 		}
-		ts.ns, ts.ownNS = ns.Name, true
+		ts.ns = ns.Name
 	}
 	ts.eventually(t, "node "+ts.cfg.NodeName+" Ready", func() (bool, string) {
 		n, err := client.CoreV1().Nodes().Get(ctx, ts.cfg.NodeName, metav1.GetOptions{})
@@ -198,7 +210,7 @@ func (ts *EndToEndTestSuite) Setup(t *testing.T) {
 // Teardown deletes the namespace the suite made and runs the config's
 // Teardown.
 func (ts *EndToEndTestSuite) Teardown() {
-	if ts.ownNS && ts.client != nil {
+	if ts.cfg.Namespace == "" && ts.ns != "" {
 		_ = ts.client.CoreV1().Namespaces().Delete(context.Background(), ts.ns, metav1.DeleteOptions{})
 	}
 	if ts.cfg.Teardown != nil {
@@ -216,6 +228,9 @@ func (ts *EndToEndTestSuite) ShouldSkipTest(testName string) bool {
 func (ts *EndToEndTestSuite) newPod(prefix string) *corev1.Pod {
 	c := *ts.cfg.Container.DeepCopy()
 	c.Name = containerName
+	if ts.cfg.EchoPort != 0 {
+		c.Ports = append(c.Ports, corev1.ContainerPort{Name: "echo", ContainerPort: ts.cfg.EchoPort, Protocol: corev1.ProtocolTCP})
+	}
 	annotations := map[string]string{}
 	for k, v := range ts.cfg.PodAnnotations {
 		annotations[k] = v
@@ -248,22 +263,13 @@ func (ts *EndToEndTestSuite) create(t *testing.T, pod *corev1.Pod) *corev1.Pod {
 func (ts *EndToEndTestSuite) runningPod(t *testing.T, prefix string) *corev1.Pod {
 	t.Helper()
 	pod := ts.create(t, ts.newPod(prefix))
-	return ts.waitPod(t, pod.Name, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	return ts.waitPod(t, pod.Name, "Running ("+RuleStatusReported+")", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 }
 
 // waitPod waits until cond holds for the pod and returns it.
 func (ts *EndToEndTestSuite) waitPod(t *testing.T, name, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
 	t.Helper()
-	var pod *corev1.Pod
-	ts.eventually(t, "pod "+name+" "+what, func() (bool, string) {
-		p, err := ts.client.CoreV1().Pods(ts.ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		pod = p
-		return cond(p), fmt.Sprintf("phase %s, reason %q, containers %+v", p.Status.Phase, p.Status.Reason, p.Status.ContainerStatuses)
-	})
-	return pod
+	return poll.Pod(t, ts.client, ts.timeout, ts.ns, name, what, cond)
 }
 
 // waitGone waits until the pod is no longer in the API server.
@@ -285,17 +291,7 @@ func (ts *EndToEndTestSuite) waitGone(t *testing.T, name string) {
 // fails naming what was awaited and what cond said last.
 func (ts *EndToEndTestSuite) eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(ts.timeout)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last: %s", ts.timeout, what, strings.TrimSpace(last))
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	poll.Until(t, ts.timeout, what, cond)
 }
 
 // nodeProxy GETs a path of the node's kubelet API through the API server.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -32,20 +33,37 @@ func (ts *EndToEndTestSuite) TestGetPods(t *testing.T) {
 
 // providerHas reports whether the node's /pods lists the pod.
 func (ts *EndToEndTestSuite) providerHas(pod *corev1.Pod) (bool, string) {
+	p, msg := ts.providerPod(pod)
+	return p != nil, msg
+}
+
+// providerPod is the pod as the node's /pods lists it, nil if it does not;
+// a pod listed twice is reported as an error.
+func (ts *EndToEndTestSuite) providerPod(pod *corev1.Pod) (*corev1.Pod, string) {
 	raw, err := ts.nodeProxy("pods")
 	if err != nil {
-		return false, err.Error()
+		return nil, err.Error()
 	}
 	var list corev1.PodList
 	if err := json.Unmarshal(raw, &list); err != nil {
-		return false, "/pods is not a PodList: " + err.Error()
+		return nil, "/pods is not a PodList: " + err.Error()
 	}
-	for _, p := range list.Items {
+	var found *corev1.Pod
+	for i, p := range list.Items {
+		if p.Namespace != pod.Namespace || p.Name != pod.Name {
+			continue
+		}
+		if found != nil {
+			return nil, "/pods lists it twice"
+		}
 		if p.UID == pod.UID {
-			return true, ""
+			found = &list.Items[i]
 		}
 	}
-	return false, "/pods does not list it"
+	if found == nil {
+		return nil, "/pods does not list it"
+	}
+	return found, ""
 }
 
 // TestGetStatsSummary: /stats/summary names the node and has the Running
@@ -96,7 +114,7 @@ func (ts *EndToEndTestSuite) TestPodLifecycleGracefulDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts.waitGone(t, pod.Name)
-	ts.eventually(t, "the provider to forget pod "+pod.Name, func() (bool, string) {
+	ts.eventually(t, "the provider to forget pod "+pod.Name+" ("+RuleDeleteForgets+")", func() (bool, string) {
 		has, msg := ts.providerHas(pod)
 		return !has && !strings.HasPrefix(msg, "/pods is not"), msg
 	})
@@ -109,7 +127,7 @@ func (ts *EndToEndTestSuite) TestPodLifecycleForceDelete(t *testing.T) {
 	pod := ts.runningPod(t, "force")
 	ts.deleteNow(pod.Name)
 	ts.waitGone(t, pod.Name)
-	ts.eventually(t, "the provider to forget force-deleted pod "+pod.Name, func() (bool, string) {
+	ts.eventually(t, "the provider to forget force-deleted pod "+pod.Name+" ("+RuleDeleteForgets+")", func() (bool, string) {
 		has, msg := ts.providerHas(pod)
 		return !has && !strings.HasPrefix(msg, "/pods is not"), msg
 	})
@@ -214,19 +232,25 @@ func (ts *EndToEndTestSuite) TestExec(t *testing.T) {
 func (ts *EndToEndTestSuite) exec(pod string, cmd ...string) (string, error) {
 	req := ts.client.CoreV1().RESTClient().Post().Resource("pods").Namespace(ts.ns).Name(pod).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{Container: containerName, Command: cmd, Stdout: true, Stderr: true}, scheme.ParameterCodec)
-	ws, err := remotecommand.NewWebSocketExecutor(ts.rest, http.MethodGet, req.URL().String())
-	if err != nil {
-		return "", err
-	}
-	spdy, err := remotecommand.NewSPDYExecutor(ts.rest, http.MethodPost, req.URL())
-	if err != nil {
-		return "", err
-	}
-	executor, err := remotecommand.NewFallbackExecutor(ws, spdy, httpstream.IsUpgradeFailure)
+	executor, err := ts.executor(req.URL())
 	if err != nil {
 		return "", err
 	}
 	var stdout, stderr bytes.Buffer
 	err = executor.StreamWithContext(context.Background(), remotecommand.StreamOptions{Stdout: &stdout, Stderr: io.Writer(&stderr)})
 	return stdout.String(), err
+}
+
+// executor streams an exec or attach request of the API server at u over
+// WebSocket, falling back to SPDY, as kubectl does.
+func (ts *EndToEndTestSuite) executor(u *url.URL) (remotecommand.Executor, error) {
+	ws, err := remotecommand.NewWebSocketExecutor(ts.rest, http.MethodGet, u.String())
+	if err != nil {
+		return nil, err
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(ts.rest, http.MethodPost, u)
+	if err != nil {
+		return nil, err
+	}
+	return remotecommand.NewFallbackExecutor(ws, spdy, httpstream.IsUpgradeFailure)
 }

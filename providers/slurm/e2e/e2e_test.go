@@ -17,11 +17,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/childproc"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/nethost"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/poll"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 )
 
@@ -42,15 +42,7 @@ const timeout = 3 * time.Minute
 
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		ok, msg := cond()
-		last = msg
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: %v (last: %s)", what, err, last)
-	}
+	poll.Until(t, timeout, what, cond)
 }
 
 // slurmNode is a node host with a Slurm of its own and the provider's
