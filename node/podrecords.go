@@ -69,6 +69,12 @@ type podState struct {
 	// restarts the controller made by creating the pod again, or those a
 	// provider that adopted the pod does not count.
 	restarts containerRestarts
+	// alloc are the resources the provider was given for the containers
+	// of the pod of UID allocOf, and resize where its latest in-place
+	// resize stands (see pod_resize.go).
+	alloc   podAllocation
+	allocOf types.UID
+	resize  resizeState
 }
 
 // appliedPod is what the controller keeps of a pod it handed to the
@@ -164,6 +170,23 @@ func (r *podRecord) lostRestarting(restarts containerRestarts) {
 		s.applied, s.provider = nil, nil
 		s.recreate, s.restarts = true, restarts
 	})
+}
+
+// allocated records the resources the provider was given for the pod of
+// uid.
+func (r *podRecord) allocated(uid types.UID, alloc podAllocation) {
+	r.update(func(s *podState) {
+		if s.allocOf != uid {
+			s.resize = resizeState{}
+		}
+		s.alloc, s.allocOf = alloc, uid
+	})
+}
+
+// resizeDecided records the outcome of a resize of the pod of uid: its
+// allocation and the resize's state.
+func (r *podRecord) resizeDecided(uid types.UID, alloc podAllocation, rs resizeState) {
+	r.update(func(s *podState) { s.alloc, s.allocOf, s.resize = alloc, uid, rs })
 }
 
 // restartsCounted records restarts the provider does not count (it adopted
