@@ -104,7 +104,7 @@ func newContainerState(c corev1.Container, s script, waiting string) *containerS
 			ImageID:   "mock://" + c.Image,
 			Started:   ptr.To(false),
 			Resources: c.Resources.DeepCopy(),
-			State:   corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: waiting}},
+			State:     corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: waiting}},
 		},
 	}
 }
