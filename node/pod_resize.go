@@ -9,6 +9,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/vkubelet/virtual-kubelet/node/log"
 )
@@ -74,6 +75,14 @@ type ResizeRequest struct {
 	// Containers are the containers whose resources change (app
 	// containers and sidecars), in the pod's order.
 	Containers []ContainerResize
+	// PodLevel, when set, is the change of the pod-level resources
+	// (spec.resources).
+	PodLevel *PodLevelResize
+}
+
+// PodLevelResize is the change of a pod's pod-level resources.
+type PodLevelResize struct {
+	From, To corev1.ResourceRequirements
 }
 
 // ContainerResize is one container's part of a resize.
@@ -88,8 +97,13 @@ type ContainerResize struct {
 }
 
 // podAllocation is, by container name, the resources the provider was
-// given for a pod's containers: the kubelet's allocated resources.
+// given for a pod's containers, and under podLevel its pod-level ones
+// (spec.resources), if it has any: the kubelet's allocated resources.
 type podAllocation map[string]corev1.ResourceRequirements
+
+// podLevel is the allocation's key of the pod-level resources: no
+// container is named "".
+const podLevel = ""
 
 // allocationOf is the allocation of a pod given to the provider as its
 // spec is.
@@ -99,6 +113,9 @@ func allocationOf(pod *corev1.Pod) podAllocation {
 		for _, c := range list {
 			a[c.Name] = *c.Resources.DeepCopy()
 		}
+	}
+	if pod.Spec.Resources != nil {
+		a[podLevel] = *pod.Spec.Resources.DeepCopy()
 	}
 	return a
 }
@@ -122,6 +139,10 @@ func allocationFromStatus(pod *corev1.Pod) podAllocation {
 			a[cs.Name] = r
 		}
 	}
+	if r, ok := a[podLevel]; ok && pod.Status.AllocatedResources != nil && pod.Status.Resources != nil {
+		r.Requests, r.Limits = pod.Status.AllocatedResources.DeepCopy(), pod.Status.Resources.Limits.DeepCopy()
+		a[podLevel] = r
+	}
 	return a
 }
 
@@ -141,27 +162,52 @@ func (a podAllocation) changes(pod *corev1.Pod) []ContainerResize {
 	return out
 }
 
-// with is a with the changes made.
-func (a podAllocation) with(changes []ContainerResize) podAllocation {
+// podLevelChange is the change that takes a's pod-level resources to
+// pod's spec, nil when none.
+func (a podAllocation) podLevelChange(pod *corev1.Pod) *PodLevelResize {
+	from, ok := a[podLevel]
+	if pod.Spec.Resources == nil || !ok || apiequality.Semantic.DeepEqual(from, *pod.Spec.Resources) {
+		return nil
+	}
+	return &PodLevelResize{From: *from.DeepCopy(), To: *pod.Spec.Resources.DeepCopy()}
+}
+
+// with is a with the resize req made.
+func (a podAllocation) with(req ResizeRequest) podAllocation {
 	out := make(podAllocation, len(a))
 	for name, r := range a {
 		out[name] = r
 	}
-	for _, ch := range changes {
+	for _, ch := range req.Containers {
 		out[ch.Name] = ch.To
+	}
+	if req.PodLevel != nil {
+		out[podLevel] = req.PodLevel.To
 	}
 	return out
 }
 
-// applyTo returns pod with its containers' resources as allocated, the pod
-// the provider is given.
+// applyTo returns pod with its resources as allocated, the pod the
+// provider is given. It shares all but its containers with pod.
 func (a podAllocation) applyTo(pod *corev1.Pod) *corev1.Pod {
-	out := pod.DeepCopy()
-	for _, list := range [][]corev1.Container{out.Spec.InitContainers, out.Spec.Containers} {
-		for i := range list {
-			if r, ok := a[list[i].Name]; ok {
-				list[i].Resources = *r.DeepCopy()
-			}
+	out := *pod
+	out.Spec.InitContainers = a.applyToContainers(pod.Spec.InitContainers)
+	out.Spec.Containers = a.applyToContainers(pod.Spec.Containers)
+	if r, ok := a[podLevel]; ok {
+		out.Spec.Resources = r.DeepCopy()
+	}
+	return &out
+}
+
+func (a podAllocation) applyToContainers(list []corev1.Container) []corev1.Container {
+	if list == nil {
+		return nil
+	}
+	out := make([]corev1.Container, len(list))
+	for i, c := range list {
+		out[i] = c
+		if r, ok := a[c.Name]; ok {
+			out[i].Resources = *r.DeepCopy()
 		}
 	}
 	return out
@@ -272,8 +318,8 @@ func (pc *PodController) resize(ctx context.Context, pod *corev1.Pod, rec *podRe
 	if alloc == nil {
 		alloc = allocationFromStatus(pod) // the daemon restarted
 	}
-	changes := alloc.changes(pod)
-	if len(changes) == 0 || st.resizeOf(pod.UID).infeasible(pod.Generation) {
+	req := ResizeRequest{Pod: pod.DeepCopy(), Containers: alloc.changes(pod), PodLevel: alloc.podLevelChange(pod)}
+	if len(req.Containers) == 0 && req.PodLevel == nil || st.resizeOf(pod.UID).infeasible(pod.Generation) {
 		rec.allocated(pod.UID, alloc)
 		return alloc, nil
 	}
@@ -281,7 +327,7 @@ func (pc *PodController) resize(ctx context.Context, pod *corev1.Pod, rec *podRe
 	if resizer, ok := pc.provider.(PodResizer); ok {
 		err := pc.traceProvider(ctx, "ResizePod", func(ctx context.Context) error {
 			var err error
-			if result, err = resizer.ResizePod(ctx, ResizeRequest{Pod: pod.DeepCopy(), Containers: changes}); err == nil {
+			if result, err = resizer.ResizePod(ctx, req); err == nil {
 				err = checkResult(result)
 			}
 			return err
@@ -293,7 +339,7 @@ func (pc *PodController) resize(ctx context.Context, pod *corev1.Pod, rec *podRe
 	}
 	log.G(ctx).WithField("outcome", result.Outcome.String()).Info("pod resize")
 	if result.Outcome == ResizeDone || result.Outcome == ResizeInProgress {
-		alloc = alloc.with(changes)
+		alloc = alloc.with(req)
 	}
 	rec.resizeDecided(pod.UID, alloc, st.resizeOf(pod.UID).after(result, pod.Generation))
 	if result.Outcome == ResizeDeferred {
@@ -309,7 +355,7 @@ const ReasonProviderResizeFailed = "ProviderResizeFailed"
 // withResizeStatus returns status (to be written for pod, built from the
 // provider's report when reported is set, else from what Kubernetes shows)
 // with what the kubelet reports of a pod's allocation: each container's
-// allocatedResources and resources, the resize conditions, and the
+// allocatedResources and resources, the pod's totals, the resize conditions, and the
 // generation acted on in status.observedGeneration and the kubelet's
 // conditions. A resize in progress whose resources the provider reports
 // applied is done.
@@ -347,6 +393,24 @@ func (pc *PodController) withResizeStatus(pod *corev1.Pod, rec *podRecord, statu
 			}
 			applied = applied && resourcesApplied(r, *cs.Resources)
 		}
+	}
+	// The pod's totals, as the kubelet reports them with pod-level
+	// resources (InPlacePodLevelResourcesVerticalScaling, on since 1.36).
+	allocated := alloc.applyTo(pod)
+	effective := corev1.ResourceRequirements{
+		Requests: resourcehelper.PodRequests(allocated, resourcehelper.PodResourcesOptions{}),
+		Limits:   resourcehelper.PodLimits(allocated, resourcehelper.PodResourcesOptions{}),
+	}
+	s.AllocatedResources = effective.Requests
+	switch {
+	case reported && s.Resources != nil:
+	case rs.inProgress != 0 && current.Resources != nil:
+		s.Resources = current.Resources.DeepCopy()
+	default:
+		s.Resources = &effective
+	}
+	if _, ok := alloc[podLevel]; ok {
+		applied = applied && resourcesApplied(effective, *s.Resources)
 	}
 	if rs.inProgress != 0 && applied {
 		rs.inProgress = 0

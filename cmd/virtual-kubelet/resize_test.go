@@ -85,7 +85,8 @@ func describeResize(p *corev1.Pod) string {
 // PodResizeInProgress while the mock applies them (scripted to take 2s);
 // a RestartContainer policy restarts the container; a resize the mock
 // refuses is PodResizePending/Infeasible, one it defers
-// PodResizePending/Deferred until it lets it through.
+// PodResizePending/Deferred until it lets it through. Pod-level resources
+// (beta, on in 1.36) are resized likewise.
 func TestInPlacePodResize(t *testing.T) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
@@ -93,7 +94,13 @@ func TestInPlacePodResize(t *testing.T) {
 	d := startDaemon(t, c, nil)
 	waitNodeReady(t, c.Client, d.name)
 
-	createPods(t, c.Client, ns,
+	podLevel := resizePod("pod-level", d.name, nil)
+	podLevel.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+	podLevel.Spec.Resources = &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+	}
+	createPods(t, c.Client, ns, podLevel,
 		resizePod("slow", d.name, map[string]string{mock.AnnotationResizeDelay: "2s"}),
 		resizePod("refused", d.name, map[string]string{mock.AnnotationResize: "refuse"}),
 		resizePod("deferred", d.name, map[string]string{mock.AnnotationResize: "defer"}),
@@ -103,6 +110,18 @@ func TestInPlacePodResize(t *testing.T) {
 			return running(p) && runsWith(p, "100m", "200m") && p.Status.ObservedGeneration == p.Generation
 		})
 	}
+
+	t.Run("pod-level", func(t *testing.T) {
+		waitPod(t, c.Client, ns, "pod-level", "Running with its pod-level resources reported", func(p *corev1.Pod) bool {
+			return running(p) && podRunsWith(p, "100m", "200m")
+		})
+		kubectl(t, c, "-n", ns, "patch", "pod", "pod-level", "--subresource", "resize", "-p",
+			`{"spec":{"resources":{"requests":{"cpu":"150m"},"limits":{"cpu":"300m"}}}}`)
+		waitPod(t, c.Client, ns, "pod-level", "resized", func(p *corev1.Pod) bool {
+			return podRunsWith(p, "150m", "300m") && p.Status.ObservedGeneration == p.Generation &&
+				resizeCondition(p, corev1.PodResizePending) == nil && resizeCondition(p, corev1.PodResizeInProgress) == nil
+		})
+	})
 
 	t.Run("applied", func(t *testing.T) {
 		w, err := c.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", "slow").String()})
@@ -189,4 +208,12 @@ func TestInPlacePodResize(t *testing.T) {
 			t.Errorf("PodResizeInProgress after the resize: %s", describeResize(pod))
 		}
 	})
+}
+
+// podRunsWith reports whether the pod reports the pod-level CPU request
+// and limit given as running and allocated.
+func podRunsWith(p *corev1.Pod, request, limit string) bool {
+	r := p.Status.Resources
+	return r != nil && r.Requests.Cpu().Equal(resource.MustParse(request)) && r.Limits.Cpu().Equal(resource.MustParse(limit)) &&
+		p.Status.AllocatedResources.Cpu().Equal(resource.MustParse(request))
 }

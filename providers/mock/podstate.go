@@ -23,6 +23,9 @@ type podState struct {
 	startTimer stoppable
 	// resizeTimer applies a resize in progress (AnnotationResizeDelay).
 	resizeTimer stoppable
+	// resources are the pod-level resources the pod runs with (nil when
+	// it has none), resizeTo those a resize in progress gives it.
+	resources, resizeTo *corev1.ResourceRequirements
 	// init are the init containers, run in order; initPos is the one
 	// running (len(init) once all have completed or, sidecars, started).
 	init       []*containerState
@@ -79,7 +82,7 @@ const (
 type instance struct{ start, end time.Time }
 
 func newPodState(p *Provider, pod *corev1.Pod, scripts podScripts, ips []string) *podState {
-	ps := &podState{p: p, pod: infoOf(pod), ips: ips, created: p.clock.Now()}
+	ps := &podState{p: p, pod: infoOf(pod), ips: ips, created: p.clock.Now(), resources: pod.Spec.Resources.DeepCopy()}
 	// Containers wait to be created; with init containers, the later ones
 	// wait for the pod's initialisation.
 	waiting := "ContainerCreating"
@@ -477,7 +480,7 @@ func (ps *podState) snapshot() *corev1.Pod {
 			Namespace: ps.pod.namespace, Name: ps.pod.name, UID: ps.pod.uid,
 			Labels: ps.pod.labels, Annotations: ps.pod.annotations, CreationTimestamp: ps.pod.created,
 		},
-		Spec:   corev1.PodSpec{NodeName: ps.pod.nodeName, RestartPolicy: ps.pod.restartPolicy},
+		Spec:   corev1.PodSpec{NodeName: ps.pod.nodeName, RestartPolicy: ps.pod.restartPolicy, Resources: ps.resources},
 		Status: ps.status(),
 	}
 	for _, c := range ps.init {
@@ -515,6 +518,7 @@ func (ps *podState) status() corev1.PodStatus {
 		// Like the kubelet, no readiness for ephemeral containers.
 		EphemeralContainerStatuses: statuses(ps.ephemeral),
 		StartTime:                  &created,
+		Resources:                  ps.resources.DeepCopy(),
 	}
 	if ps.p.InternalIP != "" {
 		status.HostIPs = []corev1.HostIP{{IP: ps.p.InternalIP}}

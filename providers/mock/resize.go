@@ -93,7 +93,7 @@ func (p *Provider) ResizePod(ctx context.Context, req node.ResizeRequest) (node.
 		ps.resizeTimer.Stop() // the newer resize supersedes it
 	}
 	if script.delay == 0 {
-		ps.resize(req.Containers)
+		ps.resize(req)
 		p.changed(ps)
 		p.persist(ctx, p.state.updated(ps))
 		return node.ResizeResult{Outcome: node.ResizeDone}, nil
@@ -101,20 +101,26 @@ func (p *Provider) ResizePod(ctx context.Context, req node.ResizeRequest) (node.
 	for _, ch := range req.Containers {
 		ps.container(ch.Name).resizeTo = ch.To.DeepCopy()
 	}
+	if req.PodLevel != nil {
+		ps.resizeTo = req.PodLevel.To.DeepCopy()
+	}
 	ps.resizeTimer = ps.after(script.delay, func() {
-		ps.resize(req.Containers)
+		ps.resize(req)
 		p.persist(context.WithoutCancel(ctx), p.state.updated(ps))
 	})
 	return node.ResizeResult{Outcome: node.ResizeInProgress}, nil
 }
 
-// resize gives containers their new resources, restarting those the
-// resize says.
-func (ps *podState) resize(changes []node.ContainerResize) {
-	for _, ch := range changes {
+// resize gives the pod and its containers their new resources,
+// restarting the containers the resize says.
+func (ps *podState) resize(req node.ResizeRequest) {
+	for _, ch := range req.Containers {
 		if c := ps.container(ch.Name); c != nil {
 			ps.setResources(c, ch.To, ch.Restart)
 		}
+	}
+	if req.PodLevel != nil {
+		ps.resources, ps.resizeTo = req.PodLevel.To.DeepCopy(), nil
 	}
 }
 
@@ -126,8 +132,8 @@ func (ps *podState) setResources(c *containerState, r corev1.ResourceRequirement
 	}
 }
 
-// updateResources applies the resources of pod's spec that the containers
-// neither run with nor are being resized to: UpdatePod resizes as it does
+// updateResources applies the resources of pod's spec that the pod and its
+// containers neither run with nor are being resized to: UpdatePod resizes as it does
 // for a provider without node.PodResizer (the mock behind the plugin
 // boundary, a restored pod's updates). It reports whether any changed.
 func (ps *podState) updateResources(pod *corev1.Pod) bool {
@@ -143,6 +149,10 @@ func (ps *podState) updateResources(pod *corev1.Pod) bool {
 			ps.setResources(c, spec.Resources, node.ResizeNeedsRestart(spec, c.spec.resources))
 			changed = true
 		}
+	}
+	if r := pod.Spec.Resources; r != nil && !apiequality.Semantic.DeepEqual(ps.resources, r) && !apiequality.Semantic.DeepEqual(ps.resizeTo, r) {
+		ps.resources = r.DeepCopy()
+		changed = true
 	}
 	return changed
 }
