@@ -319,7 +319,12 @@ func (pc *PodController) resize(ctx context.Context, pod *corev1.Pod, rec *podRe
 		alloc = allocationFromStatus(pod) // the daemon restarted
 	}
 	req := ResizeRequest{Pod: pod.DeepCopy(), Containers: alloc.changes(pod), PodLevel: alloc.podLevelChange(pod)}
-	if len(req.Containers) == 0 && req.PodLevel == nil || st.resizeOf(pod.UID).infeasible(pod.Generation) {
+	switch {
+	case len(req.Containers) == 0 && req.PodLevel == nil:
+		rec.allocated(pod.UID, alloc)
+		rec.resizeWithdrawn(pod.UID)
+		return alloc, nil
+	case st.resizeOf(pod.UID).infeasible(pod.Generation):
 		rec.allocated(pod.UID, alloc)
 		return alloc, nil
 	}
@@ -341,7 +346,7 @@ func (pc *PodController) resize(ctx context.Context, pod *corev1.Pod, rec *podRe
 	if result.Outcome == ResizeDone || result.Outcome == ResizeInProgress {
 		alloc = alloc.with(req)
 	}
-	rec.resizeDecided(pod.UID, alloc, st.resizeOf(pod.UID).after(result, pod.Generation))
+	rec.resized(pod.UID, alloc, result, pod.Generation)
 	if result.Outcome == ResizeDeferred {
 		pc.syncQueue.EnqueueAfter(podKey(pod), DeferredResizeRetryInterval)
 	}
@@ -368,7 +373,7 @@ func (pc *PodController) withResizeStatus(pod *corev1.Pod, rec *podRecord, statu
 	rs := st.resizeOf(pod.UID)
 	if isTerminalPhase(status.Phase) && (rs.pending != nil || rs.inProgress != 0) {
 		rs = resizeState{} // as the kubelet, a finished pod has no resize
-		rec.resizeDecided(pod.UID, alloc, rs)
+		rec.resizeEnded(pod.UID)
 	}
 	s := *status.DeepCopy()
 	applied := true
@@ -413,14 +418,14 @@ func (pc *PodController) withResizeStatus(pod *corev1.Pod, rec *podRecord, statu
 		applied = applied && resourcesApplied(effective, *s.Resources)
 	}
 	if rs.inProgress != 0 && applied {
+		rec.resizeApplied(pod.UID, rs.inProgress)
 		rs.inProgress = 0
-		rec.resizeDecided(pod.UID, alloc, rs)
 	}
 	s.Conditions = resizeConditions(s.Conditions, current.Conditions, rs, metav1.Now())
 	if gen := st.generationActedOn(pod.UID); gen > 0 {
 		s.ObservedGeneration = gen
 		for i := range s.Conditions {
-			if kubeletCondition(s.Conditions[i].Type) && s.Conditions[i].ObservedGeneration == 0 {
+			if kubeletCondition(s.Conditions[i].Type) {
 				s.Conditions[i].ObservedGeneration = gen
 			}
 		}

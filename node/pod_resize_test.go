@@ -174,7 +174,7 @@ func TestResizeStatus(t *testing.T) {
 	rec := pc.pods.get("ns/p")
 	pod := sizedPod(2, updated)
 	rec.handedOver(pod)
-	rec.resizeDecided("u1", allocationOf(pod), resizeState{inProgress: 2})
+	rec.resized("u1", allocationOf(pod), ResizeResult{Outcome: ResizeInProgress}, 2)
 	current := &corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "c", Resources: &old}}}
 	reported := corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
 
@@ -201,7 +201,7 @@ func TestResizeStatus(t *testing.T) {
 
 	// A deferred resize: the condition, kept with its transition time.
 	then := metav1.NewTime(metav1.Now().Add(-60e9))
-	rec.resizeDecided("u1", allocationOf(pod), resizeState{pending: &resizePending{outcome: ResizeDeferred, message: "later", generation: 3}})
+	rec.resized("u1", allocationOf(pod), ResizeResult{Outcome: ResizeDeferred, Message: "later"}, 3)
 	current.Conditions = []corev1.PodCondition{{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonDeferred, LastTransitionTime: then}}
 	if due := pc.resizeStatusDue(pod, rec, current); due == nil {
 		t.Error("no status due for a changed resize state")
@@ -216,5 +216,27 @@ func TestResizeStatus(t *testing.T) {
 	done.Phase = corev1.PodSucceeded
 	if s = pc.withResizeStatus(pod, rec, done, current, true); len(s.Conditions) != 0 {
 		t.Errorf("conditions of a finished pod = %+v", s.Conditions)
+	}
+}
+
+// TestResizeWithdrawn: a deferred resize whose spec goes back to the
+// allocation is pending no more; the provider is not asked.
+func TestResizeWithdrawn(t *testing.T) {
+	old := resources("100m", "200m", "64Mi")
+	p := &resizerProvider{result: ResizeResult{Outcome: ResizeDeferred}}
+	pc := newTestController(t, p)
+	rec := pc.pods.get("ns/p")
+	rec.allocated("u1", allocationOf(sizedPod(1, old)))
+	if _, err := pc.allocate(context.Background(), actionUpdate, sizedPod(2, resources("1", "2", "64Mi")), sizedPod(2, old), rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.view().resize.pending == nil {
+		t.Fatal("deferred resize not pending")
+	}
+	if _, err := pc.allocate(context.Background(), actionUpdate, sizedPod(3, old), sizedPod(3, old), rec); err != nil {
+		t.Fatal(err)
+	}
+	if st := rec.view(); st.resize.pending != nil || len(p.resized) != 1 {
+		t.Errorf("pending %+v after the spec went back, %d ResizePod calls", st.resize.pending, len(p.resized))
 	}
 }

@@ -183,10 +183,44 @@ func (r *podRecord) allocated(uid types.UID, alloc podAllocation) {
 	})
 }
 
-// resizeDecided records the outcome of a resize of the pod of uid: its
-// allocation and the resize's state.
-func (r *podRecord) resizeDecided(uid types.UID, alloc podAllocation, rs resizeState) {
-	r.update(func(s *podState) { s.alloc, s.allocOf, s.resize = alloc, uid, rs })
+// resized records the provider's answer to the resize of the pod of uid to
+// its generation: its allocation now, and where the resize stands.
+func (r *podRecord) resized(uid types.UID, alloc podAllocation, result ResizeResult, generation int64) {
+	r.update(func(s *podState) {
+		if s.allocOf != uid {
+			s.resize = resizeState{}
+		}
+		s.alloc, s.allocOf, s.resize = alloc, uid, s.resize.after(result, generation)
+	})
+}
+
+// resizeWithdrawn records that the pod's spec is back to its allocation:
+// a pending resize is no more.
+func (r *podRecord) resizeWithdrawn(uid types.UID) {
+	r.update(func(s *podState) {
+		if s.allocOf == uid {
+			s.resize.pending = nil
+		}
+	})
+}
+
+// resizeApplied records that the provider runs the pod of uid with the
+// resources of its resize of generation in progress.
+func (r *podRecord) resizeApplied(uid types.UID, generation int64) {
+	r.update(func(s *podState) {
+		if s.allocOf == uid && s.resize.inProgress == generation {
+			s.resize.inProgress = 0
+		}
+	})
+}
+
+// resizeEnded records that the pod of uid finished: it has no resize.
+func (r *podRecord) resizeEnded(uid types.UID) {
+	r.update(func(s *podState) {
+		if s.allocOf == uid {
+			s.resize = resizeState{}
+		}
+	})
 }
 
 // restartsCounted records restarts the provider does not count (it adopted
