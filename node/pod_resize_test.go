@@ -240,3 +240,36 @@ func TestResizeWithdrawn(t *testing.T) {
 		t.Errorf("pending %+v after the spec went back, %d ResizePod calls", st.resize.pending, len(p.resized))
 	}
 }
+
+// TestPodLevelResize: pod-level resources are allocated, resized and
+// reported (status.resources, status.allocatedResources) as the
+// containers' are.
+func TestPodLevelResize(t *testing.T) {
+	old, updated := resources("100m", "200m", "64Mi"), resources("150m", "300m", "64Mi")
+	pod := sizedPod(1, corev1.ResourceRequirements{})
+	pod.Spec.Resources = old.DeepCopy()
+	p := &resizerProvider{result: ResizeResult{Outcome: ResizeDone}}
+	pc := newTestController(t, p)
+	rec := pc.pods.get("ns/p")
+	rec.allocated("u1", allocationOf(pod))
+
+	resized := pod.DeepCopy()
+	resized.Generation = 2
+	resized.Spec.Resources = updated.DeepCopy()
+	given, err := pc.allocate(context.Background(), actionUpdate, resized, resized, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.resized) != 1 || p.resized[0].PodLevel == nil || len(p.resized[0].Containers) != 0 ||
+		!apiequality.Semantic.DeepEqual(p.resized[0].PodLevel.To, updated) {
+		t.Fatalf("ResizePod got %+v, want the pod-level change only", p.resized)
+	}
+	if !apiequality.Semantic.DeepEqual(*given.Spec.Resources, updated) {
+		t.Errorf("the provider is given %v", given.Spec.Resources)
+	}
+	rec.handedOver(resized)
+	s := pc.withResizeStatus(resized, rec, corev1.PodStatus{Phase: corev1.PodRunning}, &corev1.PodStatus{}, true)
+	if s.Resources == nil || !s.Resources.Limits.Cpu().Equal(resource.MustParse("300m")) || !s.AllocatedResources.Cpu().Equal(resource.MustParse("150m")) {
+		t.Errorf("pod status resources %v allocated %v, want the new pod-level ones", s.Resources, s.AllocatedResources)
+	}
+}
