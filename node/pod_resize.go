@@ -266,13 +266,13 @@ func (s resizeState) after(result ResizeResult, generation int64) resizeState {
 	return resizeState{pending: &resizePending{outcome: result.Outcome, message: result.Message, generation: generation}, inProgress: s.inProgress}
 }
 
-// waits reports whether the resize of generation is known infeasible, so
+// infeasible reports whether the resize of generation is known infeasible, so
 // not to be proposed again.
 func (s resizeState) infeasible(generation int64) bool {
 	return s.pending != nil && s.pending.outcome == ResizeInfeasible && s.pending.generation == generation
 }
 
-// checkResult returns an error for a result no outcome.
+// checkResult returns an error for a result without a valid outcome.
 func checkResult(r ResizeResult) error {
 	if r.Outcome < ResizeDone || r.Outcome > ResizeInfeasible {
 		return fmt.Errorf("PodResizer returned an invalid outcome %d", int(r.Outcome))
@@ -318,7 +318,7 @@ func (pc *PodController) resize(ctx context.Context, pod *corev1.Pod, rec *podRe
 	if alloc == nil {
 		alloc = allocationFromStatus(pod) // the daemon restarted
 	}
-	req := ResizeRequest{Pod: pod.DeepCopy(), Containers: alloc.changes(pod), PodLevel: alloc.podLevelChange(pod)}
+	req := ResizeRequest{Pod: pod, Containers: alloc.changes(pod), PodLevel: alloc.podLevelChange(pod)}
 	switch {
 	case len(req.Containers) == 0 && req.PodLevel == nil:
 		rec.allocated(pod.UID, alloc)
@@ -332,7 +332,9 @@ func (pc *PodController) resize(ctx context.Context, pod *corev1.Pod, rec *podRe
 	if resizer, ok := pc.provider.(PodResizer); ok {
 		err := pc.traceProvider(ctx, "ResizePod", func(ctx context.Context) error {
 			var err error
-			if result, err = resizer.ResizePod(ctx, req); err == nil {
+			asked := req
+			asked.Pod = pod.DeepCopy() // the provider's to keep
+			if result, err = resizer.ResizePod(ctx, asked); err == nil {
 				err = checkResult(result)
 			}
 			return err
