@@ -287,7 +287,7 @@ func checkResult(r ResizeResult) error {
 // provider without one is given the new resources by UpdatePod.
 func (pc *PodController) allocate(ctx context.Context, action providerAction, pod, resolved *corev1.Pod, rec *podRecord) (*corev1.Pod, error) {
 	if action != actionUpdate {
-		rec.allocated(pod.UID, allocationOf(pod))
+		rec.allocated(pod.UID, allocationOf(pod), pod.Generation)
 		return resolved, nil
 	}
 	alloc, err := pc.resize(ctx, pod, rec)
@@ -321,11 +321,11 @@ func (pc *PodController) resize(ctx context.Context, pod *corev1.Pod, rec *podRe
 	req := ResizeRequest{Pod: pod, Containers: alloc.changes(pod), PodLevel: alloc.podLevelChange(pod)}
 	switch {
 	case len(req.Containers) == 0 && req.PodLevel == nil:
-		rec.allocated(pod.UID, alloc)
+		rec.allocated(pod.UID, alloc, pod.Generation)
 		rec.resizeWithdrawn(pod.UID)
 		return alloc, nil
 	case st.resizeOf(pod.UID).infeasible(pod.Generation):
-		rec.allocated(pod.UID, alloc)
+		rec.allocated(pod.UID, alloc, pod.Generation)
 		return alloc, nil
 	}
 	result := ResizeResult{Outcome: ResizeDone} // UpdatePod applies it
@@ -509,11 +509,11 @@ func (s podState) resizeOf(uid types.UID) resizeState {
 	return s.resize
 }
 
-// generationActedOn is the pod's metadata.generation last handed to the
-// provider, 0 when none.
+// generationActedOn is the pod's metadata.generation whose resources were
+// last decided for the provider, 0 when none.
 func (s podState) generationActedOn(uid types.UID) int64 {
-	if s.applied == nil || s.applied.uid != uid {
+	if s.allocOf != uid {
 		return 0
 	}
-	return s.applied.generation
+	return s.allocGen
 }

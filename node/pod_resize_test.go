@@ -136,7 +136,7 @@ func TestResizeDecisions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pc := newTestController(t, tc.provider)
 			rec := pc.pods.get("ns/p")
-			rec.allocated("u1", allocationOf(sizedPod(1, old)))
+			rec.allocated("u1", allocationOf(sizedPod(1, old)), 1)
 			pod := sizedPod(2, updated)
 			given, err := pc.allocate(context.Background(), actionUpdate, pod, pod, rec)
 			if (err != nil) != tc.wantErr {
@@ -226,7 +226,7 @@ func TestResizeWithdrawn(t *testing.T) {
 	p := &resizerProvider{result: ResizeResult{Outcome: ResizeDeferred}}
 	pc := newTestController(t, p)
 	rec := pc.pods.get("ns/p")
-	rec.allocated("u1", allocationOf(sizedPod(1, old)))
+	rec.allocated("u1", allocationOf(sizedPod(1, old)), 1)
 	if _, err := pc.allocate(context.Background(), actionUpdate, sizedPod(2, resources("1", "2", "64Mi")), sizedPod(2, old), rec); err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestPodLevelResize(t *testing.T) {
 	p := &resizerProvider{result: ResizeResult{Outcome: ResizeDone}}
 	pc := newTestController(t, p)
 	rec := pc.pods.get("ns/p")
-	rec.allocated("u1", allocationOf(pod))
+	rec.allocated("u1", allocationOf(pod), 1)
 
 	resized := pod.DeepCopy()
 	resized.Generation = 2

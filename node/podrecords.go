@@ -69,12 +69,14 @@ type podState struct {
 	// restarts the controller made by creating the pod again, or those a
 	// provider that adopted the pod does not count.
 	restarts containerRestarts
-	// alloc are the resources the provider was given for the containers
-	// of the pod of UID allocOf, and resize where its latest in-place
-	// resize stands (see pod_resize.go).
-	alloc   podAllocation
-	allocOf types.UID
-	resize  resizeState
+	// alloc are the resources the provider is given for the containers
+	// of the pod of UID allocOf, decided for its generation allocGen (the
+	// generation acted on), and resize where its latest in-place resize
+	// stands (see pod_resize.go).
+	alloc    podAllocation
+	allocOf  types.UID
+	allocGen int64
+	resize   resizeState
 }
 
 // appliedPod is what the controller keeps of a pod it handed to the
@@ -172,14 +174,14 @@ func (r *podRecord) lostRestarting(restarts containerRestarts) {
 	})
 }
 
-// allocated records the resources the provider was given for the pod of
-// uid.
-func (r *podRecord) allocated(uid types.UID, alloc podAllocation) {
+// allocated records the resources the provider is given for the pod of
+// uid at generation.
+func (r *podRecord) allocated(uid types.UID, alloc podAllocation, generation int64) {
 	r.update(func(s *podState) {
 		if s.allocOf != uid {
 			s.resize = resizeState{}
 		}
-		s.alloc, s.allocOf = alloc, uid
+		s.alloc, s.allocOf, s.allocGen = alloc, uid, generation
 	})
 }
 
@@ -190,7 +192,7 @@ func (r *podRecord) resized(uid types.UID, alloc podAllocation, result ResizeRes
 		if s.allocOf != uid {
 			s.resize = resizeState{}
 		}
-		s.alloc, s.allocOf, s.resize = alloc, uid, s.resize.after(result, generation)
+		s.alloc, s.allocOf, s.allocGen, s.resize = alloc, uid, generation, s.resize.after(result, generation)
 	})
 }
 
