@@ -40,8 +40,12 @@ func (pc *PodController) syncPodStatusFromProvider(ctx context.Context, key stri
 		!time.Now().Before(pc.stopDeadline(pod, rec)) {
 		pp = pc.stopUnconfirmed(ctx, pod, current)
 	}
+	reported := pp != nil
+	if pp == nil {
+		pp = pc.resizeStatusDue(pod, rec, current)
+	}
 	if pp != nil {
-		status := mergeStatus(*current, withKubeletConditions(pod, *current, pp.Status, metav1.Now()))
+		status := pc.withResizeStatus(pod, rec, mergeStatus(*current, withKubeletConditions(pod, *current, pp.Status, metav1.Now())), current, reported)
 		if err := pc.writeStatus(ctx, pod, rec, pp, status); err != nil {
 			return err
 		}

@@ -157,7 +157,7 @@ func (pc *PodController) deleteFromProvider(ctx context.Context, key string, pod
 func (pc *PodController) createOrUpdate(ctx context.Context, pod *corev1.Pod, rec *podRecord) error {
 	applied := rec.view().applied
 	if applied != nil && !applied.changed(pod) {
-		return nil
+		return pc.retryDeferredResize(ctx, pod, rec)
 	}
 
 	withIPs, err := pc.withPodIPs(ctx, pod, rec)
@@ -186,6 +186,9 @@ func (pc *PodController) createOrUpdate(ctx context.Context, pod *corev1.Pod, re
 		}
 		action = actionCreate
 	}
+	if resolved, err = pc.allocate(ctx, action, pod, resolved, rec); err != nil {
+		return err
+	}
 	switch action {
 	case actionCreate:
 		defer rec.createStarted()()
@@ -204,6 +207,8 @@ func (pc *PodController) createOrUpdate(ctx context.Context, pod *corev1.Pod, re
 		return err
 	}
 	rec.handedOver(pod)
+	// The status shows the generation acted on, and the allocation.
+	pc.statusQueue.Enqueue(podKey(pod))
 	return nil
 }
 

@@ -69,6 +69,14 @@ type podState struct {
 	// restarts the controller made by creating the pod again, or those a
 	// provider that adopted the pod does not count.
 	restarts containerRestarts
+	// alloc are the resources the provider is given for the containers
+	// of the pod of UID allocOf, decided for its generation allocGen (the
+	// generation acted on), and resize where its latest in-place resize
+	// stands (see pod_resize.go).
+	alloc    podAllocation
+	allocOf  types.UID
+	allocGen int64
+	resize   resizeState
 }
 
 // appliedPod is what the controller keeps of a pod it handed to the
@@ -163,6 +171,57 @@ func (r *podRecord) lostRestarting(restarts containerRestarts) {
 	r.update(func(s *podState) {
 		s.applied, s.provider = nil, nil
 		s.recreate, s.restarts = true, restarts
+	})
+}
+
+// allocated records the resources the provider is given for the pod of
+// uid at generation.
+func (r *podRecord) allocated(uid types.UID, alloc podAllocation, generation int64) {
+	r.update(func(s *podState) {
+		if s.allocOf != uid {
+			s.resize = resizeState{}
+		}
+		s.alloc, s.allocOf, s.allocGen = alloc, uid, generation
+	})
+}
+
+// resized records the provider's answer to the resize of the pod of uid to
+// its generation: its allocation now, and where the resize stands.
+func (r *podRecord) resized(uid types.UID, alloc podAllocation, result ResizeResult, generation int64) {
+	r.update(func(s *podState) {
+		if s.allocOf != uid {
+			s.resize = resizeState{}
+		}
+		s.alloc, s.allocOf, s.allocGen, s.resize = alloc, uid, generation, s.resize.after(result, generation)
+	})
+}
+
+// resizeWithdrawn records that the pod's spec is back to its allocation:
+// a pending resize is no more.
+func (r *podRecord) resizeWithdrawn(uid types.UID) {
+	r.update(func(s *podState) {
+		if s.allocOf == uid {
+			s.resize.pending = nil
+		}
+	})
+}
+
+// resizeApplied records that the provider runs the pod of uid with the
+// resources of its resize of generation in progress.
+func (r *podRecord) resizeApplied(uid types.UID, generation int64) {
+	r.update(func(s *podState) {
+		if s.allocOf == uid && s.resize.inProgress == generation {
+			s.resize.inProgress = 0
+		}
+	})
+}
+
+// resizeEnded records that the pod of uid finished: it has no resize.
+func (r *podRecord) resizeEnded(uid types.UID) {
+	r.update(func(s *podState) {
+		if s.allocOf == uid {
+			s.resize = resizeState{}
+		}
 	})
 }
 

@@ -93,6 +93,21 @@ type (
 	PodIPAssigner interface {
 		AssignPodIPs(ctx context.Context, pod *corev1.Pod) ([]string, error)
 	}
+	// PodResizer resizes a running pod in place (`kubectl patch
+	// --subresource resize`). ResizePod is called when a pod's container
+	// resources differ from those the provider runs it with, before
+	// UpdatePod; it says whether the resize is done, in progress (the
+	// provider then reports containerStatuses[].resources as applied),
+	// deferred (proposed again later) or infeasible, and restarts the
+	// containers the request marks Restart. CreatePod and UpdatePod get
+	// the pod with the resources the provider accepted, so a deferred or
+	// infeasible resize never reaches them. A provider without it is
+	// resized by UpdatePod, which gets the new resources and is expected
+	// to apply them (restarting containers whose resizePolicy says
+	// RestartContainer): the resize is done when UpdatePod succeeds.
+	PodResizer interface {
+		ResizePod(ctx context.Context, req ResizeRequest) (ResizeResult, error)
+	}
 	// CapacityNotifier is a provider whose capacity changes while it runs
 	// (see NodeProviderOf).
 	CapacityNotifier interface {

@@ -178,7 +178,9 @@ func nodeSpec(ctx context.Context, o *Options, name string, p node.Provider) *co
 			Addresses:   p.NodeAddresses(ctx),
 			// Our kubelet API speaks WebSocket for exec, attach and
 			// port-forward: the API server need not translate to SPDY.
-			DeclaredFeatures: []string{"ExtendWebSocketsToKubelet"},
+			// The pod controller resizes pod-level resources in place.
+			// The API server wants the list sorted.
+			DeclaredFeatures: []string{"ExtendWebSocketsToKubelet", "InPlacePodLevelResourcesVerticalScaling"},
 			NodeInfo: corev1.NodeSystemInfo{
 				OperatingSystem: p.OperatingSystem(),
 				Architecture:    runtime.GOARCH,

@@ -67,6 +67,7 @@ var (
 	_ node.StatsProvider       = (*Provider)(nil)
 	_ node.PodVolumeHandler    = (*Provider)(nil)
 	_ node.PodIPAssigner       = (*Provider)(nil)
+	_ node.PodResizer          = (*Provider)(nil)
 )
 
 // New builds a mock provider from the init config. The config file, if any,
@@ -314,6 +315,8 @@ type containerSpec struct {
 	env           []corev1.EnvVar
 	ports         []corev1.ContainerPort
 	mounts        []corev1.VolumeMount
+	// resources are the resources the container runs with.
+	resources corev1.ResourceRequirements
 	// restartPolicy is set on sidecars: init containers that keep running.
 	restartPolicy *corev1.ContainerRestartPolicy
 }
@@ -328,11 +331,11 @@ func infoOf(pod *corev1.Pod) *podInfo {
 }
 
 func specOf(c corev1.Container) containerSpec {
-	return containerSpec{name: c.Name, image: c.Image, command: c.Command, args: c.Args, env: c.Env, ports: c.Ports, mounts: c.VolumeMounts, restartPolicy: c.RestartPolicy}
+	return containerSpec{name: c.Name, image: c.Image, command: c.Command, args: c.Args, env: c.Env, ports: c.Ports, mounts: c.VolumeMounts, resources: c.Resources, restartPolicy: c.RestartPolicy}
 }
 
 func (c containerSpec) container() corev1.Container {
-	return corev1.Container{Name: c.name, Image: c.image, Command: c.command, Args: c.args, Env: c.env, Ports: c.ports, VolumeMounts: c.mounts, RestartPolicy: c.restartPolicy}
+	return corev1.Container{Name: c.name, Image: c.image, Command: c.command, Args: c.args, Env: c.env, Ports: c.ports, VolumeMounts: c.mounts, Resources: c.resources, RestartPolicy: c.restartPolicy}
 }
 
 // String names the provider in logs.

@@ -21,6 +21,11 @@ type podState struct {
 	// scripted start delay).
 	started    bool
 	startTimer stoppable
+	// resizeTimer applies a resize in progress (AnnotationResizeDelay).
+	resizeTimer stoppable
+	// resources are the pod-level resources the pod runs with (nil when
+	// it has none), resizeTo those a resize in progress gives it.
+	resources, resizeTo *corev1.ResourceRequirements
 	// init are the init containers, run in order; initPos is the one
 	// running (len(init) once all have completed or, sidecars, started).
 	init       []*containerState
@@ -42,6 +47,8 @@ type containerState struct {
 	done bool
 	// ephemeral is set on containers kubectl debug added.
 	ephemeral bool
+	// resizeTo are the resources a resize in progress gives the container.
+	resizeTo *corev1.ResourceRequirements
 	// fs holds the files copied into the container.
 	fs    containerFS
 	timer stoppable
@@ -75,7 +82,7 @@ const (
 type instance struct{ start, end time.Time }
 
 func newPodState(p *Provider, pod *corev1.Pod, scripts podScripts, ips []string) *podState {
-	ps := &podState{p: p, pod: infoOf(pod), ips: ips, created: p.clock.Now()}
+	ps := &podState{p: p, pod: infoOf(pod), ips: ips, created: p.clock.Now(), resources: pod.Spec.Resources.DeepCopy()}
 	// Containers wait to be created; with init containers, the later ones
 	// wait for the pod's initialisation.
 	waiting := "ContainerCreating"
@@ -95,11 +102,12 @@ func newContainerState(c corev1.Container, s script, waiting string) *containerS
 		spec:   specOf(c),
 		script: s,
 		status: corev1.ContainerStatus{
-			Name:    c.Name,
-			Image:   c.Image,
-			ImageID: "mock://" + c.Image,
-			Started: ptr.To(false),
-			State:   corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: waiting}},
+			Name:      c.Name,
+			Image:     c.Image,
+			ImageID:   "mock://" + c.Image,
+			Started:   ptr.To(false),
+			Resources: c.Resources.DeepCopy(),
+			State:     corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: waiting}},
 		},
 	}
 }
@@ -352,8 +360,9 @@ func (ps *podState) stopSidecars() {
 	}
 }
 
-// update takes a new spec: containers whose image changed restart with it.
-// It reports whether the status changed.
+// update takes a new spec: containers whose image changed restart with it;
+// new resources are applied (see updateResources). It reports whether the
+// status changed.
 func (ps *podState) update(pod *corev1.Pod) bool {
 	ps.pod.labels, ps.pod.annotations = pod.Labels, pod.Annotations
 	changed := ps.addEphemeral(pod)
@@ -363,19 +372,26 @@ func (ps *podState) update(pod *corev1.Pod) bool {
 			continue
 		}
 		c.spec, c.status.Image, c.status.ImageID = specOf(spec), spec.Image, "mock://"+spec.Image
-		if c.status.State.Running != nil {
-			c.stopTimer()
-			c.instances[len(c.instances)-1].end = ps.p.clock.Now()
-			c.status.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: 0, Reason: "Completed", StartedAt: c.status.State.Running.StartedAt,
-				FinishedAt: metav1.NewTime(ps.p.clock.Now()), ContainerID: c.status.ContainerID,
-			}}
-			c.status.RestartCount++
-			ps.run(c)
-		}
+		ps.restart(c)
 		changed = true
 	}
-	return changed
+	return ps.updateResources(pod) || changed
+}
+
+// restart ends a running container's run as a clean stop and starts it
+// again, its restart counted, to take a new spec.
+func (ps *podState) restart(c *containerState) {
+	if c.status.State.Running == nil {
+		return
+	}
+	c.stopTimer()
+	c.instances[len(c.instances)-1].end = ps.p.clock.Now()
+	c.status.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: 0, Reason: "Completed", StartedAt: c.status.State.Running.StartedAt,
+		FinishedAt: metav1.NewTime(ps.p.clock.Now()), ContainerID: c.status.ContainerID,
+	}}
+	c.status.RestartCount++
+	ps.run(c)
 }
 
 // kill stops every container, as a graceful deletion does: running ones
@@ -404,8 +420,10 @@ func (ps *podState) kill() {
 }
 
 func (ps *podState) stopTimers() {
-	if ps.startTimer != nil {
-		ps.startTimer.Stop()
+	for _, t := range []stoppable{ps.startTimer, ps.resizeTimer} {
+		if t != nil {
+			t.Stop()
+		}
 	}
 	for _, c := range ps.all() {
 		c.stopTimer()
@@ -462,7 +480,7 @@ func (ps *podState) snapshot() *corev1.Pod {
 			Namespace: ps.pod.namespace, Name: ps.pod.name, UID: ps.pod.uid,
 			Labels: ps.pod.labels, Annotations: ps.pod.annotations, CreationTimestamp: ps.pod.created,
 		},
-		Spec:   corev1.PodSpec{NodeName: ps.pod.nodeName, RestartPolicy: ps.pod.restartPolicy},
+		Spec:   corev1.PodSpec{NodeName: ps.pod.nodeName, RestartPolicy: ps.pod.restartPolicy, Resources: ps.resources},
 		Status: ps.status(),
 	}
 	for _, c := range ps.init {
@@ -500,6 +518,7 @@ func (ps *podState) status() corev1.PodStatus {
 		// Like the kubelet, no readiness for ephemeral containers.
 		EphemeralContainerStatuses: statuses(ps.ephemeral),
 		StartTime:                  &created,
+		Resources:                  ps.resources.DeepCopy(),
 	}
 	if ps.p.InternalIP != "" {
 		status.HostIPs = []corev1.HostIP{{IP: ps.p.InternalIP}}

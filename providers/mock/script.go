@@ -78,6 +78,9 @@ type podScripts struct {
 // parseScripts reads the scripts of every container of the pod.
 func parseScripts(pod *corev1.Pod) (podScripts, error) {
 	var ps podScripts
+	if _, err := parseResizeScript(pod.Annotations); err != nil {
+		return ps, err
+	}
 	for _, c := range pod.Spec.InitContainers {
 		s, err := parseScript(pod, c.Name)
 		if err != nil {
@@ -111,15 +114,11 @@ func parseScript(pod *corev1.Pod, container string) (script, error) {
 		if !ok {
 			return nil
 		}
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			return errdefs.InvalidInputf("annotation %s: %q is not a valid duration (e.g. 1.5s, 2m)", name, v)
+		d, err := parseDuration(name, v, minimum)
+		if err == nil {
+			*dst = d
 		}
-		if d < minimum {
-			return errdefs.InvalidInputf("annotation %s: %q is below the minimum of %s", name, v, minimum)
-		}
-		*dst = d
-		return nil
+		return err
 	}
 	quantity := func(key string, dst *resource.Quantity) error {
 		name, v, ok := get(key)
@@ -159,4 +158,16 @@ func parseScript(pod *corev1.Pod, container string) (script, error) {
 		}
 	}
 	return s, nil
+}
+
+// parseDuration reads the duration v of annotation name, at least minimum.
+func parseDuration(name, v string, minimum time.Duration) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, errdefs.InvalidInputf("annotation %s: %q is not a valid duration (e.g. 1.5s, 2m)", name, v)
+	}
+	if d < minimum {
+		return 0, errdefs.InvalidInputf("annotation %s: %q is below the minimum of %s", name, v, minimum)
+	}
+	return d, nil
 }

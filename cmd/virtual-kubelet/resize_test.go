@@ -1,0 +1,244 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
+	"github.com/vkubelet/virtual-kubelet/providers/mock"
+)
+
+// resizePod is a Burstable pod whose container c requests 100m CPU (limit
+// 200m) and 64Mi of memory, resized in place without a restart for CPU and
+// with one for memory.
+func resizePod(name, node string, annotations map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
+		Spec: corev1.PodSpec{
+			NodeName: node, Tolerations: tolerate,
+			Containers: []corev1.Container{{
+				Name: "c", Image: "busybox",
+				Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+					Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+				},
+				ResizePolicy: []corev1.ContainerResizePolicy{
+					{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.NotRequired},
+					{ResourceName: corev1.ResourceMemory, RestartPolicy: corev1.RestartContainer},
+				},
+			}},
+		},
+	}
+}
+
+// cpuResize is the resize of the issue: c to 150m CPU, limit 300m.
+const cpuResize = `{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"150m"},"limits":{"cpu":"300m"}}}]}}`
+
+// resizeCondition returns the pod's condition of type t, nil if none.
+func resizeCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == t {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// runsWith reports whether the pod's container c reports the CPU request
+// and limit given as running and allocated.
+func runsWith(p *corev1.Pod, request, limit string) bool {
+	if len(p.Status.ContainerStatuses) != 1 {
+		return false
+	}
+	cs := p.Status.ContainerStatuses[0]
+	return cs.Resources != nil && cs.Resources.Requests.Cpu().Equal(resource.MustParse(request)) &&
+		cs.Resources.Limits.Cpu().Equal(resource.MustParse(limit)) &&
+		cs.AllocatedResources.Cpu().Equal(resource.MustParse(request))
+}
+
+func describeResize(p *corev1.Pod) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "generation=%d observed=%d", p.Generation, p.Status.ObservedGeneration)
+	for _, cs := range p.Status.ContainerStatuses {
+		fmt.Fprintf(&b, " %s: restarts=%d resources=%v allocated=%v", cs.Name, cs.RestartCount, cs.Resources, cs.AllocatedResources)
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodResizePending || c.Type == corev1.PodResizeInProgress {
+			fmt.Fprintf(&b, " %s(%s: %s, generation %d)", c.Type, c.Reason, c.Message, c.ObservedGeneration)
+		}
+	}
+	return b.String()
+}
+
+// TestInPlacePodResize: `kubectl patch --subresource resize` of a pod on
+// the virtual node is accepted, and goes as on a kubelet: the new
+// resources show in containerStatuses[].resources once applied, with
+// PodResizeInProgress while the mock applies them (scripted to take 2s);
+// a RestartContainer policy restarts the container; a resize the mock
+// refuses is PodResizePending/Infeasible, one it defers
+// PodResizePending/Deferred until it lets it through. Pod-level resources
+// (beta, on in 1.36) are resized likewise.
+func TestInPlacePodResize(t *testing.T) {
+	c := testcluster.Shared(t)
+	ctx := context.Background()
+	ns := c.Namespace(t)
+	d := startDaemon(t, c, nil)
+	waitNodeReady(t, c.Client, d.name)
+
+	podLevel := resizePod("pod-level", d.name, nil)
+	podLevel.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+	podLevel.Spec.Resources = &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+	}
+	createPods(t, c.Client, ns, podLevel,
+		resizePod("slow", d.name, map[string]string{mock.AnnotationResizeDelay: "2s"}),
+		resizePod("refused", d.name, map[string]string{mock.AnnotationResize: "refuse"}),
+		resizePod("deferred", d.name, map[string]string{mock.AnnotationResize: "defer"}),
+	)
+	for _, name := range []string{"slow", "refused", "deferred"} {
+		waitPod(t, c.Client, ns, name, "Running with its resources reported", func(p *corev1.Pod) bool {
+			return running(p) && runsWith(p, "100m", "200m") && p.Status.ObservedGeneration == p.Generation
+		})
+	}
+
+	t.Run("pod-level", func(t *testing.T) {
+		waitPod(t, c.Client, ns, "pod-level", "Running with its pod-level resources reported", func(p *corev1.Pod) bool {
+			return running(p) && podRunsWith(p, "100m", "200m")
+		})
+		kubectl(t, c, "-n", ns, "patch", "pod", "pod-level", "--subresource", "resize", "-p",
+			`{"spec":{"resources":{"requests":{"cpu":"150m"},"limits":{"cpu":"300m"}}}}`)
+		waitPod(t, c.Client, ns, "pod-level", "resized", func(p *corev1.Pod) bool {
+			return podRunsWith(p, "150m", "300m") && p.Status.ObservedGeneration == p.Generation &&
+				resizeCondition(p, corev1.PodResizePending) == nil && resizeCondition(p, corev1.PodResizeInProgress) == nil
+		})
+	})
+
+	t.Run("applied", func(t *testing.T) {
+		w, err := c.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", "slow").String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		kubectl(t, c, "-n", ns, "patch", "pod", "slow", "--subresource", "resize", "-p", cpuResize)
+		// The condition comes while the mock applies the resize, and goes.
+		var inProgress *corev1.PodCondition
+		deadline := time.After(timeout)
+		for done := false; !done; {
+			select {
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					t.Fatal("watch closed")
+				}
+				p, isPod := ev.Object.(*corev1.Pod)
+				if ev.Type != watch.Modified || !isPod {
+					continue
+				}
+				if cond := resizeCondition(p, corev1.PodResizeInProgress); cond != nil {
+					inProgress = cond
+					if runsWith(p, "150m", "300m") {
+						t.Errorf("PodResizeInProgress while the new resources are reported: %s", describeResize(p))
+					}
+				}
+				done = inProgress != nil && resizeCondition(p, corev1.PodResizeInProgress) == nil
+			case <-deadline:
+				t.Fatalf("PodResizeInProgress did not come and go (seen: %v)", inProgress)
+			}
+		}
+		if inProgress.Status != corev1.ConditionTrue || inProgress.ObservedGeneration < 2 {
+			t.Errorf("PodResizeInProgress: %+v", inProgress)
+		}
+		pod := waitPod(t, c.Client, ns, "slow", "running with the new resources", func(p *corev1.Pod) bool {
+			return runsWith(p, "150m", "300m") && p.Status.ObservedGeneration == p.Generation
+		})
+		if n := pod.Status.ContainerStatuses[0].RestartCount; n != 0 {
+			t.Errorf("a CPU resize (NotRequired) restarted the container %d times", n)
+		}
+		if resizeCondition(pod, corev1.PodResizePending) != nil {
+			t.Errorf("PodResizePending after the resize: %s", describeResize(pod))
+		}
+	})
+
+	t.Run("RestartContainer", func(t *testing.T) {
+		kubectl(t, c, "-n", ns, "patch", "pod", "slow", "--subresource", "resize", "-p",
+			`{"spec":{"containers":[{"name":"c","resources":{"requests":{"memory":"128Mi"},"limits":{"memory":"128Mi"}}}]}}`)
+		waitPod(t, c.Client, ns, "slow", "restarted with 128Mi", func(p *corev1.Pod) bool {
+			cs := p.Status.ContainerStatuses
+			return len(cs) == 1 && cs[0].RestartCount == 1 && cs[0].State.Running != nil && cs[0].Resources != nil &&
+				cs[0].Resources.Limits.Memory().Equal(resource.MustParse("128Mi")) &&
+				resizeCondition(p, corev1.PodResizeInProgress) == nil
+		})
+	})
+
+	t.Run("infeasible", func(t *testing.T) {
+		kubectl(t, c, "-n", ns, "patch", "pod", "refused", "--subresource", "resize", "-p", cpuResize)
+		pod := waitPod(t, c.Client, ns, "refused", "PodResizePending/Infeasible", func(p *corev1.Pod) bool {
+			cond := resizeCondition(p, corev1.PodResizePending)
+			return cond != nil && cond.Reason == corev1.PodReasonInfeasible && cond.ObservedGeneration == p.Generation
+		})
+		if cond := resizeCondition(pod, corev1.PodResizePending); !strings.Contains(cond.Message, "refuse") {
+			t.Errorf("Infeasible message %q does not say why", cond.Message)
+		}
+		if !runsWith(pod, "100m", "200m") {
+			t.Errorf("an infeasible resize changed the reported resources: %s", describeResize(pod))
+		}
+	})
+
+	t.Run("deferred", func(t *testing.T) {
+		kubectl(t, c, "-n", ns, "patch", "pod", "deferred", "--subresource", "resize", "-p", cpuResize)
+		waitPod(t, c.Client, ns, "deferred", "PodResizePending/Deferred", func(p *corev1.Pod) bool {
+			cond := resizeCondition(p, corev1.PodResizePending)
+			return cond != nil && cond.Reason == corev1.PodReasonDeferred && runsWith(p, "100m", "200m")
+		})
+		// The mock lets it through: the deferred resize is made.
+		kubectl(t, c, "-n", ns, "annotate", "--overwrite", "pod", "deferred", mock.AnnotationResize+"=apply")
+		pod := waitPod(t, c.Client, ns, "deferred", "resized", func(p *corev1.Pod) bool {
+			return runsWith(p, "150m", "300m") && resizeCondition(p, corev1.PodResizePending) == nil
+		})
+		if resizeCondition(pod, corev1.PodResizeInProgress) != nil {
+			t.Errorf("PodResizeInProgress after the resize: %s", describeResize(pod))
+		}
+	})
+}
+
+// podRunsWith reports whether the pod reports the pod-level CPU request
+// and limit given as running and allocated.
+func podRunsWith(p *corev1.Pod, request, limit string) bool {
+	r := p.Status.Resources
+	return r != nil && r.Requests.Cpu().Equal(resource.MustParse(request)) && r.Limits.Cpu().Equal(resource.MustParse(limit)) &&
+		p.Status.AllocatedResources.Cpu().Equal(resource.MustParse(request))
+}
+
+// TestInPlacePodResizeThroughUpdatePod: a provider without node.PodResizer
+// (the mock behind the gRPC plugin boundary) is resized through UpdatePod,
+// which applies the new resources, restarting the container whose
+// resizePolicy says so.
+func TestInPlacePodResizeThroughUpdatePod(t *testing.T) {
+	c := testcluster.Shared(t)
+	ns := c.Namespace(t)
+	d, _ := startPluginDaemon(t, c, nil)
+	waitNodeReady(t, c.Client, d.name)
+	createPods(t, c.Client, ns, resizePod("plain", d.name, nil))
+	waitPod(t, c.Client, ns, "plain", "Running with its resources reported", func(p *corev1.Pod) bool {
+		return running(p) && runsWith(p, "100m", "200m")
+	})
+	kubectl(t, c, "-n", ns, "patch", "pod", "plain", "--subresource", "resize", "-p",
+		`{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"150m","memory":"128Mi"},"limits":{"cpu":"300m","memory":"128Mi"}}}]}}`)
+	pod := waitPod(t, c.Client, ns, "plain", "resized and restarted", func(p *corev1.Pod) bool {
+		cs := p.Status.ContainerStatuses
+		return runsWith(p, "150m", "300m") && cs[0].RestartCount == 1 && cs[0].State.Running != nil &&
+			cs[0].Resources.Limits.Memory().Equal(resource.MustParse("128Mi")) && p.Status.ObservedGeneration == p.Generation
+	})
+	if resizeCondition(pod, corev1.PodResizePending) != nil || resizeCondition(pod, corev1.PodResizeInProgress) != nil {
+		t.Errorf("resize conditions after a resize through UpdatePod: %s", describeResize(pod))
+	}
+}
