@@ -41,7 +41,7 @@ func (pc *PodController) syncPodStatusFromProvider(ctx context.Context, key stri
 		pp = pc.stopUnconfirmed(ctx, pod, current)
 	}
 	if pp != nil {
-		status := mergeStatus(*current, withKubeletConditions(pod, *current, pp.Status, metav1.Now()))
+		status := mergeStatus(*current, withKubeletConditions(pod, *current, pc.probed(pod, pp.Status), metav1.Now()))
 		if err := pc.writeStatus(ctx, pod, rec, pp, status); err != nil {
 			return err
 		}

@@ -199,6 +199,16 @@ func (r *podRecord) providerReported(pod *corev1.Pod) {
 	r.update(func(s *podState) { s.provider = p })
 }
 
+// probeChanged makes pp, the provider's latest view, the one to write again
+// with new probe results, unless a newer view is waiting to be written.
+func (r *podRecord) probeChanged(pp *corev1.Pod) {
+	r.update(func(s *podState) {
+		if s.provider == nil {
+			s.provider = pp
+		}
+	})
+}
+
 // stopForcedWith records the terminal status the controller decided for a
 // pod the provider did not confirm stopped in time.
 func (r *podRecord) stopForcedWith(pp *corev1.Pod) {
