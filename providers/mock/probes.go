@@ -38,7 +38,7 @@ var (
 
 // probeStep is one step of a probe script: the outcome for a while.
 type probeStep struct {
-	pass bool
+	pass  bool
 	lasts time.Duration
 }
 
