@@ -12,6 +12,15 @@ import (
 	"github.com/vkubelet/virtual-kubelet/node/internal/prober"
 )
 
+// Reasons of the Events about probes: a probe failed (Unhealthy), its
+// container is stopped for it (Killing), and one the node cannot run
+// (ProbeUnsupported).
+const (
+	ReasonUnhealthy        = prober.ReasonUnhealthy
+	ReasonKilling          = prober.ReasonKilling
+	ReasonProbeUnsupported = prober.ReasonProbeUnsupported
+)
+
 // newProber returns the prober of a ProbeDelegator provider (nil for
 // others), wired to its exec and ContainerKiller capabilities.
 func newProber(pc *PodController) *prober.Manager {
@@ -28,10 +37,10 @@ func newProber(pc *PodController) *prober.Manager {
 		},
 	}
 	if ep, ok := pc.provider.(ExecProvider); ok {
+		// Not traced as provider calls are: a failing probe's exit is no
+		// provider failure to log every period.
 		cfg.Exec = func(ctx context.Context, namespace, pod, container string, cmd []string, out io.Writer) error {
-			return pc.traceProvider(ctx, "RunInContainer", func(ctx context.Context) error {
-				return ep.RunInContainer(ctx, namespace, pod, container, cmd, probeIO{out})
-			})
+			return ep.RunInContainer(ctx, namespace, pod, container, cmd, probeIO{out})
 		}
 	}
 	if k, ok := pc.provider.(ContainerKiller); ok {

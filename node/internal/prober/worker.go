@@ -103,7 +103,7 @@ func (w *worker) step(ctx context.Context) bool {
 		return true // done for this run
 	case w.kind != Startup && v.gated && !v.started:
 		return true // the startup probe holds the others back
-	case w.m.cfg.Clock.Since(run.StartedAt.Time) < time.Duration(w.probe.InitialDelaySeconds)*time.Second:
+	case w.probe.InitialDelaySeconds > 0 && w.m.cfg.Clock.Since(run.StartedAt.Time) < time.Duration(w.probe.InitialDelaySeconds)*time.Second:
 		return true
 	}
 
