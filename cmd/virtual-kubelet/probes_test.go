@@ -63,7 +63,7 @@ func TestReadinessProbeTakesPodOutOfService(t *testing.T) {
 	labels := map[string]string{"app": "probed"}
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "probed"},
-		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(80)}}},
+		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(80)}}},
 	}
 	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
