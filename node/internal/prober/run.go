@@ -88,15 +88,9 @@ func (m *Manager) runExec(ctx context.Context, pod *corev1.Pod, c *corev1.Contai
 }
 
 func (m *Manager) runHTTP(ctx context.Context, pod *corev1.Pod, c *corev1.Container, g *corev1.HTTPGetAction) (outcome, error) {
-	port, err := resolvePort(g.Port, c)
+	addr, err := address(pod, c, g.Host, g.Port)
 	if err != nil {
 		return outcome{}, err
-	}
-	host := g.Host
-	if host == "" {
-		if host = pod.Status.PodIP; host == "" {
-			return outcome{}, errors.New("the pod has no IP yet")
-		}
 	}
 	scheme := strings.ToLower(string(g.Scheme))
 	if scheme == "" {
@@ -106,7 +100,7 @@ func (m *Manager) runHTTP(ctx context.Context, pod *corev1.Pod, c *corev1.Contai
 	if path != "" && !strings.HasPrefix(path, "/") {
 		path = "/" + path
 	}
-	u, err := url.Parse(scheme + "://" + net.JoinHostPort(host, strconv.Itoa(port)) + path)
+	u, err := url.Parse(scheme + "://" + addr + path)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -157,18 +151,12 @@ func newHTTPClient() *http.Client {
 }
 
 func runTCP(ctx context.Context, pod *corev1.Pod, c *corev1.Container, t *corev1.TCPSocketAction) (outcome, error) {
-	port, err := resolvePort(t.Port, c)
+	addr, err := address(pod, c, t.Host, t.Port)
 	if err != nil {
 		return outcome{}, err
 	}
-	host := t.Host
-	if host == "" {
-		if host = pod.Status.PodIP; host == "" {
-			return outcome{}, errors.New("the pod has no IP yet")
-		}
-	}
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return outcome{Failure, err.Error()}, nil
 	}
@@ -198,6 +186,21 @@ func runGRPC(ctx context.Context, pod *corev1.Pod, g *corev1.GRPCAction) (outcom
 		return outcome{Failure, fmt.Sprintf("service unhealthy (responded with %q)", resp.GetStatus())}, nil
 	}
 	return outcome{Success, ""}, nil
+}
+
+// address is the host:port an HTTP or TCP probe connects to: its host, or
+// else the pod's IP, and its port.
+func address(pod *corev1.Pod, c *corev1.Container, host string, port intstr.IntOrString) (string, error) {
+	n, err := resolvePort(port, c)
+	if err != nil {
+		return "", err
+	}
+	if host == "" {
+		if host = pod.Status.PodIP; host == "" {
+			return "", errors.New("the pod has no IP yet")
+		}
+	}
+	return net.JoinHostPort(host, strconv.Itoa(n)), nil
 }
 
 // resolvePort is a probe's port: a number, or the name of one of the
