@@ -144,7 +144,10 @@ func New(cfg Config) *Manager {
 
 // Stop ends every worker and waits for them.
 func (m *Manager) Stop() {
+	// Under the lock, so no Observe starts a worker after it.
+	m.mu.Lock()
 	m.stop()
+	m.mu.Unlock()
 	m.wg.Wait()
 }
 
