@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -339,5 +342,34 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestGRPCProbe checks a gRPC probe against a real health server: SERVING
+// passes, NOT_SERVING fails.
+func TestGRPCProbe(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Stop()
+	hs.SetServingStatus("db", healthpb.HealthCheckResponse_NOT_SERVING)
+
+	m := New(Config{Clock: clock.RealClock{}, PodNetwork: true})
+	defer m.Stop()
+	c := &corev1.Container{Name: "c"}
+	pod := probedPod(*c)
+	pod.Status = runningStatus(0, t0)
+	port := int32(l.Addr().(*net.TCPAddr).Port)
+	for service, want := range map[string]Result{"": Success, "db": Failure} {
+		out, err := m.run(context.Background(), pod, c, &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+			GRPC: &corev1.GRPCAction{Port: port, Service: ptr.To(service)}}, TimeoutSeconds: 2})
+		if err != nil || out.result != want {
+			t.Errorf("service %q: %v %q %v, want %v", service, out.result, out.output, err, want)
+		}
 	}
 }
