@@ -39,6 +39,12 @@
 // (PodControllerConfig.PodCIDRs), and CreatePod gets them in the pod's
 // status.
 //
+// Probes are the provider's to run unless it implements ProbeDelegator: then
+// the controller runs them as a kubelet does (exec probes through the
+// provider's exec, network ones when the pod IPs are reachable), sets the
+// containers' ready and started from them, and stops a container whose
+// liveness or startup probe failed through ContainerKiller.
+//
 // What a provider runs, as a kubelet would:
 //
 //   - Environment: env and envFrom arrive resolved (ConfigMaps, Secrets,

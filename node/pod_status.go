@@ -45,7 +45,7 @@ func (pc *PodController) syncPodStatusFromProvider(ctx context.Context, key stri
 		pp = pc.resizeStatusDue(pod, rec, current)
 	}
 	if pp != nil {
-		status := pc.withResizeStatus(pod, rec, mergeStatus(*current, withKubeletConditions(pod, *current, pp.Status, metav1.Now())), current, reported)
+		status := pc.withResizeStatus(pod, rec, mergeStatus(*current, withKubeletConditions(pod, *current, pc.probed(pod, pp.Status), metav1.Now())), current, reported)
 		if err := pc.writeStatus(ctx, pod, rec, pp, status); err != nil {
 			return err
 		}

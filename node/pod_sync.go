@@ -109,6 +109,7 @@ func (pc *PodController) forget(key string) {
 	pc.pods.remove(key)
 	pc.ips.release(key)
 	pc.forgetVolumes(key)
+	pc.forgetProbes(key)
 	pc.statusQueue.Forget(key)
 	pc.deleteQueue.Forget(key)
 }

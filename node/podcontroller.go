@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/vkubelet/virtual-kubelet/node/internal/podenv"
+	"github.com/vkubelet/virtual-kubelet/node/internal/prober"
 	"github.com/vkubelet/virtual-kubelet/node/log"
 	"github.com/vkubelet/virtual-kubelet/node/queue"
 )
@@ -188,6 +189,7 @@ type PodController struct {
 	graceMargin    time.Duration
 	skipEnv        bool
 	ips            *podIPs
+	prober         *prober.Manager
 	observe        func(method string, took time.Duration, err error)
 
 	syncQueue   *queue.Queue
@@ -271,6 +273,7 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 	}
 
 	pc.volumes = newPodVolumes(pc, cfg)
+	pc.prober = newProber(pc)
 	pc.syncQueue = queue.New(SyncPodsFromKubernetesQueue, cfg.SyncPodsFromKubernetesRateLimiter,
 		orDefault(cfg.SyncPodsFromKubernetesShouldRetryFunc, retryUntilPermanent), pc.syncPodFromKubernetes)
 	pc.deleteQueue = queue.New(DeletePodsFromKubernetesQueue, cfg.DeletePodsFromKubernetesRateLimiter,
@@ -343,6 +346,7 @@ func (pc *PodController) Run(ctx context.Context, podSyncWorkers int) (retErr er
 			q.ShutDown()
 		}
 		pc.shutDownVolumes()
+		pc.stopProbes()
 	}()
 
 	registrations, err := pc.addEventHandlers(ctx)

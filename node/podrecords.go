@@ -258,6 +258,19 @@ func (r *podRecord) providerReported(pod *corev1.Pod) {
 	r.update(func(s *podState) { s.provider = p })
 }
 
+// probeChanged has the pod's status written again with new probe results:
+// pp, the provider's latest view, is to be written, or the view waiting
+// already, as a new object, so that a write of it under way does not count
+// as this one (statusWritten drops only the very view it wrote).
+func (r *podRecord) probeChanged(pp *corev1.Pod) {
+	r.update(func(s *podState) {
+		if s.provider != nil {
+			pp = withStatus(s.provider, s.provider.Status)
+		}
+		s.provider = pp
+	})
+}
+
 // stopForcedWith records the terminal status the controller decided for a
 // pod the provider did not confirm stopped in time.
 func (r *podRecord) stopForcedWith(pp *corev1.Pod) {

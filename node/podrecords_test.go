@@ -66,6 +66,19 @@ func TestPodRecordTransitions(t *testing.T) {
 			}
 		},
 	}, {
+		name: "a probe change during the write of a view keeps a view to write after it",
+		steps: func(r *podRecord) {
+			r.providerReported(testPod("u1", podRunning))
+			writing := r.view().provider
+			r.probeChanged(testPod("u1", podSucceeded))
+			r.statusWritten(writing, testPod("u1", podRunning))
+		},
+		check: func(t *testing.T, s podState) {
+			if s.provider == nil || s.provider.Status.Phase != corev1.PodRunning {
+				t.Errorf("provider view %v, want the one being written, to write again", s.provider)
+			}
+		},
+	}, {
 		name: "createStarted is undone by its end",
 		steps: func(r *podRecord) {
 			end := r.createStarted()

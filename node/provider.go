@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"io"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
@@ -107,6 +108,30 @@ type (
 	// RestartContainer): the resize is done when UpdatePod succeeds.
 	PodResizer interface {
 		ResizePod(ctx context.Context, req ResizeRequest) (ResizeResult, error)
+	}
+	// ProbeDelegator is a provider that does not evaluate its pods'
+	// readiness, liveness and startup probes, and has the pod controller
+	// evaluate them as a kubelet does (package node/internal/prober): exec
+	// probes through its ExecProvider, HTTP, TCP and gRPC probes against the
+	// pod's IP when PodNetworkReachable says this process reaches it. The
+	// results set the containers' ready and started in the status the
+	// provider reports; a failed liveness or startup probe stops the
+	// container through its ContainerKiller. A probe it cannot run (no exec,
+	// no pod network, no ContainerKiller for liveness and startup) is
+	// ignored, with one Warning Event (ProbeUnsupported) per pod naming it.
+	// A provider without it is trusted to report ready and started itself,
+	// probes included (the kubernetes provider's cluster runs them), as
+	// before.
+	ProbeDelegator interface {
+		PodNetworkReachable() bool
+	}
+	// ContainerKiller stops one container of a running pod, as the kubelet
+	// stops one whose liveness or startup probe failed: with grace for it
+	// to exit, then killed. The pod's restart policy then decides, as for
+	// any container exit, whether it runs again (restartCount+1, the ended
+	// run in lastState.terminated).
+	ContainerKiller interface {
+		KillContainer(ctx context.Context, namespace, podName, containerName string, grace time.Duration) error
 	}
 	// CapacityNotifier is a provider whose capacity changes while it runs
 	// (see NodeProviderOf).

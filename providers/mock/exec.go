@@ -38,6 +38,11 @@ type session struct {
 	// shell is set when attaching reaches an interactive shell (see
 	// isShell) rather than the container's output.
 	shell bool
+	// probes are the container's probe scripts, timed from runStart (see
+	// probes.go); now is the mock's clock.
+	probes   probeScripts
+	runStart time.Time
+	now      func() time.Time
 }
 
 // termSize tracks the latest terminal size of a TTY session.
@@ -69,6 +74,7 @@ func (t *termSize) get() api.TermSize {
 //	true, false       exit 0, exit 1
 //	exit N            exit N
 //	stty size         print the terminal's rows and columns
+//	probe KIND        the outcome scripted for a readiness, liveness or startup probe (see probes.go)
 //	sh -c 'CMD; CMD'  run built-in commands in sequence; exit N stops
 //
 // Anything else exits 127 with "command not found", as a shell would. Exit
@@ -97,7 +103,13 @@ func (p *Provider) session(ctx context.Context, namespace, podName, containerNam
 	var mounts func() []string
 	var fs *containerFS
 	running, shell := false, false
+	var probes probeScripts
+	var runStart time.Time
 	if err == nil {
+		probes = c.script.probes
+		if n := len(c.instances); n > 0 {
+			runStart = c.instances[n-1].start
+		}
 		shell = isShell(c)
 		env, pod, running = c.spec.env, ps.pod, c.status.State.Running != nil
 		mounted, mounts = p.mountedFiles(ps, c.spec)
@@ -110,7 +122,7 @@ func (p *Provider) session(ctx context.Context, namespace, podName, containerNam
 	if !running {
 		return nil, errNotRunning(c)
 	}
-	s := &session{ctx: ctx, pod: pod, env: env, stdin: attach.Stdin(), stdout: io.Discard, stderr: io.Discard, tty: attach.TTY(), domain: p.domain, mounted: mounted, mounts: mounts, fs: fs, shell: shell}
+	s := &session{ctx: ctx, pod: pod, env: env, stdin: attach.Stdin(), stdout: io.Discard, stderr: io.Discard, tty: attach.TTY(), domain: p.domain, mounted: mounted, mounts: mounts, fs: fs, shell: shell, probes: probes, runStart: runStart, now: p.clock.Now}
 	if w := attach.Stdout(); w != nil {
 		s.stdout = w
 	}
@@ -201,6 +213,8 @@ func (s *session) run(cmd []string) int {
 		return s.tar(args)
 	case "hostname":
 		fmt.Fprintln(s.stdout, s.pod.name)
+	case "probe":
+		return s.probe(args)
 	case "true":
 	case "false":
 		return 1

@@ -68,6 +68,7 @@ type script struct {
 	cpu          resource.Quantity
 	memory       resource.Quantity
 	logInterval  time.Duration
+	probes       probeScripts // see probes.go
 }
 
 // podScripts are the scripts of a pod's init and app containers.
@@ -151,6 +152,11 @@ func parseScript(pod *corev1.Pod, container string) (script, error) {
 		}
 		s.exitCode = int32(code)
 	}
+	probes, err := parseProbeScripts(get)
+	if err != nil {
+		return s, err
+	}
+	s.probes = probes
 	if _, v, ok := get(AnnotationFailStart); ok {
 		s.failStart = v
 		if s.failStart == "" {
