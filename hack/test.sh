@@ -15,6 +15,10 @@ VK_CONTROLPLANE_BIN=$(hack/controlplane/build.sh)
 VK_METRICS_SERVER_BIN=$(hack/metrics-server/build.sh)
 export VK_CONTROLPLANE_BIN VK_METRICS_SERVER_BIN
 
+step "Python plugin packages (apt-get when missing)"
+# Its e2e test (TestPythonPlugin) skips without them, except under CI.
+plugin/python/install.sh >/dev/null || echo "warning: TestPythonPlugin will skip (or fail, with CI set)"
+
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './hack/controlplane/build/*'))
 if [[ -n $unformatted ]]; then
