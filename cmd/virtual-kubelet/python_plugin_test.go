@@ -18,6 +18,7 @@ import (
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/childproc"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
+	"github.com/vkubelet/virtual-kubelet/test/e2e"
 )
 
 // pythonPluginDir is plugin/python of this checkout.
@@ -181,4 +182,20 @@ func TestPythonPlugin(t *testing.T) {
 		}
 	}
 	checkNoPanic(t, d)
+}
+
+// TestPythonPluginConformance runs the importable e2e suite against the
+// Python plugin: its default container (sh -c ...) runs as a local
+// process. The plugin serves no stats, so the stats tests are skipped.
+func TestPythonPluginConformance(t *testing.T) {
+	cfg := startPythonPlugin(t)
+	c := testcluster.Shared(t)
+	d := startDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")), "--provider", "grpc", "--provider-config", cfg)
+	e2e.NewEndToEndTestSuite(e2e.EndToEndTestSuiteConfig{
+		RestConfig: c.Config,
+		NodeName:   d.name,
+		ShouldSkipTest: func(name string) bool {
+			return name == "TestGetStatsSummary" || name == "TestGetMetricsResource"
+		},
+	}).Run(t)
 }
