@@ -1,21 +1,15 @@
 #!/usr/bin/python3
 """A virtual-kubelet provider plugin in Python: each pod's containers run as
 local processes (command + args, env, workingDir), their output in log
-files with a timestamp per line.
+files with a timestamp per line. It serves the contract of
+proto/provider/v1alpha1 on a unix socket for the daemon's --provider grpc:
+lifecycle, pushed pod status, logs, exec and port-forward (README.md).
 
-It serves the contract of proto/provider/v1alpha1 on a unix socket; start
-the daemon with --provider grpc pointing at it. Pods travel as core/v1 Pods
-in the Kubernetes protobuf encoding (the generated Marshal of k8s.io/api,
-no envelope), decoded with stubs gen.sh generates from the Go module cache.
-
-Served: the pod lifecycle, pushed pod status (WatchPods), logs (tail, since,
-limitBytes, timestamps, follow), exec (stdin, stdout, stderr, exit code, no
-terminal) and port-forward to the processes' ports on 127.0.0.1. Not
-served (not declared in the handshake): attach, stats, volumes, node status
-changes. Containers are not restarted and images are ignored: a container
-runs its command on this machine.
+Pods travel as core/v1 Pods in the Kubernetes protobuf encoding (the
+generated Go Marshal, no envelope), decoded with the stubs of gen.sh.
 """
 import argparse
+import contextlib
 import datetime
 import os
 import queue
@@ -59,11 +53,6 @@ def now_rfc3339():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def set_time(t, when):
-    """Sets a meta/v1 Time message to the epoch seconds when."""
-    t.seconds = int(when)
-
-
 class Container:
     """One container of a pod: a process group whose output goes, line by
     line and timestamped, to a log file."""
@@ -76,10 +65,8 @@ class Container:
         self.env.update((e.name, e.value) for e in spec.env)
         self.cwd = spec.workingDir or pod.dir
         self.started = time.time()
-        self.finished = None
-        self.code = None
-        self.reason = ""
-        self.message = ""
+        self.finished = self.code = None
+        self.reason = self.message = ""
         self.proc = None
         argv = list(spec.command) + list(spec.args)
         open(self.log, "ab").close()
@@ -108,23 +95,21 @@ class Container:
 
     def signal(self, sig):
         if self.proc is not None and self.finished is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
-                pass
 
     def status(self):
         s = core.ContainerStatus(name=self.name, image=self.image, imageID=self.image, restartCount=0)
         if self.proc is not None:
             s.containerID = "process://%d" % self.proc.pid
         if self.finished is None:
-            set_time(s.state.running.startedAt, self.started)
+            s.state.running.startedAt.seconds = int(self.started)
             s.ready = s.started = True
         else:
             t = s.state.terminated
             t.exitCode, t.reason, t.message = self.code, self.reason, self.message
-            set_time(t.startedAt, self.started)
-            set_time(t.finishedAt, self.finished)
+            t.startedAt.seconds = int(self.started)
+            t.finishedAt.seconds = int(self.finished)
             s.ready = s.started = False
         return s
 
@@ -165,7 +150,7 @@ class Pod:
             s.phase = "Succeeded" if all(code == 0 for code in codes) else "Failed"
         s.hostIP = s.podIP = "127.0.0.1"
         s.podIPs.add(ip="127.0.0.1")
-        set_time(s.startTime, self.started)
+        s.startTime.seconds = int(self.started)
         s.containerStatuses.extend(c.status() for c in self.containers)
         return s
 
@@ -216,13 +201,9 @@ class Provider(pbgrpc.PluginServicer, pbgrpc.LifecycleServicer, pbgrpc.NodeServi
             raise Refused(grpc.StatusCode.NOT_FOUND, "pod %s/%s is not in this plugin" % (namespace, name))
         return pod
 
-    # Plugin
-
     def Handshake(self, request, context):
         caps = [pb.CAPABILITY_POD_NOTIFIER, pb.CAPABILITY_LOGS, pb.CAPABILITY_EXEC, pb.CAPABILITY_PORT_FORWARD]
         return pb.HandshakeResponse(protocol_version=PROTOCOL_VERSION, capabilities=caps, name="python-processes")
-
-    # Lifecycle
 
     def CreatePod(self, request, context):
         spec = decode_pod(request.pod)
@@ -287,8 +268,6 @@ class Provider(pbgrpc.PluginServicer, pbgrpc.LifecycleServicer, pbgrpc.NodeServi
         with self.lock:
             self.watchers.discard(q)
 
-    # Node
-
     def Ping(self, request, context):
         return pb.PingResponse()
 
@@ -301,8 +280,6 @@ class Provider(pbgrpc.PluginServicer, pbgrpc.LifecycleServicer, pbgrpc.NodeServi
         n.status.conditions.add(type="Ready", status="True", reason="PluginReady", message="the Python plugin runs pods as local processes")
         n.status.nodeInfo.operatingSystem = "linux"
         return pb.GetNodeResponse(node=n.SerializeToString())
-
-    # Kubelet
 
     def ContainerLogs(self, request, context):
         c = self.get(request.namespace, request.pod).container(request.container)
@@ -410,10 +387,8 @@ def feed_stdin(requests, stdin):
     except (OSError, grpc.RpcError):
         pass  # the command ended or the client went away
     finally:
-        try:
+        with contextlib.suppress(OSError):
             stdin.close()
-        except OSError:
-            pass
 
 
 def feed_socket(requests, conn):
