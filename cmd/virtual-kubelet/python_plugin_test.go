@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/childproc"
@@ -165,6 +167,17 @@ func TestPythonPlugin(t *testing.T) {
 	var exitErr *exec.ExitError
 	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 42 || !strings.Contains(out, "oops") || !strings.Contains(out, "exit code 42") {
 		t.Errorf("kubectl exec exit 42: %v %q", err, out)
+	}
+
+	// What the plugin's handshake does not declare answers 501 naming it.
+	out, err = kubectlIn(c, ns, "", "attach", "py", "-c", "main")
+	if err == nil || !strings.Contains(out, "attach is not implemented by this provider") {
+		t.Errorf("kubectl attach on a plugin without attach: %v %q", err, out)
+	}
+	_, err = c.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", d.name, "proxy/stats/summary").DoRaw(ctx)
+	var status *apierrors.StatusError
+	if !errors.As(err, &status) || status.ErrStatus.Code != http.StatusNotImplemented || !strings.Contains(err.Error(), "stats summary is not implemented") {
+		t.Errorf("stats/summary of a plugin without stats: want 501 naming it, got %v", err)
 	}
 
 	eventually(t, "port-forward reaches the echo container", func() (bool, string) {
