@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilexec "k8s.io/utils/exec"
@@ -265,5 +266,46 @@ func TestPluginWithoutCapabilities(t *testing.T) {
 	seen.waitPhase(t, "web", corev1.PodRunning)
 	if _, err := p.(node.LogsProvider).GetContainerLogs(ctx, "ns", "web", "app", api.ContainerLogOpts{}); err == nil || !strings.Contains(err.Error(), "does not serve logs") {
 		t.Errorf("logs from a plugin without them: %v", err)
+	}
+}
+
+// growing is the mock with a capacity that changes once, to cpu.
+type growing struct {
+	node.Provider
+	cpu string
+}
+
+func (g growing) NotifyCapacity(_ context.Context, f func(corev1.ResourceList)) {
+	go f(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(g.cpu), corev1.ResourcePods: resource.MustParse("10")})
+}
+
+// TestCapacityThroughPlugin: a CapacityNotifier behind the plugin boundary
+// declares it, and the daemon's side reports the registered node with the
+// new capacity (allocatable the same) as a node status change.
+func TestCapacityThroughPlugin(t *testing.T) {
+	dir := socketDir(t)
+	sock := filepath.Join(dir, "p.sock")
+	servePlugin(t, sock, growing{newMock(t, dir, ""), "7"})
+	p := dial(t, dir, sock)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	nodes := make(chan *corev1.Node, 1)
+	p.(node.NodeProvider).NotifyNodeStatus(ctx, func(n *corev1.Node) {
+		select {
+		case nodes <- n:
+		default:
+		}
+	})
+	select {
+	case n := <-nodes:
+		cpu, alloc := n.Status.Capacity[corev1.ResourceCPU], n.Status.Allocatable[corev1.ResourceCPU]
+		if cpu.String() != "7" || alloc.String() != "7" || n.Status.Capacity.Pods().Value() != 10 {
+			t.Errorf("capacity %v, allocatable %v; want cpu 7, pods 10 in both", n.Status.Capacity, n.Status.Allocatable)
+		}
+		if n.Status.NodeInfo.OperatingSystem != "linux" {
+			t.Errorf("the registered node's other fields are lost: %+v", n.Status.NodeInfo)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no capacity change reached the daemon's side in 30s")
 	}
 }
