@@ -31,7 +31,7 @@ import (
 )
 
 // socketDir is a short directory: a unix socket path has at most 107 bytes.
-func socketDir(t *testing.T) string {
+func socketDir(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "vkp")
 	if err != nil {
@@ -43,7 +43,7 @@ func socketDir(t *testing.T) string {
 
 // servePlugin serves p on the unix socket sock until the returned stop is
 // called (or the test ends).
-func servePlugin(t *testing.T, sock string, p node.Provider) (stop func()) {
+func servePlugin(t testing.TB, sock string, p node.Provider) (stop func()) {
 	t.Helper()
 	lis, err := net.Listen("unix", sock)
 	if err != nil {
@@ -67,7 +67,7 @@ func servePlugin(t *testing.T, sock string, p node.Provider) (stop func()) {
 
 // newMock is the mock provider for node vk0, with its pods kept in stateDir
 // if not empty.
-func newMock(t *testing.T, dir, stateDir string) node.Provider {
+func newMock(t testing.TB, dir, stateDir string) node.Provider {
 	t.Helper()
 	cfg := ""
 	if stateDir != "" {
@@ -81,7 +81,7 @@ func newMock(t *testing.T, dir, stateDir string) node.Provider {
 	return p
 }
 
-func writeFile(t *testing.T, path, content string) {
+func writeFile(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
@@ -89,7 +89,7 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 // dial is --provider grpc for the plugin on sock.
-func dial(t *testing.T, dir, sock string) node.Provider {
+func dial(t testing.TB, dir, sock string) node.Provider {
 	t.Helper()
 	cfg := filepath.Join(dir, "grpc.yaml")
 	writeFile(t, cfg, "endpoint: unix://"+sock+"\ncallTimeout: 5s\nconnectTimeout: 10s\n")
