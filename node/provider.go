@@ -140,27 +140,51 @@ type (
 		// changes, until ctx ends. It does not block.
 		NotifyCapacity(ctx context.Context, f func(corev1.ResourceList))
 	}
+	// CapabilityDeclarer is a provider that has the methods of the kubelet
+	// API capabilities but serves only those it declares when it runs (a
+	// plugin declares its own in its handshake). PodHandlerConfigOf routes
+	// only the declared ones; the others answer 501 Not Implemented.
+	CapabilityDeclarer interface {
+		Declares(Capability) bool
+	}
+)
+
+// Capability names a kubelet API capability (see CapabilityDeclarer).
+type Capability string
+
+// The kubelet API capabilities, named as the 501 answer names them.
+const (
+	CapabilityLogs        Capability = "logs"
+	CapabilityExec        Capability = "exec"
+	CapabilityAttach      Capability = "attach"
+	CapabilityPortForward Capability = "port-forward"
+	CapabilityStats       Capability = "stats"
 )
 
 // PodHandlerConfigOf routes the kubelet API to p's capabilities: the pod
-// list, and logs, exec, attach, port-forward and stats where p has them.
+// list, and logs, exec, attach, port-forward and stats where p has them
+// (and, for a CapabilityDeclarer, declares them).
 // The caller adds what is not the provider's (timeouts, the pods Kubernetes
 // has bound to the node).
 func PodHandlerConfigOf(p PodLifecycleHandler) api.PodHandlerConfig {
 	cfg := api.PodHandlerConfig{GetPods: p.GetPods, GetPod: p.GetPod}
-	if lp, ok := p.(LogsProvider); ok {
+	declares := func(c Capability) bool {
+		d, ok := p.(CapabilityDeclarer)
+		return !ok || d.Declares(c)
+	}
+	if lp, ok := p.(LogsProvider); ok && declares(CapabilityLogs) {
 		cfg.GetContainerLogs = lp.GetContainerLogs
 	}
-	if ep, ok := p.(ExecProvider); ok {
+	if ep, ok := p.(ExecProvider); ok && declares(CapabilityExec) {
 		cfg.RunInContainer = ep.RunInContainer
 	}
-	if ap, ok := p.(AttachProvider); ok {
+	if ap, ok := p.(AttachProvider); ok && declares(CapabilityAttach) {
 		cfg.AttachToContainer = ap.AttachToContainer
 	}
-	if pp, ok := p.(PortForwardProvider); ok {
+	if pp, ok := p.(PortForwardProvider); ok && declares(CapabilityPortForward) {
 		cfg.PortForward = pp.PortForward
 	}
-	if sp, ok := p.(StatsProvider); ok {
+	if sp, ok := p.(StatsProvider); ok && declares(CapabilityStats) {
 		cfg.GetStatsSummary = sp.GetStatsSummary
 		cfg.GetMetricsResource = sp.GetMetricsResource
 	}

@@ -38,6 +38,25 @@ func TestPodHandlerConfigOf(t *testing.T) {
 	}
 }
 
+// declaresLogs has the methods of logs and exec but declares only logs.
+type declaresLogs struct{ logsOnly }
+
+func (declaresLogs) RunInContainer(context.Context, string, string, string, []string, api.AttachIO) error {
+	return nil
+}
+
+func (declaresLogs) Declares(c node.Capability) bool { return c == node.CapabilityLogs }
+
+func TestPodHandlerConfigOfDeclarer(t *testing.T) {
+	cfg := node.PodHandlerConfigOf(declaresLogs{logsOnly{newTestProvider()}})
+	if cfg.GetContainerLogs == nil {
+		t.Error("a declared capability is not routed")
+	}
+	if cfg.RunInContainer != nil {
+		t.Error("a capability the provider has but does not declare is routed")
+	}
+}
+
 // copier copies env objects when on says so.
 type copier struct {
 	*testProvider

@@ -31,7 +31,8 @@
 // `kubectl top` and the HorizontalPodAutoscaler, serves the metric families
 // GetMetricsResource returns; MetricsResourceFromSummary builds them from
 // the stats summary in the kubelet's format. An
-// error of kind errdefs.NotFound answers 404, errdefs.InvalidInput 400.
+// error of kind errdefs.NotFound answers 404, errdefs.InvalidInput 400,
+// errdefs.NotImplemented 501.
 //
 // Exec and attach speak the remotecommand protocols v1 to v4 over SPDY and
 // v1 to v5 over WebSocket; port-forward speaks SPDY, WebSocket, and SPDY

@@ -323,9 +323,13 @@ func decodeResizes(ctx context.Context, r io.Reader, to chan<- remotecommand.Ter
 }
 
 // sessionStatus is the status that ends a session over the protocols v4
-// and v5: success, a non-zero exit code (of an exec session), or an
-// internal error, worded as the streaming server words them.
+// and v5: success, a non-zero exit code (of an exec session), a feature
+// the provider does not serve (501), or an internal error, worded as the
+// streaming server words them.
 func sessionStatus(err error, isExec bool) metav1.Status {
+	if errdefs.IsNotImplemented(err) {
+		return metav1.Status{Status: metav1.StatusFailure, Code: http.StatusNotImplemented, Message: err.Error()}
+	}
 	if !isExec {
 		if err == nil {
 			return metav1.Status{Status: metav1.StatusSuccess}

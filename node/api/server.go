@@ -236,6 +236,8 @@ func statusCode(err error) int {
 		return http.StatusNotFound
 	case errdefs.IsInvalidInput(err):
 		return http.StatusBadRequest
+	case errdefs.IsNotImplemented(err):
+		return http.StatusNotImplemented
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable
 	default:

@@ -7,7 +7,7 @@
 //	}
 //
 // Errors of other packages can take part too by implementing the marker
-// methods NotFound() bool or InvalidInput() bool.
+// methods NotFound() bool, InvalidInput() bool or NotImplemented() bool.
 package errdefs
 
 import (
@@ -25,6 +25,13 @@ type ErrNotFound interface {
 // malformed and retrying it unchanged cannot succeed".
 type ErrInvalidInput interface {
 	InvalidInput() bool
+	error
+}
+
+// ErrNotImplemented is implemented by errors that mean "the provider does
+// not serve this feature" (the kubelet API answers 501 Not Implemented).
+type ErrNotImplemented interface {
+	NotImplemented() bool
 	error
 }
 
@@ -81,4 +88,25 @@ func AsInvalidInput(err error) error {
 func IsInvalidInput(err error) bool {
 	var e ErrInvalidInput
 	return errors.As(err, &e) && e.InvalidInput()
+}
+
+type notImplementedError struct{ error }
+
+func (notImplementedError) NotImplemented() bool { return true }
+func (e notImplementedError) Unwrap() error      { return e.error }
+
+// NotImplemented returns an error of kind NotImplemented with the given
+// message, which should name the feature.
+func NotImplemented(msg string) error { return notImplementedError{errors.New(msg)} }
+
+// NotImplementedf is NotImplemented with a format string.
+func NotImplementedf(format string, args ...any) error {
+	return notImplementedError{fmt.Errorf(format, args...)}
+}
+
+// IsNotImplemented reports whether err, or any error it wraps, is of kind
+// NotImplemented.
+func IsNotImplemented(err error) bool {
+	var e ErrNotImplemented
+	return errors.As(err, &e) && e.NotImplemented()
 }

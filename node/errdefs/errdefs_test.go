@@ -48,3 +48,26 @@ func TestKinds(t *testing.T) {
 		t.Errorf("message = %q", got)
 	}
 }
+
+func TestNotImplemented(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{errors.New("boom"), false},
+		{NotFound("x"), false},
+		{NotImplemented("exec"), true},
+		{fmt.Errorf("ctx: %w", NotImplementedf("%s", "attach")), true},
+	} {
+		if got := IsNotImplemented(c.err); got != c.want {
+			t.Errorf("IsNotImplemented(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+	if IsNotFound(NotImplemented("x")) || IsInvalidInput(NotImplemented("x")) {
+		t.Error("NotImplemented must be of no other kind")
+	}
+	if got := NotImplementedf("%s is not served", "attach").Error(); got != "attach is not served" {
+		t.Errorf("message = %q", got)
+	}
+}

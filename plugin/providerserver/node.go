@@ -45,15 +45,37 @@ func (s *services) WatchNode(_ *pb.WatchNodeRequest, stream pb.Node_WatchNodeSer
 	if !ok {
 		return status.Error(codes.Unimplemented, "this plugin does not report node status changes")
 	}
-	ctx := stream.Context()
-	nodes := make(chan []byte, 16)
-	np.NotifyNodeStatus(ctx, func(n *corev1.Node) {
-		data, err := wire.Encode(n)
-		if err != nil {
-			return
-		}
+	return forward(stream.Context(), s, func(ctx context.Context, send func(*pb.NodeEvent)) {
+		np.NotifyNodeStatus(ctx, func(n *corev1.Node) {
+			if data, err := wire.Encode(n); err == nil {
+				send(&pb.NodeEvent{Node: data})
+			}
+		})
+	}, stream.Send)
+}
+
+// WatchCapacity implements pb.NodeServer: the provider's NotifyCapacity
+// for as long as the stream lasts.
+func (s *services) WatchCapacity(_ *pb.WatchCapacityRequest, stream pb.Node_WatchCapacityServer) error {
+	cn, ok := s.p.(node.CapacityNotifier)
+	if !ok {
+		return status.Error(codes.Unimplemented, "this plugin does not report capacity changes")
+	}
+	return forward(stream.Context(), s, func(ctx context.Context, send func(*pb.CapacityEvent)) {
+		cn.NotifyCapacity(ctx, func(capacity corev1.ResourceList) {
+			send(&pb.CapacityEvent{Capacity: wire.EncodeResources(capacity)})
+		})
+	}, stream.Send)
+}
+
+// forward sends what subscribe's callback gets on a server stream until
+// the stream ends or the plugin stops. The callback never blocks past the
+// stream's end.
+func forward[E any](ctx context.Context, s *services, subscribe func(context.Context, func(E)), send func(E) error) error {
+	events := make(chan E, 16)
+	subscribe(ctx, func(e E) {
 		select {
-		case nodes <- data:
+		case events <- e:
 		case <-ctx.Done():
 		}
 	})
@@ -63,8 +85,8 @@ func (s *services) WatchNode(_ *pb.WatchNodeRequest, stream pb.Node_WatchNodeSer
 			return nil
 		case <-s.stopping:
 			return status.Error(codes.Unavailable, "the plugin is stopping")
-		case data := <-nodes:
-			if err := stream.Send(&pb.NodeEvent{Node: data}); err != nil {
+		case e := <-events:
+			if err := send(e); err != nil {
 				return err
 			}
 		}

@@ -1,7 +1,7 @@
 // Package providerserver exposes a node.Provider as a provider plugin: the
 // gRPC services of plugin/providerv1alpha1, which a daemon started with
 // --provider grpc calls. The provider's optional capabilities (PodNotifier,
-// NodeProvider, LogsProvider, ExecProvider, ...) are found by type assertion
+// NodeProvider, CapacityNotifier, LogsProvider, ExecProvider, ...) are found by type assertion
 // and declared in the handshake; the others answer UNIMPLEMENTED.
 package providerserver
 
@@ -89,6 +89,7 @@ func capabilitiesOf(p node.Provider) []pb.Capability {
 	_, portForward := p.(node.PortForwardProvider)
 	_, stats := p.(node.StatsProvider)
 	_, volumes := p.(node.PodVolumeHandler)
+	_, capacity := p.(node.CapacityNotifier)
 	add(notifier, pb.Capability_CAPABILITY_POD_NOTIFIER)
 	add(nodeStatus, pb.Capability_CAPABILITY_NODE_STATUS)
 	add(logs, pb.Capability_CAPABILITY_LOGS)
@@ -98,5 +99,6 @@ func capabilitiesOf(p node.Provider) []pb.Capability {
 	add(stats, pb.Capability_CAPABILITY_STATS)
 	add(volumes, pb.Capability_CAPABILITY_VOLUMES)
 	add(node.KeepsEnvObjectRefs(p), pb.Capability_CAPABILITY_ENV_OBJECTS)
+	add(capacity, pb.Capability_CAPABILITY_CAPACITY)
 	return caps
 }

@@ -52,21 +52,24 @@ const (
 	Capability_CAPABILITY_VOLUMES      Capability = 8
 	// The plugin copies the ConfigMaps and Secrets a pod's env refers to.
 	Capability_CAPABILITY_ENV_OBJECTS Capability = 9
+	// The node's capacity changes while the plugin runs (WatchCapacity).
+	Capability_CAPABILITY_CAPACITY Capability = 10
 )
 
 // Enum value maps for Capability.
 var (
 	Capability_name = map[int32]string{
-		0: "CAPABILITY_UNSPECIFIED",
-		1: "CAPABILITY_POD_NOTIFIER",
-		2: "CAPABILITY_NODE_STATUS",
-		3: "CAPABILITY_LOGS",
-		4: "CAPABILITY_EXEC",
-		5: "CAPABILITY_ATTACH",
-		6: "CAPABILITY_PORT_FORWARD",
-		7: "CAPABILITY_STATS",
-		8: "CAPABILITY_VOLUMES",
-		9: "CAPABILITY_ENV_OBJECTS",
+		0:  "CAPABILITY_UNSPECIFIED",
+		1:  "CAPABILITY_POD_NOTIFIER",
+		2:  "CAPABILITY_NODE_STATUS",
+		3:  "CAPABILITY_LOGS",
+		4:  "CAPABILITY_EXEC",
+		5:  "CAPABILITY_ATTACH",
+		6:  "CAPABILITY_PORT_FORWARD",
+		7:  "CAPABILITY_STATS",
+		8:  "CAPABILITY_VOLUMES",
+		9:  "CAPABILITY_ENV_OBJECTS",
+		10: "CAPABILITY_CAPACITY",
 	}
 	Capability_value = map[string]int32{
 		"CAPABILITY_UNSPECIFIED":  0,
@@ -79,6 +82,7 @@ var (
 		"CAPABILITY_STATS":        7,
 		"CAPABILITY_VOLUMES":      8,
 		"CAPABILITY_ENV_OBJECTS":  9,
+		"CAPABILITY_CAPACITY":     10,
 	}
 )
 
@@ -1050,6 +1054,88 @@ func (x *NodeEvent) GetNode() []byte {
 	return nil
 }
 
+type WatchCapacityRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchCapacityRequest) Reset() {
+	*x = WatchCapacityRequest{}
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchCapacityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchCapacityRequest) ProtoMessage() {}
+
+func (x *WatchCapacityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchCapacityRequest.ProtoReflect.Descriptor instead.
+func (*WatchCapacityRequest) Descriptor() ([]byte, []int) {
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{21}
+}
+
+type CapacityEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Resource name to quantity, as in a core/v1 ResourceList: "cpu": "4",
+	// "memory": "16Gi".
+	Capacity      map[string]string `protobuf:"bytes,1,rep,name=capacity,proto3" json:"capacity,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CapacityEvent) Reset() {
+	*x = CapacityEvent{}
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CapacityEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CapacityEvent) ProtoMessage() {}
+
+func (x *CapacityEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CapacityEvent.ProtoReflect.Descriptor instead.
+func (*CapacityEvent) Descriptor() ([]byte, []int) {
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *CapacityEvent) GetCapacity() map[string]string {
+	if x != nil {
+		return x.Capacity
+	}
+	return nil
+}
+
 type ContainerLogsRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -1072,7 +1158,7 @@ type ContainerLogsRequest struct {
 
 func (x *ContainerLogsRequest) Reset() {
 	*x = ContainerLogsRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[21]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1170,7 @@ func (x *ContainerLogsRequest) String() string {
 func (*ContainerLogsRequest) ProtoMessage() {}
 
 func (x *ContainerLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[21]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1183,7 @@ func (x *ContainerLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerLogsRequest.ProtoReflect.Descriptor instead.
 func (*ContainerLogsRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{21}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ContainerLogsRequest) GetNamespace() string {
@@ -1179,7 +1265,7 @@ type ContainerLogsChunk struct {
 
 func (x *ContainerLogsChunk) Reset() {
 	*x = ContainerLogsChunk{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[22]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1277,7 @@ func (x *ContainerLogsChunk) String() string {
 func (*ContainerLogsChunk) ProtoMessage() {}
 
 func (x *ContainerLogsChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[22]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1290,7 @@ func (x *ContainerLogsChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerLogsChunk.ProtoReflect.Descriptor instead.
 func (*ContainerLogsChunk) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{22}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ContainerLogsChunk) GetData() []byte {
@@ -1229,7 +1315,7 @@ type StreamRequest struct {
 
 func (x *StreamRequest) Reset() {
 	*x = StreamRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[23]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1241,7 +1327,7 @@ func (x *StreamRequest) String() string {
 func (*StreamRequest) ProtoMessage() {}
 
 func (x *StreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[23]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1254,7 +1340,7 @@ func (x *StreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamRequest.ProtoReflect.Descriptor instead.
 func (*StreamRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{23}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StreamRequest) GetMsg() isStreamRequest_Msg {
@@ -1346,7 +1432,7 @@ type StreamStart struct {
 
 func (x *StreamStart) Reset() {
 	*x = StreamStart{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[24]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1444,7 @@ func (x *StreamStart) String() string {
 func (*StreamStart) ProtoMessage() {}
 
 func (x *StreamStart) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[24]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1457,7 @@ func (x *StreamStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamStart.ProtoReflect.Descriptor instead.
 func (*StreamStart) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{24}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StreamStart) GetNamespace() string {
@@ -1440,7 +1526,7 @@ type TermSize struct {
 
 func (x *TermSize) Reset() {
 	*x = TermSize{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[25]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1452,7 +1538,7 @@ func (x *TermSize) String() string {
 func (*TermSize) ProtoMessage() {}
 
 func (x *TermSize) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[25]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1465,7 +1551,7 @@ func (x *TermSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TermSize.ProtoReflect.Descriptor instead.
 func (*TermSize) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{25}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TermSize) GetWidth() uint32 {
@@ -1496,7 +1582,7 @@ type StreamResponse struct {
 
 func (x *StreamResponse) Reset() {
 	*x = StreamResponse{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[26]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1594,7 @@ func (x *StreamResponse) String() string {
 func (*StreamResponse) ProtoMessage() {}
 
 func (x *StreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[26]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1607,7 @@ func (x *StreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamResponse.ProtoReflect.Descriptor instead.
 func (*StreamResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{26}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StreamResponse) GetMsg() isStreamResponse_Msg {
@@ -1592,7 +1678,7 @@ type Exit struct {
 
 func (x *Exit) Reset() {
 	*x = Exit{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[27]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +1690,7 @@ func (x *Exit) String() string {
 func (*Exit) ProtoMessage() {}
 
 func (x *Exit) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[27]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +1703,7 @@ func (x *Exit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Exit.ProtoReflect.Descriptor instead.
 func (*Exit) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{27}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Exit) GetCode() int32 {
@@ -1648,7 +1734,7 @@ type PortForwardRequest struct {
 
 func (x *PortForwardRequest) Reset() {
 	*x = PortForwardRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[28]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +1746,7 @@ func (x *PortForwardRequest) String() string {
 func (*PortForwardRequest) ProtoMessage() {}
 
 func (x *PortForwardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[28]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +1759,7 @@ func (x *PortForwardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortForwardRequest.ProtoReflect.Descriptor instead.
 func (*PortForwardRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{28}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PortForwardRequest) GetMsg() isPortForwardRequest_Msg {
@@ -1744,7 +1830,7 @@ type PortForwardStart struct {
 
 func (x *PortForwardStart) Reset() {
 	*x = PortForwardStart{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[29]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +1842,7 @@ func (x *PortForwardStart) String() string {
 func (*PortForwardStart) ProtoMessage() {}
 
 func (x *PortForwardStart) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[29]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +1855,7 @@ func (x *PortForwardStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortForwardStart.ProtoReflect.Descriptor instead.
 func (*PortForwardStart) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{29}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PortForwardStart) GetNamespace() string {
@@ -1802,7 +1888,7 @@ type PortForwardResponse struct {
 
 func (x *PortForwardResponse) Reset() {
 	*x = PortForwardResponse{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[30]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1814,7 +1900,7 @@ func (x *PortForwardResponse) String() string {
 func (*PortForwardResponse) ProtoMessage() {}
 
 func (x *PortForwardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[30]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1827,7 +1913,7 @@ func (x *PortForwardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortForwardResponse.ProtoReflect.Descriptor instead.
 func (*PortForwardResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{30}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PortForwardResponse) GetData() []byte {
@@ -1845,7 +1931,7 @@ type StatsSummaryRequest struct {
 
 func (x *StatsSummaryRequest) Reset() {
 	*x = StatsSummaryRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[31]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1857,7 +1943,7 @@ func (x *StatsSummaryRequest) String() string {
 func (*StatsSummaryRequest) ProtoMessage() {}
 
 func (x *StatsSummaryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[31]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1870,7 +1956,7 @@ func (x *StatsSummaryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsSummaryRequest.ProtoReflect.Descriptor instead.
 func (*StatsSummaryRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{31}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{33}
 }
 
 type StatsSummaryResponse struct {
@@ -1883,7 +1969,7 @@ type StatsSummaryResponse struct {
 
 func (x *StatsSummaryResponse) Reset() {
 	*x = StatsSummaryResponse{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[32]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1895,7 +1981,7 @@ func (x *StatsSummaryResponse) String() string {
 func (*StatsSummaryResponse) ProtoMessage() {}
 
 func (x *StatsSummaryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[32]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1908,7 +1994,7 @@ func (x *StatsSummaryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsSummaryResponse.ProtoReflect.Descriptor instead.
 func (*StatsSummaryResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{32}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StatsSummaryResponse) GetSummaryJson() []byte {
@@ -1966,7 +2052,13 @@ const file_provider_v1alpha1_provider_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\fR\x04node\"\x12\n" +
 	"\x10WatchNodeRequest\"\x1f\n" +
 	"\tNodeEvent\x12\x12\n" +
-	"\x04node\x18\x01 \x01(\fR\x04node\"\xc3\x02\n" +
+	"\x04node\x18\x01 \x01(\fR\x04node\"\x16\n" +
+	"\x14WatchCapacityRequest\"\xa1\x01\n" +
+	"\rCapacityEvent\x12S\n" +
+	"\bcapacity\x18\x01 \x03(\v27.vkubelet.provider.v1alpha1.CapacityEvent.CapacityEntryR\bcapacity\x1a;\n" +
+	"\rCapacityEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc3\x02\n" +
 	"\x14ContainerLogsRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03pod\x18\x02 \x01(\tR\x03pod\x12\x1c\n" +
@@ -2023,7 +2115,7 @@ const file_provider_v1alpha1_provider_proto_rawDesc = "" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"\x15\n" +
 	"\x13StatsSummaryRequest\"9\n" +
 	"\x14StatsSummaryResponse\x12!\n" +
-	"\fsummary_json\x18\x01 \x01(\fR\vsummaryJson*\x89\x02\n" +
+	"\fsummary_json\x18\x01 \x01(\fR\vsummaryJson*\xa2\x02\n" +
 	"\n" +
 	"Capability\x12\x1a\n" +
 	"\x16CAPABILITY_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -2035,7 +2127,9 @@ const file_provider_v1alpha1_provider_proto_rawDesc = "" +
 	"\x17CAPABILITY_PORT_FORWARD\x10\x06\x12\x14\n" +
 	"\x10CAPABILITY_STATS\x10\a\x12\x16\n" +
 	"\x12CAPABILITY_VOLUMES\x10\b\x12\x1a\n" +
-	"\x16CAPABILITY_ENV_OBJECTS\x10\t2r\n" +
+	"\x16CAPABILITY_ENV_OBJECTS\x10\t\x12\x17\n" +
+	"\x13CAPABILITY_CAPACITY\x10\n" +
+	"2r\n" +
 	"\x06Plugin\x12h\n" +
 	"\tHandshake\x12,.vkubelet.provider.v1alpha1.HandshakeRequest\x1a-.vkubelet.provider.v1alpha1.HandshakeResponse2\xa5\x06\n" +
 	"\tLifecycle\x12\\\n" +
@@ -2046,11 +2140,12 @@ const file_provider_v1alpha1_provider_proto_rawDesc = "" +
 	"\fGetPodStatus\x12\".vkubelet.provider.v1alpha1.PodRef\x1a0.vkubelet.provider.v1alpha1.GetPodStatusResponse\x12e\n" +
 	"\bListPods\x12+.vkubelet.provider.v1alpha1.ListPodsRequest\x1a,.vkubelet.provider.v1alpha1.ListPodsResponse\x12a\n" +
 	"\tWatchPods\x12,.vkubelet.provider.v1alpha1.WatchPodsRequest\x1a$.vkubelet.provider.v1alpha1.PodEvent0\x01\x12t\n" +
-	"\rSetPodVolumes\x120.vkubelet.provider.v1alpha1.SetPodVolumesRequest\x1a1.vkubelet.provider.v1alpha1.SetPodVolumesResponse2\xa9\x02\n" +
+	"\rSetPodVolumes\x120.vkubelet.provider.v1alpha1.SetPodVolumesRequest\x1a1.vkubelet.provider.v1alpha1.SetPodVolumesResponse2\x99\x03\n" +
 	"\x04Node\x12Y\n" +
 	"\x04Ping\x12'.vkubelet.provider.v1alpha1.PingRequest\x1a(.vkubelet.provider.v1alpha1.PingResponse\x12b\n" +
 	"\aGetNode\x12*.vkubelet.provider.v1alpha1.GetNodeRequest\x1a+.vkubelet.provider.v1alpha1.GetNodeResponse\x12b\n" +
-	"\tWatchNode\x12,.vkubelet.provider.v1alpha1.WatchNodeRequest\x1a%.vkubelet.provider.v1alpha1.NodeEvent0\x012\xad\x04\n" +
+	"\tWatchNode\x12,.vkubelet.provider.v1alpha1.WatchNodeRequest\x1a%.vkubelet.provider.v1alpha1.NodeEvent0\x01\x12n\n" +
+	"\rWatchCapacity\x120.vkubelet.provider.v1alpha1.WatchCapacityRequest\x1a).vkubelet.provider.v1alpha1.CapacityEvent0\x012\xad\x04\n" +
 	"\aKubelet\x12s\n" +
 	"\rContainerLogs\x120.vkubelet.provider.v1alpha1.ContainerLogsRequest\x1a..vkubelet.provider.v1alpha1.ContainerLogsChunk0\x01\x12a\n" +
 	"\x04Exec\x12).vkubelet.provider.v1alpha1.StreamRequest\x1a*.vkubelet.provider.v1alpha1.StreamResponse(\x010\x01\x12c\n" +
@@ -2071,7 +2166,7 @@ func file_provider_v1alpha1_provider_proto_rawDescGZIP() []byte {
 }
 
 var file_provider_v1alpha1_provider_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_provider_v1alpha1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_provider_v1alpha1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_provider_v1alpha1_provider_proto_goTypes = []any{
 	(Capability)(0),               // 0: vkubelet.provider.v1alpha1.Capability
 	(*HandshakeRequest)(nil),      // 1: vkubelet.provider.v1alpha1.HandshakeRequest
@@ -2095,66 +2190,72 @@ var file_provider_v1alpha1_provider_proto_goTypes = []any{
 	(*GetNodeResponse)(nil),       // 19: vkubelet.provider.v1alpha1.GetNodeResponse
 	(*WatchNodeRequest)(nil),      // 20: vkubelet.provider.v1alpha1.WatchNodeRequest
 	(*NodeEvent)(nil),             // 21: vkubelet.provider.v1alpha1.NodeEvent
-	(*ContainerLogsRequest)(nil),  // 22: vkubelet.provider.v1alpha1.ContainerLogsRequest
-	(*ContainerLogsChunk)(nil),    // 23: vkubelet.provider.v1alpha1.ContainerLogsChunk
-	(*StreamRequest)(nil),         // 24: vkubelet.provider.v1alpha1.StreamRequest
-	(*StreamStart)(nil),           // 25: vkubelet.provider.v1alpha1.StreamStart
-	(*TermSize)(nil),              // 26: vkubelet.provider.v1alpha1.TermSize
-	(*StreamResponse)(nil),        // 27: vkubelet.provider.v1alpha1.StreamResponse
-	(*Exit)(nil),                  // 28: vkubelet.provider.v1alpha1.Exit
-	(*PortForwardRequest)(nil),    // 29: vkubelet.provider.v1alpha1.PortForwardRequest
-	(*PortForwardStart)(nil),      // 30: vkubelet.provider.v1alpha1.PortForwardStart
-	(*PortForwardResponse)(nil),   // 31: vkubelet.provider.v1alpha1.PortForwardResponse
-	(*StatsSummaryRequest)(nil),   // 32: vkubelet.provider.v1alpha1.StatsSummaryRequest
-	(*StatsSummaryResponse)(nil),  // 33: vkubelet.provider.v1alpha1.StatsSummaryResponse
+	(*WatchCapacityRequest)(nil),  // 22: vkubelet.provider.v1alpha1.WatchCapacityRequest
+	(*CapacityEvent)(nil),         // 23: vkubelet.provider.v1alpha1.CapacityEvent
+	(*ContainerLogsRequest)(nil),  // 24: vkubelet.provider.v1alpha1.ContainerLogsRequest
+	(*ContainerLogsChunk)(nil),    // 25: vkubelet.provider.v1alpha1.ContainerLogsChunk
+	(*StreamRequest)(nil),         // 26: vkubelet.provider.v1alpha1.StreamRequest
+	(*StreamStart)(nil),           // 27: vkubelet.provider.v1alpha1.StreamStart
+	(*TermSize)(nil),              // 28: vkubelet.provider.v1alpha1.TermSize
+	(*StreamResponse)(nil),        // 29: vkubelet.provider.v1alpha1.StreamResponse
+	(*Exit)(nil),                  // 30: vkubelet.provider.v1alpha1.Exit
+	(*PortForwardRequest)(nil),    // 31: vkubelet.provider.v1alpha1.PortForwardRequest
+	(*PortForwardStart)(nil),      // 32: vkubelet.provider.v1alpha1.PortForwardStart
+	(*PortForwardResponse)(nil),   // 33: vkubelet.provider.v1alpha1.PortForwardResponse
+	(*StatsSummaryRequest)(nil),   // 34: vkubelet.provider.v1alpha1.StatsSummaryRequest
+	(*StatsSummaryResponse)(nil),  // 35: vkubelet.provider.v1alpha1.StatsSummaryResponse
+	nil,                           // 36: vkubelet.provider.v1alpha1.CapacityEvent.CapacityEntry
 }
 var file_provider_v1alpha1_provider_proto_depIdxs = []int32{
 	0,  // 0: vkubelet.provider.v1alpha1.HandshakeResponse.capabilities:type_name -> vkubelet.provider.v1alpha1.Capability
 	13, // 1: vkubelet.provider.v1alpha1.SetPodVolumesRequest.volumes:type_name -> vkubelet.provider.v1alpha1.Volume
 	14, // 2: vkubelet.provider.v1alpha1.Volume.files:type_name -> vkubelet.provider.v1alpha1.File
-	25, // 3: vkubelet.provider.v1alpha1.StreamRequest.start:type_name -> vkubelet.provider.v1alpha1.StreamStart
-	26, // 4: vkubelet.provider.v1alpha1.StreamRequest.resize:type_name -> vkubelet.provider.v1alpha1.TermSize
-	28, // 5: vkubelet.provider.v1alpha1.StreamResponse.exit:type_name -> vkubelet.provider.v1alpha1.Exit
-	30, // 6: vkubelet.provider.v1alpha1.PortForwardRequest.start:type_name -> vkubelet.provider.v1alpha1.PortForwardStart
-	1,  // 7: vkubelet.provider.v1alpha1.Plugin.Handshake:input_type -> vkubelet.provider.v1alpha1.HandshakeRequest
-	3,  // 8: vkubelet.provider.v1alpha1.Lifecycle.CreatePod:input_type -> vkubelet.provider.v1alpha1.PodRequest
-	3,  // 9: vkubelet.provider.v1alpha1.Lifecycle.UpdatePod:input_type -> vkubelet.provider.v1alpha1.PodRequest
-	3,  // 10: vkubelet.provider.v1alpha1.Lifecycle.DeletePod:input_type -> vkubelet.provider.v1alpha1.PodRequest
-	5,  // 11: vkubelet.provider.v1alpha1.Lifecycle.GetPod:input_type -> vkubelet.provider.v1alpha1.PodRef
-	5,  // 12: vkubelet.provider.v1alpha1.Lifecycle.GetPodStatus:input_type -> vkubelet.provider.v1alpha1.PodRef
-	8,  // 13: vkubelet.provider.v1alpha1.Lifecycle.ListPods:input_type -> vkubelet.provider.v1alpha1.ListPodsRequest
-	10, // 14: vkubelet.provider.v1alpha1.Lifecycle.WatchPods:input_type -> vkubelet.provider.v1alpha1.WatchPodsRequest
-	12, // 15: vkubelet.provider.v1alpha1.Lifecycle.SetPodVolumes:input_type -> vkubelet.provider.v1alpha1.SetPodVolumesRequest
-	16, // 16: vkubelet.provider.v1alpha1.Node.Ping:input_type -> vkubelet.provider.v1alpha1.PingRequest
-	18, // 17: vkubelet.provider.v1alpha1.Node.GetNode:input_type -> vkubelet.provider.v1alpha1.GetNodeRequest
-	20, // 18: vkubelet.provider.v1alpha1.Node.WatchNode:input_type -> vkubelet.provider.v1alpha1.WatchNodeRequest
-	22, // 19: vkubelet.provider.v1alpha1.Kubelet.ContainerLogs:input_type -> vkubelet.provider.v1alpha1.ContainerLogsRequest
-	24, // 20: vkubelet.provider.v1alpha1.Kubelet.Exec:input_type -> vkubelet.provider.v1alpha1.StreamRequest
-	24, // 21: vkubelet.provider.v1alpha1.Kubelet.Attach:input_type -> vkubelet.provider.v1alpha1.StreamRequest
-	29, // 22: vkubelet.provider.v1alpha1.Kubelet.PortForward:input_type -> vkubelet.provider.v1alpha1.PortForwardRequest
-	32, // 23: vkubelet.provider.v1alpha1.Kubelet.StatsSummary:input_type -> vkubelet.provider.v1alpha1.StatsSummaryRequest
-	2,  // 24: vkubelet.provider.v1alpha1.Plugin.Handshake:output_type -> vkubelet.provider.v1alpha1.HandshakeResponse
-	4,  // 25: vkubelet.provider.v1alpha1.Lifecycle.CreatePod:output_type -> vkubelet.provider.v1alpha1.PodResponse
-	4,  // 26: vkubelet.provider.v1alpha1.Lifecycle.UpdatePod:output_type -> vkubelet.provider.v1alpha1.PodResponse
-	4,  // 27: vkubelet.provider.v1alpha1.Lifecycle.DeletePod:output_type -> vkubelet.provider.v1alpha1.PodResponse
-	6,  // 28: vkubelet.provider.v1alpha1.Lifecycle.GetPod:output_type -> vkubelet.provider.v1alpha1.GetPodResponse
-	7,  // 29: vkubelet.provider.v1alpha1.Lifecycle.GetPodStatus:output_type -> vkubelet.provider.v1alpha1.GetPodStatusResponse
-	9,  // 30: vkubelet.provider.v1alpha1.Lifecycle.ListPods:output_type -> vkubelet.provider.v1alpha1.ListPodsResponse
-	11, // 31: vkubelet.provider.v1alpha1.Lifecycle.WatchPods:output_type -> vkubelet.provider.v1alpha1.PodEvent
-	15, // 32: vkubelet.provider.v1alpha1.Lifecycle.SetPodVolumes:output_type -> vkubelet.provider.v1alpha1.SetPodVolumesResponse
-	17, // 33: vkubelet.provider.v1alpha1.Node.Ping:output_type -> vkubelet.provider.v1alpha1.PingResponse
-	19, // 34: vkubelet.provider.v1alpha1.Node.GetNode:output_type -> vkubelet.provider.v1alpha1.GetNodeResponse
-	21, // 35: vkubelet.provider.v1alpha1.Node.WatchNode:output_type -> vkubelet.provider.v1alpha1.NodeEvent
-	23, // 36: vkubelet.provider.v1alpha1.Kubelet.ContainerLogs:output_type -> vkubelet.provider.v1alpha1.ContainerLogsChunk
-	27, // 37: vkubelet.provider.v1alpha1.Kubelet.Exec:output_type -> vkubelet.provider.v1alpha1.StreamResponse
-	27, // 38: vkubelet.provider.v1alpha1.Kubelet.Attach:output_type -> vkubelet.provider.v1alpha1.StreamResponse
-	31, // 39: vkubelet.provider.v1alpha1.Kubelet.PortForward:output_type -> vkubelet.provider.v1alpha1.PortForwardResponse
-	33, // 40: vkubelet.provider.v1alpha1.Kubelet.StatsSummary:output_type -> vkubelet.provider.v1alpha1.StatsSummaryResponse
-	24, // [24:41] is the sub-list for method output_type
-	7,  // [7:24] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	36, // 3: vkubelet.provider.v1alpha1.CapacityEvent.capacity:type_name -> vkubelet.provider.v1alpha1.CapacityEvent.CapacityEntry
+	27, // 4: vkubelet.provider.v1alpha1.StreamRequest.start:type_name -> vkubelet.provider.v1alpha1.StreamStart
+	28, // 5: vkubelet.provider.v1alpha1.StreamRequest.resize:type_name -> vkubelet.provider.v1alpha1.TermSize
+	30, // 6: vkubelet.provider.v1alpha1.StreamResponse.exit:type_name -> vkubelet.provider.v1alpha1.Exit
+	32, // 7: vkubelet.provider.v1alpha1.PortForwardRequest.start:type_name -> vkubelet.provider.v1alpha1.PortForwardStart
+	1,  // 8: vkubelet.provider.v1alpha1.Plugin.Handshake:input_type -> vkubelet.provider.v1alpha1.HandshakeRequest
+	3,  // 9: vkubelet.provider.v1alpha1.Lifecycle.CreatePod:input_type -> vkubelet.provider.v1alpha1.PodRequest
+	3,  // 10: vkubelet.provider.v1alpha1.Lifecycle.UpdatePod:input_type -> vkubelet.provider.v1alpha1.PodRequest
+	3,  // 11: vkubelet.provider.v1alpha1.Lifecycle.DeletePod:input_type -> vkubelet.provider.v1alpha1.PodRequest
+	5,  // 12: vkubelet.provider.v1alpha1.Lifecycle.GetPod:input_type -> vkubelet.provider.v1alpha1.PodRef
+	5,  // 13: vkubelet.provider.v1alpha1.Lifecycle.GetPodStatus:input_type -> vkubelet.provider.v1alpha1.PodRef
+	8,  // 14: vkubelet.provider.v1alpha1.Lifecycle.ListPods:input_type -> vkubelet.provider.v1alpha1.ListPodsRequest
+	10, // 15: vkubelet.provider.v1alpha1.Lifecycle.WatchPods:input_type -> vkubelet.provider.v1alpha1.WatchPodsRequest
+	12, // 16: vkubelet.provider.v1alpha1.Lifecycle.SetPodVolumes:input_type -> vkubelet.provider.v1alpha1.SetPodVolumesRequest
+	16, // 17: vkubelet.provider.v1alpha1.Node.Ping:input_type -> vkubelet.provider.v1alpha1.PingRequest
+	18, // 18: vkubelet.provider.v1alpha1.Node.GetNode:input_type -> vkubelet.provider.v1alpha1.GetNodeRequest
+	20, // 19: vkubelet.provider.v1alpha1.Node.WatchNode:input_type -> vkubelet.provider.v1alpha1.WatchNodeRequest
+	22, // 20: vkubelet.provider.v1alpha1.Node.WatchCapacity:input_type -> vkubelet.provider.v1alpha1.WatchCapacityRequest
+	24, // 21: vkubelet.provider.v1alpha1.Kubelet.ContainerLogs:input_type -> vkubelet.provider.v1alpha1.ContainerLogsRequest
+	26, // 22: vkubelet.provider.v1alpha1.Kubelet.Exec:input_type -> vkubelet.provider.v1alpha1.StreamRequest
+	26, // 23: vkubelet.provider.v1alpha1.Kubelet.Attach:input_type -> vkubelet.provider.v1alpha1.StreamRequest
+	31, // 24: vkubelet.provider.v1alpha1.Kubelet.PortForward:input_type -> vkubelet.provider.v1alpha1.PortForwardRequest
+	34, // 25: vkubelet.provider.v1alpha1.Kubelet.StatsSummary:input_type -> vkubelet.provider.v1alpha1.StatsSummaryRequest
+	2,  // 26: vkubelet.provider.v1alpha1.Plugin.Handshake:output_type -> vkubelet.provider.v1alpha1.HandshakeResponse
+	4,  // 27: vkubelet.provider.v1alpha1.Lifecycle.CreatePod:output_type -> vkubelet.provider.v1alpha1.PodResponse
+	4,  // 28: vkubelet.provider.v1alpha1.Lifecycle.UpdatePod:output_type -> vkubelet.provider.v1alpha1.PodResponse
+	4,  // 29: vkubelet.provider.v1alpha1.Lifecycle.DeletePod:output_type -> vkubelet.provider.v1alpha1.PodResponse
+	6,  // 30: vkubelet.provider.v1alpha1.Lifecycle.GetPod:output_type -> vkubelet.provider.v1alpha1.GetPodResponse
+	7,  // 31: vkubelet.provider.v1alpha1.Lifecycle.GetPodStatus:output_type -> vkubelet.provider.v1alpha1.GetPodStatusResponse
+	9,  // 32: vkubelet.provider.v1alpha1.Lifecycle.ListPods:output_type -> vkubelet.provider.v1alpha1.ListPodsResponse
+	11, // 33: vkubelet.provider.v1alpha1.Lifecycle.WatchPods:output_type -> vkubelet.provider.v1alpha1.PodEvent
+	15, // 34: vkubelet.provider.v1alpha1.Lifecycle.SetPodVolumes:output_type -> vkubelet.provider.v1alpha1.SetPodVolumesResponse
+	17, // 35: vkubelet.provider.v1alpha1.Node.Ping:output_type -> vkubelet.provider.v1alpha1.PingResponse
+	19, // 36: vkubelet.provider.v1alpha1.Node.GetNode:output_type -> vkubelet.provider.v1alpha1.GetNodeResponse
+	21, // 37: vkubelet.provider.v1alpha1.Node.WatchNode:output_type -> vkubelet.provider.v1alpha1.NodeEvent
+	23, // 38: vkubelet.provider.v1alpha1.Node.WatchCapacity:output_type -> vkubelet.provider.v1alpha1.CapacityEvent
+	25, // 39: vkubelet.provider.v1alpha1.Kubelet.ContainerLogs:output_type -> vkubelet.provider.v1alpha1.ContainerLogsChunk
+	29, // 40: vkubelet.provider.v1alpha1.Kubelet.Exec:output_type -> vkubelet.provider.v1alpha1.StreamResponse
+	29, // 41: vkubelet.provider.v1alpha1.Kubelet.Attach:output_type -> vkubelet.provider.v1alpha1.StreamResponse
+	33, // 42: vkubelet.provider.v1alpha1.Kubelet.PortForward:output_type -> vkubelet.provider.v1alpha1.PortForwardResponse
+	35, // 43: vkubelet.provider.v1alpha1.Kubelet.StatsSummary:output_type -> vkubelet.provider.v1alpha1.StatsSummaryResponse
+	26, // [26:44] is the sub-list for method output_type
+	8,  // [8:26] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_provider_v1alpha1_provider_proto_init() }
@@ -2162,18 +2263,18 @@ func file_provider_v1alpha1_provider_proto_init() {
 	if File_provider_v1alpha1_provider_proto != nil {
 		return
 	}
-	file_provider_v1alpha1_provider_proto_msgTypes[23].OneofWrappers = []any{
+	file_provider_v1alpha1_provider_proto_msgTypes[25].OneofWrappers = []any{
 		(*StreamRequest_Start)(nil),
 		(*StreamRequest_Stdin)(nil),
 		(*StreamRequest_StdinEof)(nil),
 		(*StreamRequest_Resize)(nil),
 	}
-	file_provider_v1alpha1_provider_proto_msgTypes[26].OneofWrappers = []any{
+	file_provider_v1alpha1_provider_proto_msgTypes[28].OneofWrappers = []any{
 		(*StreamResponse_Stdout)(nil),
 		(*StreamResponse_Stderr)(nil),
 		(*StreamResponse_Exit)(nil),
 	}
-	file_provider_v1alpha1_provider_proto_msgTypes[28].OneofWrappers = []any{
+	file_provider_v1alpha1_provider_proto_msgTypes[30].OneofWrappers = []any{
 		(*PortForwardRequest_Start)(nil),
 		(*PortForwardRequest_Data)(nil),
 		(*PortForwardRequest_Close)(nil),
@@ -2184,7 +2285,7 @@ func file_provider_v1alpha1_provider_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_provider_v1alpha1_provider_proto_rawDesc), len(file_provider_v1alpha1_provider_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   33,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

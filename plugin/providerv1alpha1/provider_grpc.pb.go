@@ -529,9 +529,10 @@ var Lifecycle_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Node_Ping_FullMethodName      = "/vkubelet.provider.v1alpha1.Node/Ping"
-	Node_GetNode_FullMethodName   = "/vkubelet.provider.v1alpha1.Node/GetNode"
-	Node_WatchNode_FullMethodName = "/vkubelet.provider.v1alpha1.Node/WatchNode"
+	Node_Ping_FullMethodName          = "/vkubelet.provider.v1alpha1.Node/Ping"
+	Node_GetNode_FullMethodName       = "/vkubelet.provider.v1alpha1.Node/GetNode"
+	Node_WatchNode_FullMethodName     = "/vkubelet.provider.v1alpha1.Node/WatchNode"
+	Node_WatchCapacity_FullMethodName = "/vkubelet.provider.v1alpha1.Node/WatchCapacity"
 )
 
 // NodeClient is the client API for Node service.
@@ -547,6 +548,11 @@ type NodeClient interface {
 	// WatchNode sends the whole node each time the plugin changes it. Only
 	// for plugins with CAPABILITY_NODE_STATUS.
 	WatchNode(ctx context.Context, in *WatchNodeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[NodeEvent], error)
+	// WatchCapacity sends the node's capacity each time it changes
+	// (node.CapacityNotifier). Only for plugins with CAPABILITY_CAPACITY;
+	// the daemon reads it only from plugins without CAPABILITY_NODE_STATUS,
+	// whose nodes carry their capacity.
+	WatchCapacity(ctx context.Context, in *WatchCapacityRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CapacityEvent], error)
 }
 
 type nodeClient struct {
@@ -596,6 +602,25 @@ func (c *nodeClient) WatchNode(ctx context.Context, in *WatchNodeRequest, opts .
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Node_WatchNodeClient = grpc.ServerStreamingClient[NodeEvent]
 
+func (c *nodeClient) WatchCapacity(ctx context.Context, in *WatchCapacityRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CapacityEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Node_ServiceDesc.Streams[1], Node_WatchCapacity_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchCapacityRequest, CapacityEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Node_WatchCapacityClient = grpc.ServerStreamingClient[CapacityEvent]
+
 // NodeServer is the server API for Node service.
 // All implementations must embed UnimplementedNodeServer
 // for forward compatibility.
@@ -609,6 +634,11 @@ type NodeServer interface {
 	// WatchNode sends the whole node each time the plugin changes it. Only
 	// for plugins with CAPABILITY_NODE_STATUS.
 	WatchNode(*WatchNodeRequest, grpc.ServerStreamingServer[NodeEvent]) error
+	// WatchCapacity sends the node's capacity each time it changes
+	// (node.CapacityNotifier). Only for plugins with CAPABILITY_CAPACITY;
+	// the daemon reads it only from plugins without CAPABILITY_NODE_STATUS,
+	// whose nodes carry their capacity.
+	WatchCapacity(*WatchCapacityRequest, grpc.ServerStreamingServer[CapacityEvent]) error
 	mustEmbedUnimplementedNodeServer()
 }
 
@@ -627,6 +657,9 @@ func (UnimplementedNodeServer) GetNode(context.Context, *GetNodeRequest) (*GetNo
 }
 func (UnimplementedNodeServer) WatchNode(*WatchNodeRequest, grpc.ServerStreamingServer[NodeEvent]) error {
 	return status.Error(codes.Unimplemented, "method WatchNode not implemented")
+}
+func (UnimplementedNodeServer) WatchCapacity(*WatchCapacityRequest, grpc.ServerStreamingServer[CapacityEvent]) error {
+	return status.Error(codes.Unimplemented, "method WatchCapacity not implemented")
 }
 func (UnimplementedNodeServer) mustEmbedUnimplementedNodeServer() {}
 func (UnimplementedNodeServer) testEmbeddedByValue()              {}
@@ -696,6 +729,17 @@ func _Node_WatchNode_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Node_WatchNodeServer = grpc.ServerStreamingServer[NodeEvent]
 
+func _Node_WatchCapacity_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchCapacityRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(NodeServer).WatchCapacity(m, &grpc.GenericServerStream[WatchCapacityRequest, CapacityEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Node_WatchCapacityServer = grpc.ServerStreamingServer[CapacityEvent]
+
 // Node_ServiceDesc is the grpc.ServiceDesc for Node service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -716,6 +760,11 @@ var Node_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchNode",
 			Handler:       _Node_WatchNode_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchCapacity",
+			Handler:       _Node_WatchCapacity_Handler,
 			ServerStreams: true,
 		},
 	},

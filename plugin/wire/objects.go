@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // kubeObject is a k8s.io/api type with its generated protobuf codec.
@@ -75,4 +76,28 @@ func checkPhase(phase corev1.PodPhase) error {
 		return fmt.Errorf("unknown phase %q (Pending, Running, Succeeded, Failed, Unknown)", phase)
 	}
 	return nil
+}
+
+// EncodeResources is a ResourceList as the contract's map of resource name
+// to quantity string.
+func EncodeResources(list corev1.ResourceList) map[string]string {
+	out := make(map[string]string, len(list))
+	for name, q := range list {
+		out[string(name)] = q.String()
+	}
+	return out
+}
+
+// DecodeResources reads a map of resource name to quantity; what names it
+// in the error, which names the resource whose quantity is malformed.
+func DecodeResources(what string, in map[string]string) (corev1.ResourceList, error) {
+	out := make(corev1.ResourceList, len(in))
+	for name, s := range in {
+		q, err := resource.ParseQuantity(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s: resource %q: malformed quantity %q: %v", what, name, s, err)
+		}
+		out[corev1.ResourceName(name)] = q
+	}
+	return out, nil
 }

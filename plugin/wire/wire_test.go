@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
@@ -74,5 +75,17 @@ func TestDecodeRefusesGarbage(t *testing.T) {
 		if _, err := DecodePod("X", data); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("got %v, want an error with %q", err, want)
 		}
+	}
+}
+
+func TestResources(t *testing.T) {
+	in := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi")}
+	out, err := DecodeResources("event", EncodeResources(in))
+	if err != nil || len(out) != 2 || !out.Cpu().Equal(*in.Cpu()) || !out.Memory().Equal(*in.Memory()) {
+		t.Errorf("round trip: %v %v", out, err)
+	}
+	_, err = DecodeResources("WatchCapacity event", map[string]string{"cpu": "four"})
+	if err == nil || !strings.Contains(err.Error(), `WatchCapacity event: resource "cpu": malformed quantity "four"`) {
+		t.Errorf("a malformed quantity must be named: %v", err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	"github.com/vkubelet/virtual-kubelet/node"
+	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 	pb "github.com/vkubelet/virtual-kubelet/plugin/providerv1alpha1"
 	"github.com/vkubelet/virtual-kubelet/plugin/wire"
 )
@@ -59,6 +60,7 @@ var (
 	_ node.AttachProvider      = (*Provider)(nil)
 	_ node.PortForwardProvider = (*Provider)(nil)
 	_ node.StatsProvider       = (*Provider)(nil)
+	_ node.CapabilityDeclarer  = (*Provider)(nil)
 )
 
 // New connects to the plugin the config file names, waiting up to its
@@ -133,7 +135,23 @@ func (p *Provider) String() string { return fmt.Sprintf("plugin %q at %s", p.nam
 
 // errNotServed is the error of a capability the plugin did not declare.
 func (p *Provider) errNotServed(what string) error {
-	return fmt.Errorf("%s does not serve %s (its handshake did not declare it)", p, what)
+	return errdefs.NotImplementedf("%s does not serve %s (its handshake did not declare it)", p, what)
+}
+
+// pluginCapability is the contract's capability for each kubelet API one.
+var pluginCapability = map[node.Capability]pb.Capability{
+	node.CapabilityLogs:        pb.Capability_CAPABILITY_LOGS,
+	node.CapabilityExec:        pb.Capability_CAPABILITY_EXEC,
+	node.CapabilityAttach:      pb.Capability_CAPABILITY_ATTACH,
+	node.CapabilityPortForward: pb.Capability_CAPABILITY_PORT_FORWARD,
+	node.CapabilityStats:       pb.Capability_CAPABILITY_STATS,
+}
+
+// Declares implements node.CapabilityDeclarer: what the plugin's handshake
+// declared, so the kubelet API answers 501 for the rest.
+func (p *Provider) Declares(c node.Capability) bool {
+	pc, ok := pluginCapability[c]
+	return ok && p.caps[pc]
 }
 
 // Capacity is the capacity the plugin declared at the start.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilexec "k8s.io/utils/exec"
@@ -30,7 +31,7 @@ import (
 )
 
 // socketDir is a short directory: a unix socket path has at most 107 bytes.
-func socketDir(t *testing.T) string {
+func socketDir(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "vkp")
 	if err != nil {
@@ -42,7 +43,7 @@ func socketDir(t *testing.T) string {
 
 // servePlugin serves p on the unix socket sock until the returned stop is
 // called (or the test ends).
-func servePlugin(t *testing.T, sock string, p node.Provider) (stop func()) {
+func servePlugin(t testing.TB, sock string, p node.Provider) (stop func()) {
 	t.Helper()
 	lis, err := net.Listen("unix", sock)
 	if err != nil {
@@ -66,7 +67,7 @@ func servePlugin(t *testing.T, sock string, p node.Provider) (stop func()) {
 
 // newMock is the mock provider for node vk0, with its pods kept in stateDir
 // if not empty.
-func newMock(t *testing.T, dir, stateDir string) node.Provider {
+func newMock(t testing.TB, dir, stateDir string) node.Provider {
 	t.Helper()
 	cfg := ""
 	if stateDir != "" {
@@ -80,7 +81,7 @@ func newMock(t *testing.T, dir, stateDir string) node.Provider {
 	return p
 }
 
-func writeFile(t *testing.T, path, content string) {
+func writeFile(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
@@ -88,7 +89,7 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 // dial is --provider grpc for the plugin on sock.
-func dial(t *testing.T, dir, sock string) node.Provider {
+func dial(t testing.TB, dir, sock string) node.Provider {
 	t.Helper()
 	cfg := filepath.Join(dir, "grpc.yaml")
 	writeFile(t, cfg, "endpoint: unix://"+sock+"\ncallTimeout: 5s\nconnectTimeout: 10s\n")
@@ -296,5 +297,46 @@ func TestConnectionEndsWithProvider(t *testing.T) {
 			t.Fatalf("ping after the provider's context ended: %v, want the connection closed", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// growing is the mock with a capacity that changes once, to cpu.
+type growing struct {
+	node.Provider
+	cpu string
+}
+
+func (g growing) NotifyCapacity(_ context.Context, f func(corev1.ResourceList)) {
+	go f(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(g.cpu), corev1.ResourcePods: resource.MustParse("10")})
+}
+
+// TestCapacityThroughPlugin: a CapacityNotifier behind the plugin boundary
+// declares it, and the daemon's side reports the registered node with the
+// new capacity (allocatable the same) as a node status change.
+func TestCapacityThroughPlugin(t *testing.T) {
+	dir := socketDir(t)
+	sock := filepath.Join(dir, "p.sock")
+	servePlugin(t, sock, growing{newMock(t, dir, ""), "7"})
+	p := dial(t, dir, sock)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	nodes := make(chan *corev1.Node, 1)
+	p.(node.NodeProvider).NotifyNodeStatus(ctx, func(n *corev1.Node) {
+		select {
+		case nodes <- n:
+		default:
+		}
+	})
+	select {
+	case n := <-nodes:
+		cpu, alloc := n.Status.Capacity[corev1.ResourceCPU], n.Status.Allocatable[corev1.ResourceCPU]
+		if cpu.String() != "7" || alloc.String() != "7" || n.Status.Capacity.Pods().Value() != 10 {
+			t.Errorf("capacity %v, allocatable %v; want cpu 7, pods 10 in both", n.Status.Capacity, n.Status.Allocatable)
+		}
+		if n.Status.NodeInfo.OperatingSystem != "linux" {
+			t.Errorf("the registered node's other fields are lost: %+v", n.Status.NodeInfo)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no capacity change reached the daemon's side in 30s")
 	}
 }

@@ -34,7 +34,7 @@ func (p *Provider) NotifyPods(ctx context.Context, f func(*corev1.Pod)) {
 		if err != nil {
 			return false, err
 		}
-		return p.receive(ctx, func() ([]byte, error) {
+		return receive(ctx, p, func() ([]byte, error) {
 			ev, err := stream.Recv()
 			return ev.GetPod(), err
 		}, func(data []byte) error {
@@ -78,9 +78,13 @@ func (p *Provider) Ping(ctx context.Context) error {
 }
 
 // NotifyNodeStatus implements node.NodeProvider with the plugin's WatchNode
-// stream, when it declared one.
+// stream, when it declared one; else, for a plugin that declared
+// capacity changes, the node it registered with each new capacity.
 func (p *Provider) NotifyNodeStatus(ctx context.Context, cb func(*corev1.Node)) {
 	if !p.caps[pb.Capability_CAPABILITY_NODE_STATUS] {
+		if p.caps[pb.Capability_CAPABILITY_CAPACITY] {
+			p.notifyCapacity(ctx, cb)
+		}
 		return
 	}
 	go resubscribe(ctx, "WatchNode", func(ctx context.Context) (bool, error) {
@@ -88,7 +92,7 @@ func (p *Provider) NotifyNodeStatus(ctx context.Context, cb func(*corev1.Node)) 
 		if err != nil {
 			return false, err
 		}
-		return p.receive(ctx, func() ([]byte, error) {
+		return receive(ctx, p, func() ([]byte, error) {
 			ev, err := stream.Recv()
 			return ev.GetNode(), err
 		}, func(data []byte) error {
@@ -104,7 +108,7 @@ func (p *Provider) NotifyNodeStatus(ctx context.Context, cb func(*corev1.Node)) 
 // receive hands what recv returns to deliver until recv fails, and says
 // whether anything came. An event deliver cannot decode is logged and
 // skipped: one bad event does not end the stream.
-func (p *Provider) receive(ctx context.Context, recv func() ([]byte, error), deliver func([]byte) error) (bool, error) {
+func receive[E any](ctx context.Context, p *Provider, recv func() (E, error), deliver func(E) error) (bool, error) {
 	received := false
 	for {
 		data, err := recv()
@@ -139,4 +143,27 @@ func resubscribe(ctx context.Context, what string, run func(context.Context) (re
 		}
 		wait = min(2*wait, maxResubscribe)
 	}
+}
+
+// notifyCapacity reports the registered node with each capacity of the
+// plugin's WatchCapacity stream (allocatable the same).
+func (p *Provider) notifyCapacity(ctx context.Context, cb func(*corev1.Node)) {
+	go resubscribe(ctx, "WatchCapacity", func(ctx context.Context) (bool, error) {
+		stream, err := p.nodes.WatchCapacity(ctx, &pb.WatchCapacityRequest{})
+		if err != nil {
+			return false, err
+		}
+		return receive(ctx, p, func() (map[string]string, error) {
+			ev, err := stream.Recv()
+			return ev.GetCapacity(), err
+		}, func(data map[string]string) error {
+			capacity, err := wire.DecodeResources("WatchCapacity event", data)
+			if err == nil {
+				n := p.node.DeepCopy()
+				n.Status.Capacity, n.Status.Allocatable = capacity, capacity.DeepCopy()
+				cb(n)
+			}
+			return err
+		})
+	})
 }
