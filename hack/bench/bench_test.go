@@ -14,9 +14,10 @@ import (
 
 func TestMain(m *testing.M) { testcluster.Main(m) }
 
-// TestBenchSmoke runs the whole bench, floor and daemon, with 200 pods: every
-// pod must reach Running and be gone in both passes, and the daemon must
-// write each pod's status with a bounded number of requests. It asserts no
+// TestBenchSmoke runs the whole bench, floor and daemon (in process and
+// out of process), with 200 pods: every pod must reach Running and be gone
+// in each pass, and the daemon must write each pod's status with a bounded
+// number of requests. It asserts no
 // timings: those are for `make bench` on a quiet machine.
 func TestBenchSmoke(t *testing.T) {
 	c := testcluster.Shared(t)
@@ -27,6 +28,7 @@ func TestBenchSmoke(t *testing.T) {
 		sizes:      []int{n},
 		workers:    20,
 		outDir:     out,
+		plugin:     true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -45,6 +47,10 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	if r.Usage.CPU <= 0 || r.Usage.PeakRSS <= 0 {
 		t.Errorf("daemon usage not measured: %+v", r.Usage)
+	}
+	// The same pods through the mock out of process.
+	if p := r.Plugin; p == nil || len(p.Pass.Latencies) != n || p.Pass.AllGone <= 0 || p.Plugin.CPU <= 0 || p.Daemon.CPU <= 0 {
+		t.Errorf("out-of-process pass incomplete: %+v", p)
 	}
 	if r.BenchCPU.Floor <= 0 || r.BenchCPU.Daemon <= 0 {
 		t.Errorf("the bench's own CPU not measured: %+v", r.BenchCPU)

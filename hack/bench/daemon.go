@@ -94,11 +94,6 @@ func startDaemon(ctx context.Context, c config, s daemonSpec) (*benchDaemon, err
 	if err != nil {
 		return nil, err
 	}
-	logPath := filepath.Join(os.TempDir(), s.name+"@"+ip+".log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
 	args := append(append([]string{}, s.provider...),
 		"--nodename", s.name, "--kubeconfig", s.kubeconfig,
 		"--node-count", strconv.Itoa(s.nodes),
@@ -113,15 +108,30 @@ func startDaemon(ctx context.Context, c config, s daemonSpec) (*benchDaemon, err
 	}
 	cmd := exec.CommandContext(ctx, c.binary, args...)
 	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	p, err := childproc.Start(cmd)
-	logFile.Close() // the daemon has its own copy
+	d, err := startLogged(cmd, s.name+"@"+ip)
 	if err != nil {
 		return nil, err
 	}
-	d := &benchDaemon{Process: p, metricsAddr: metricsAddr, logPath: logPath}
-	logf("daemon %s: pid %d, metrics and pprof at http://%s, log %s", s.name, cmd.Process.Pid, metricsAddr, logPath)
+	d.metricsAddr = metricsAddr
+	logf("daemon %s: pid %d, metrics and pprof at http://%s, log %s", s.name, cmd.Process.Pid, metricsAddr, d.logPath)
 	return d, nil
+}
+
+// startLogged starts cmd with its output in the file name.log in the
+// temporary directory.
+func startLogged(cmd *exec.Cmd, name string) (*benchDaemon, error) {
+	logPath := filepath.Join(os.TempDir(), name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	p, err := childproc.Start(cmd)
+	logFile.Close() // the process has its own copy
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: %w", cmd.Path, err)
+	}
+	return &benchDaemon{Process: p, logPath: logPath}, nil
 }
 
 func (d *benchDaemon) stop() { d.Stop(20 * time.Second) }

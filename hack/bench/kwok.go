@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"time"
@@ -12,8 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/vkubelet/virtual-kubelet/internal/testing/childproc"
 )
 
 // kwokAnnotation marks the Nodes kwok is told to manage.
@@ -42,13 +39,8 @@ func kwokPass(ctx context.Context, c config, cl *cluster, n, nodes int) (*kwokRe
 	if err := registerKwokNodes(ctx, cl.client, names); err != nil {
 		return nil, err
 	}
-	logPath := filepath.Join(os.TempDir(), prefix+".log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
 	started := time.Now()
-	cmd := exec.CommandContext(ctx, filepath.Join(c.kwokDir, "bin", "kwok"),
+	proc, err := startLogged(exec.CommandContext(ctx, filepath.Join(c.kwokDir, "bin", "kwok"),
 		"--kubeconfig", cl.info.Kubeconfig,
 		"--config", filepath.Join(c.kwokDir, "stages.yaml"),
 		"--manage-nodes-with-annotation-selector", kwokAnnotation+"=fake",
@@ -56,16 +48,13 @@ func kwokPass(ctx context.Context, c config, cl *cluster, n, nodes int) (*kwokRe
 		// pods on one node.
 		"--cidr", "10.64.0.0/10",
 		"--node-lease-duration-seconds", "40",
-	)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	p, err := childproc.Start(cmd)
-	logFile.Close()
+	), prefix)
 	if err != nil {
-		return nil, fmt.Errorf("starting kwok: %w", err)
+		return nil, err
 	}
-	proc := &benchDaemon{Process: p, logPath: logPath}
 	defer proc.stop()
-	logf("kwok: pid %d, log %s", cmd.Process.Pid, logPath)
+	logPath := proc.logPath
+	logf("kwok: pid %d, log %s", proc.Cmd.Process.Pid, logPath)
 	for _, name := range names {
 		if err := waitNodeReady(ctx, cl.client, name); err != nil {
 			return nil, fmt.Errorf("kwok: node %s: %w (log: %s)", name, err, logPath)

@@ -67,6 +67,7 @@ type config struct {
 	steady      time.Duration
 	binary      string
 	kwokDir     string // hack/kwok/build.sh's output; empty: no kwok pass
+	plugin      bool   // also run the mock out of process, behind --provider grpc
 	outDir      string
 	daemonArgs  []string
 	daemonEnv   []string
@@ -86,6 +87,7 @@ func main() {
 	flag.DurationVar(&c.steady, "steady", 30*time.Second, "idle window to measure the daemon's steady-state CPU with all pods Running (0: skip)")
 	flag.StringVar(&c.binary, "binary", "", "virtual-kubelet binary (default: built from ./cmd/virtual-kubelet)")
 	flag.StringVar(&c.kwokDir, "kwok", "", "kwok's directory from hack/kwok/build.sh (bin/kwok, stages.yaml): measure kwok too (not with -remote-cluster)")
+	flag.BoolVar(&c.plugin, "plugin", false, "after the daemon pass, run it again with the mock out of process (virtual-kubelet plugin on a unix socket, the daemon with --provider grpc): in-process vs out-of-process")
 	flag.StringVar(&c.outDir, "out", "", "directory for the results (results.md, latency-N.svg); empty prints only")
 	flag.StringVar(&extra, "daemon-args", "", "extra flags for the daemon, space-separated")
 	var env string
@@ -113,6 +115,10 @@ func main() {
 	}
 	if c.replicas > 1 && c.remoteDir != "" {
 		fmt.Fprintln(os.Stderr, "bench: -replicas measures one cluster; it does not go with -remote-cluster")
+		os.Exit(2)
+	}
+	if c.plugin && (c.nodes != 1 || c.replicas != 1 || c.remoteDir != "") {
+		fmt.Fprintln(os.Stderr, "bench: -plugin measures one node of one daemon on one cluster: not with -nodes, -replicas or -remote-cluster")
 		os.Exit(2)
 	}
 	if c.remoteDir != "" && c.kwokDir != "" {
@@ -144,7 +150,9 @@ type result struct {
 	// Replicas is the replicas pass (-replicas > 1), whose pods' figures
 	// are in Daemon; else nil.
 	Replicas *replicasResult
-	Daemon   *phaseResult
+	// Plugin is the out-of-process pass (-plugin); else nil.
+	Plugin *pluginResult
+	Daemon *phaseResult
 	// NodesReady is from the daemon's start to all its nodes Ready.
 	NodesReady time.Duration
 	Usage      processUsage
@@ -396,6 +404,11 @@ func runSize(ctx context.Context, c config, a, b *cluster, n int) (*result, erro
 	}
 	d.stop()
 	cleanup(a.client, ns, vkNodes)
+	if c.plugin {
+		if r.Plugin, err = pluginPass(ctx, c, a, n); err != nil {
+			return nil, err
+		}
+	}
 	fr, fg := r.floor()
 	logf("N=%d daemon: all Running in %s (%.2fx), all gone in %s (%.2fx)", n,
 		r.Daemon.AllRunning.Round(time.Millisecond), ratio(r.Daemon.AllRunning, fr),

@@ -27,6 +27,9 @@ func report(results []*result) string {
 		if results[0].Kwok != nil {
 			kwokTable(&b, results)
 		}
+		if results[0].Plugin != nil {
+			pluginTable(&b, results)
+		}
 	}
 	for _, r := range results {
 		fmt.Fprintf(&b, "\nN=%d, daemon pass:\n\n", r.N)
@@ -83,6 +86,24 @@ func kwokTable(b *strings.Builder, results []*result) {
 	}
 	writeTable(b, "N|nodes|all Running: floor / kwok / daemon|daemon÷kwok|all gone: floor / kwok / daemon|daemon÷kwok|p50 create→Running|p99 create→Running|p50 delete→gone|p99 delete→gone|nodes Ready: kwok / daemon|RSS before: kwok / daemon|peak RSS: kwok / daemon|CPU s per 1,000 pods: kwok / daemon", rows)
 	b.WriteString("\nkwok runs its fast stages (no bound tokens, no kubelet API); the floor is the bench doing a kubelet's writes. Each pass has the cluster to itself, one after the other.\n")
+}
+
+// pluginTable sets the mock out of process (behind --provider grpc) beside
+// the mock in process, each cell "in / out".
+func pluginTable(b *strings.Builder, results []*result) {
+	var rows [][]string
+	two := func(in, out time.Duration) string { return ms(in) + " / " + ms(out) }
+	for _, r := range results {
+		in, out := r.Daemon, r.Plugin.Pass
+		rows = append(rows, cells("%d|%s|**%.2fx**|%s|**%.2fx**|%s|%s|%.2f / %.2f + %.2f|%.0f / %.0f + %.0f MiB",
+			r.N, two(in.AllRunning, out.AllRunning), ratio(out.AllRunning, in.AllRunning),
+			two(in.AllGone, out.AllGone), ratio(out.AllGone, in.AllGone),
+			two(in.P50, out.P50), two(in.P99, out.P99),
+			perThousand(r.Usage.CPU, r.N), perThousand(r.Plugin.Daemon.CPU, r.N), perThousand(r.Plugin.Plugin.CPU, r.N),
+			float64(r.Usage.PeakRSS)/(1<<20), float64(r.Plugin.Daemon.PeakRSS)/(1<<20), float64(r.Plugin.Plugin.PeakRSS)/(1<<20)))
+	}
+	writeTable(b, "N|all Running: in process / out|out÷in|all gone: in / out|out÷in|p50 create→Running: in / out|p99: in / out|CPU s per 1,000 pods: in / daemon + plugin|peak RSS: in / daemon + plugin", rows)
+	b.WriteString("\nOut of process: the same binary as `virtual-kubelet plugin --provider mock` on a unix socket, the daemon with `--provider grpc`; each pass has the cluster to itself.\n")
 }
 
 // replicasTable is the replicas pass: the pods through the replicas as
