@@ -91,8 +91,10 @@ func TestPodIPInEnvironment(t *testing.T) {
 	}
 
 	createPods(t, c.Client, ns, ipPod("own", d.name))
-	asked := time.Now() // the pod controller asked for the node's pod CIDRs
 	check("own")
+	// The pod controller asked for the node's pod CIDRs before it created
+	// the pod: by now at the latest.
+	asked := time.Now()
 
 	// As the controller-manager's node IPAM would (--allocate-node-cidrs).
 	patch := `{"spec":{"podCIDR":"10.251.0.0/24","podCIDRs":["10.251.0.0/24","fd00:251::/64"]}}`
