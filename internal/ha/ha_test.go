@@ -12,6 +12,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -156,5 +157,43 @@ func TestHolderLockTakesOnlyWhenPreferred(t *testing.T) {
 	}
 	if err := l.Update(ctx, record); !errors.Is(err, errNotPreferred) {
 		t.Fatalf("taking a released lease while not preferred: %v", err)
+	}
+}
+
+func TestReplicasStartedTogetherSplitTheNodes(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset()
+	nodes := names("vk-", 40)
+	start := func(id string) *Members {
+		m, err := StartMembers(ctx, Config{
+			Client: client, Namespace: "ns", Identity: id, Nodes: nodes, Group: "vk",
+			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 200 * time.Millisecond,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	first := start("a")
+	takes := func(m *Members) (n int) {
+		for _, node := range nodes {
+			if (&holding{members: m, node: node}).preferred() {
+				n++
+			}
+		}
+		return n
+	}
+	if n := takes(first); n != 0 {
+		t.Fatalf("the first replica takes %d nodes while it is joining; want none", n)
+	}
+	second := start("b")
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return !first.Joining() && !second.Joining(), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := takes(first), takes(second); a != 20 || b != 20 {
+		t.Errorf("after joining the replicas take %d and %d of 40 nodes; want 20 each", a, b)
 	}
 }

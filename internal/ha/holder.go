@@ -66,8 +66,9 @@ type holding struct {
 // termKey is the context key of a term's serving.
 type termKey struct{}
 
+// preferred reports whether this replica may take the node's lease now.
 func (h *holding) preferred() bool {
-	return h.members.Preferred(h.node) == h.members.cfg.Identity
+	return !h.members.Joining() && h.members.Preferred(h.node) == h.members.cfg.Identity
 }
 
 // term runs the elector until this replica has held the node and let it

@@ -71,6 +71,8 @@ type Config struct {
 // agree).
 type Members struct {
 	cfg Config
+	// joined is when this replica first announced itself.
+	joined time.Time
 
 	// done is closed once the lease is deleted, at the end.
 	done chan struct{}
@@ -98,7 +100,7 @@ type seenLease struct {
 // group's, and returns once it has listed them. Both stop when ctx ends,
 // the lease being deleted then so the others move its nodes at once.
 func StartMembers(ctx context.Context, cfg Config) (*Members, error) {
-	m := &Members{cfg: cfg, seen: map[string]seenLease{}, done: make(chan struct{})}
+	m := &Members{cfg: cfg, joined: time.Now(), seen: map[string]seenLease{}, done: make(chan struct{})}
 	if err := m.announce(ctx); err != nil {
 		return nil, fmt.Errorf("writing the replica lease %s/%s: %w", cfg.Namespace, m.leaseName(), err)
 	}
@@ -247,6 +249,16 @@ func (m *Members) Live() []string {
 		}
 	}
 	return live
+}
+
+// Joining reports whether this replica is still in its first two retry
+// periods, in which it takes no node: replicas started together (a
+// Deployment's first rollout) have seen each other's membership leases by
+// then, so each takes its share at once instead of the first taking every
+// node and handing most of them over, which at a thousand nodes is a
+// storm of node starts and stops on the API server.
+func (m *Members) Joining() bool {
+	return time.Since(m.joined) < 2*m.cfg.RetryPeriod
 }
 
 // Preferred is the replica that should serve node: its holder in the
