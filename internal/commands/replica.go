@@ -55,6 +55,7 @@ func runReplica(ctx context.Context, cancel context.CancelFunc, o *Options, clie
 	names := o.Node.NodeNames()
 	log.G(ctx).WithField("namespace", cfg.Namespace).Infof("replica of %d node%s: holding those it is preferred for", len(names), plural(len(names), "", "s"))
 
+	starts := make(startGate, maxConcurrentStarts)
 	var holders sync.WaitGroup
 	defer func() {
 		cancel()
@@ -67,7 +68,7 @@ func runReplica(ctx context.Context, cancel context.CancelFunc, o *Options, clie
 		go func() {
 			defer holders.Done()
 			ha.Hold(ctx, members, name, func(ctx context.Context) error {
-				return serveNode(withNode(ctx, name), o, name, port, nodeIP, sh, servers)
+				return serveNode(withNode(ctx, name), o, name, port, nodeIP, sh, servers, starts)
 			})
 		}()
 	}
@@ -94,15 +95,43 @@ func leaseClientFor(restCfg *rest.Config, nodes int, retry time.Duration) (kuber
 	return kubernetes.NewForConfig(cfg)
 }
 
+// maxConcurrentStarts is how many nodes one replica brings up at once.
+// Taking a share of a thousand nodes (at start, or a dead replica's) would
+// otherwise send thousands of registration requests at once, and the API
+// server, swamped, would answer the replica's own holder lease renewals
+// past their renew deadline: fences would come down and the nodes churn.
+const maxConcurrentStarts = 32
+
+// startGate bounds the node start-ups in flight: a slot is taken before a
+// node is built and given back once it is Ready or has stopped.
+type startGate chan struct{}
+
+// enter waits for a slot until ctx ends; leave gives it back, once
+// however often it is called.
+func (g startGate) enter(ctx context.Context) (leave func(), err error) {
+	select {
+	case g <- struct{}{}:
+		return sync.OnceFunc(func() { <-g }), nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
 // serveNode serves one node until ctx ends: its provider, its Node and pod
 // controllers, and its kubelet API on port. It returns once they have all
-// stopped. With --startup-timeout, a node not up within it from the
-// takeover is an error, which hands the node over.
-func serveNode(ctx context.Context, o *Options, name string, port int32, nodeIP string, sh *shared, servers *servers) error {
+// stopped. The node is brought up through starts. With --startup-timeout,
+// a node not up within it from the takeover is an error, which hands the
+// node over.
+func serveNode(ctx context.Context, o *Options, name string, port int32, nodeIP string, sh *shared, servers *servers, starts startGate) error {
 	var deadline time.Time
 	if t := o.Node.StartupTimeout; t > 0 {
 		deadline = time.Now().Add(t)
 	}
+	leave, err := starts.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer leave()
 	n, p, err := buildNode(ctx, o, name, port, nodeIP, sh)
 	if err != nil {
 		return err
@@ -112,6 +141,13 @@ func serveNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		return err
 	}
 	defer stop()
+	go func() {
+		select {
+		case <-n.Ready():
+			leave()
+		case <-ctx.Done():
+		}
+	}()
 	return runUpBy(ctx, deadline, n.Run, n.Ready(), fmt.Sprintf("node %s did not come up within --startup-timeout %s", name, o.Node.StartupTimeout))
 }
 

@@ -63,3 +63,31 @@ func TestLeaseClientHasItsOwnLimits(t *testing.T) {
 		t.Errorf("the shared config changed: %+v", shared)
 	}
 }
+
+// TestStartGateBoundsStarts: no more nodes come up at once than the gate
+// has slots; a slot given back twice frees one; a wait ends with its
+// context.
+func TestStartGateBoundsStarts(t *testing.T) {
+	ctx := context.Background()
+	gate := make(startGate, 2)
+	first, err := gate.enter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gate.enter(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waiting, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := gate.enter(waiting); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a third start with two slots taken: %v, want to wait until its context ends", err)
+	}
+	first()
+	first()
+	if len(gate) != 1 {
+		t.Fatalf("%d slots taken after one start left twice; want 1", len(gate))
+	}
+	if _, err := gate.enter(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
