@@ -161,6 +161,24 @@ func (d *benchDaemon) saveProfile(ctx context.Context, name, path string) error 
 	return f.Close()
 }
 
+// profileCPU starts a CPU profile of the process over c.cpuProfile, saved
+// as cpu-name.pb.gz in c.outDir; the returned func waits for it. Without
+// -cpu-profile and -out it does nothing.
+func (d *benchDaemon) profileCPU(ctx context.Context, c config, name string) (wait func()) {
+	if c.cpuProfile <= 0 || c.outDir == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		path := filepath.Join(c.outDir, "cpu-"+name+".pb.gz")
+		if err := d.saveProfile(ctx, fmt.Sprintf("profile?seconds=%d", int(c.cpuProfile.Seconds())), path); err != nil {
+			logf("CPU profile of %s: %v", name, err)
+		}
+	}()
+	return func() { <-done }
+}
+
 // processUsage is CPU time used and resident memory.
 type processUsage struct {
 	CPU     time.Duration

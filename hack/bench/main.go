@@ -69,8 +69,11 @@ type config struct {
 	kwokDir     string // hack/kwok/build.sh's output; empty: no kwok pass
 	plugin      bool   // also run the mock out of process, behind --provider grpc
 	outDir      string
-	daemonArgs  []string
-	daemonEnv   []string
+	// cpuProfile, with outDir: profile each measured process's CPU over
+	// the first cpuProfile of its pods pass.
+	cpuProfile time.Duration
+	daemonArgs []string
+	daemonEnv  []string
 }
 
 func main() {
@@ -89,6 +92,7 @@ func main() {
 	flag.StringVar(&c.kwokDir, "kwok", "", "kwok's directory from hack/kwok/build.sh (bin/kwok, stages.yaml): measure kwok too (not with -remote-cluster)")
 	flag.BoolVar(&c.plugin, "plugin", false, "after the daemon pass, run it again with the mock out of process (virtual-kubelet plugin on a unix socket, the daemon with --provider grpc): in-process vs out-of-process")
 	flag.StringVar(&c.outDir, "out", "", "directory for the results (results.md, latency-N.svg); empty prints only")
+	flag.DurationVar(&c.cpuProfile, "cpu-profile", 0, "with -out: a CPU profile of the daemon (and the plugin) over the first D of each pods pass, cpu-<process>-N.pb.gz (go tool pprof -top)")
 	flag.StringVar(&extra, "daemon-args", "", "extra flags for the daemon, space-separated")
 	var env string
 	flag.StringVar(&env, "daemon-env", "", "extra environment for the daemon only, space-separated K=V (e.g. GOGC=50)")
@@ -383,7 +387,9 @@ func runSize(ctx context.Context, c config, a, b *cluster, n int) (*result, erro
 		}
 	}
 	cpuBefore := selfCPU()
+	profiled := d.profileCPU(ctx, c, fmt.Sprintf("daemon-%d", n))
 	r.Daemon, err = runPass(ctx, a.client, ns, vkNodes, n, c.workers, newTracker(n), steady)
+	profiled()
 	r.BenchCPU.Daemon = selfCPU() - cpuBefore - steadyBench
 	if err != nil {
 		cleanup(a.client, ns, vkNodes)

@@ -29,10 +29,15 @@ func pluginPass(ctx context.Context, c config, cl *cluster, n int) (*pluginResul
 	}
 	defer os.RemoveAll(dir)
 	sock := filepath.Join(dir, "mock.sock")
-	plugin, err := startLogged(exec.CommandContext(ctx, c.binary, "plugin", "--provider", "mock", "--nodename", prefix, "--listen", "unix://"+sock), prefix+"-mock")
+	pprofAddr, err := freeAddr("127.0.0.1")
 	if err != nil {
 		return nil, err
 	}
+	plugin, err := startLogged(exec.CommandContext(ctx, c.binary, "plugin", "--provider", "mock", "--nodename", prefix, "--listen", "unix://"+sock, "--pprof-address", pprofAddr), prefix+"-mock")
+	if err != nil {
+		return nil, err
+	}
+	plugin.metricsAddr = pprofAddr
 	defer plugin.stop()
 	logPath := plugin.logPath
 	cfg := filepath.Join(dir, "grpc.yaml")
@@ -54,7 +59,10 @@ func pluginPass(ctx context.Context, c config, cl *cluster, n int) (*pluginResul
 	}
 	defer cleanup(cl.client, ns, []string{prefix})
 	dBefore, pBefore := d.usage(), plugin.usage()
+	profiledDaemon, profiledPlugin := d.profileCPU(ctx, c, fmt.Sprintf("grpc-daemon-%d", n)), plugin.profileCPU(ctx, c, fmt.Sprintf("plugin-%d", n))
 	pass, err := runPass(ctx, cl.client, ns, []string{prefix}, n, c.workers, newTracker(n), nil)
+	profiledDaemon()
+	profiledPlugin()
 	if err != nil {
 		return nil, fmt.Errorf("plugin: %w (logs: %s, %s)", err, d.logPath, logPath)
 	}

@@ -1,14 +1,17 @@
 package commands
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
@@ -21,6 +24,8 @@ import (
 // pluginOptions are the flags of `virtual-kubelet plugin`.
 type pluginOptions struct {
 	provider, config, listen, nodeName, os, clusterDomain string
+	// pprofAddr serves Go's /debug/pprof, on a loopback address only.
+	pprofAddr string
 	// The plugin's side of mutual TLS, for a host:port listener.
 	tlsCert, tlsKey, tlsClientCA string
 }
@@ -49,6 +54,7 @@ endpoint.`,
 	f.StringVar(&o.nodeName, "nodename", "virtual-kubelet", "the name of the node the provider backs (the daemon's --nodename)")
 	f.StringVar(&o.os, "os", "linux", "the operating system the node runs pods for")
 	f.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain")
+	f.StringVar(&o.pprofAddr, "pprof-address", "", "serve Go's /debug/pprof here (a loopback host:port: it has no authentication)")
 	f.StringVar(&o.tlsCert, "tls-cert-file", "", "the plugin's serving certificate (PEM), for mutual TLS")
 	f.StringVar(&o.tlsKey, "tls-key-file", "", "its private key (PEM)")
 	f.StringVar(&o.tlsClientCA, "tls-client-ca-file", "", "the CA (PEM) that signed the daemon's client certificate")
@@ -80,8 +86,36 @@ func runPlugin(cmd *cobra.Command, o *pluginOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.pprofAddr != "" {
+		if err := servePluginPprof(ctx, o.pprofAddr); err != nil {
+			lis.Close()
+			return err
+		}
+	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "serving provider %s for node %s on %s\n", o.provider, o.nodeName, o.listen)
 	return providerserver.Serve(ctx, lis, p, opts...)
+}
+
+// servePluginPprof serves /debug/pprof on addr, a loopback address, until
+// ctx ends.
+func servePluginPprof(ctx context.Context, addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || !isLoopback(host) {
+		return fmt.Errorf("--pprof-address %q: want a loopback host:port (127.0.0.1:6060): /debug/pprof has no authentication", addr)
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--pprof-address: %w", err)
+	}
+	mux := http.NewServeMux()
+	servePprof(mux)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	go srv.Serve(lis) //nolint:errcheck // ends with ErrServerClosed when ctx does
+	return nil
 }
 
 // listenPlugin opens a unix socket (replacing the one a plugin that died left) or

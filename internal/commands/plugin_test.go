@@ -35,6 +35,10 @@ func TestSubcommandHelp(t *testing.T) {
 	if code, _, errOut := run(t, "plugin", "--provider", "mock"); code != 1 || !strings.Contains(errOut, "--listen are required") {
 		t.Errorf("plugin without --listen: %d %q", code, errOut)
 	}
+	sock := "unix://" + filepath.Join(t.TempDir(), "p.sock")
+	if code, _, errOut := run(t, "plugin", "--provider", "mock", "--listen", sock, "--pprof-address", "0.0.0.0:6060"); code != 1 || !strings.Contains(errOut, `--pprof-address "0.0.0.0:6060": want a loopback`) {
+		t.Errorf("plugin with /debug/pprof on every interface: %d %q", code, errOut)
+	}
 }
 
 // TestPluginServesMutualTLS: `virtual-kubelet plugin` on host:port with

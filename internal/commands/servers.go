@@ -126,15 +126,20 @@ func startServers(ctx context.Context, o *ServerOptions, nodes *NodeOptions, cli
 		mux.Handle("GET /metrics", metrics.Handler())
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 		if o.EnableProfiling {
-			mux.HandleFunc("/debug/pprof/", pprof.Index)
-			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+			servePprof(mux)
 		}
 		s.serve(ctx, "metrics", &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}, ml, false)
 	}
 	return s, nil
+}
+
+// servePprof adds Go's /debug/pprof handlers to mux.
+func servePprof(mux *http.ServeMux) {
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 }
 
 // kubeletAPI serves node name's kubelet API on port: the provider's
