@@ -15,6 +15,8 @@ type pluginResult struct {
 	Pass *phaseResult
 	// Daemon and Plugin are each process's CPU over the pass and peak RSS.
 	Daemon, Plugin processUsage
+	// Stats are the daemon's requests, provider calls and queues.
+	Stats daemonStats
 }
 
 // pluginPass runs the same binary twice: `virtual-kubelet plugin
@@ -71,6 +73,7 @@ func pluginPass(ctx context.Context, c config, cl *cluster, n int) (*pluginResul
 		Pass:   pass,
 		Daemon: processUsage{CPU: dAfter.CPU - dBefore.CPU, PeakRSS: dAfter.PeakRSS},
 		Plugin: processUsage{CPU: pAfter.CPU - pBefore.CPU, PeakRSS: pAfter.PeakRSS},
+		Stats:  d.metrics(ctx, cl.host),
 	}
 	logf("N=%d plugin: all Running in %s, all gone in %s", n, pass.AllRunning.Round(time.Millisecond), pass.AllGone.Round(time.Millisecond))
 	return r, nil

@@ -34,11 +34,10 @@ func report(results []*result) string {
 	for _, r := range results {
 		fmt.Fprintf(&b, "\nN=%d, daemon pass:\n\n", r.N)
 		fmt.Fprintf(&b, "- API server pod requests (all clients) during the pass: %s\n", formatCounts(r.APICalls))
-		fmt.Fprintf(&b, "- daemon's API requests by method and code: %s; %s in the client's rate limiter\n", formatCounts(r.Client.Requests), ms(r.Client.LimiterWait))
-		fmt.Fprintf(&b, "- provider calls by method and result: %s\n", formatCounts(r.ProviderCalls))
-		for _, q := range r.Queues {
-			fmt.Fprintf(&b, "- queue %s: %.0f adds, %.0f retries, mean wait %s, mean work %s\n",
-				q.Name, q.Adds, q.Retries, q.MeanWait.Round(time.Microsecond), q.MeanWork.Round(time.Microsecond))
+		writeDaemonStats(&b, r.Client, r.ProviderCalls, r.Queues)
+		if p := r.Plugin; p != nil && len(p.Stats.Clients) > 0 {
+			fmt.Fprintf(&b, "\nN=%d, out-of-process pass (the daemon with --provider grpc):\n\n", r.N)
+			writeDaemonStats(&b, p.Stats.Clients[0], p.Stats.ProviderCalls, p.Stats.Queues)
 		}
 		if rr := r.Remote; rr != nil {
 			fmt.Fprintf(&b, "- B, last pod: created at %s, bound to the mock node by B's scheduler at %s, Running in B at %s (from the first create in A); gone from B at %s (from the first delete in A)\n",
@@ -49,6 +48,16 @@ func report(results []*result) string {
 		}
 	}
 	return b.String()
+}
+
+// writeDaemonStats lists a daemon's API requests, provider calls and queues.
+func writeDaemonStats(b *strings.Builder, client clientStats, calls map[string]float64, queues []queueStats) {
+	fmt.Fprintf(b, "- daemon's API requests by method and code: %s; %s in the client's rate limiter\n", formatCounts(client.Requests), ms(client.LimiterWait))
+	fmt.Fprintf(b, "- provider calls by method and result: %s\n", formatCounts(calls))
+	for _, q := range queues {
+		fmt.Fprintf(b, "- queue %s: %.0f adds, %.0f retries, mean wait %s, mean work %s\n",
+			q.Name, q.Adds, q.Retries, q.MeanWait.Round(time.Microsecond), q.MeanWork.Round(time.Microsecond))
+	}
 }
 
 func oneClusterTable(b *strings.Builder, results []*result) {
