@@ -402,7 +402,7 @@ func TestRestartAdoptsRunningPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPod(t, c.Client, ns, "lost", "Running", phaseIs(corev1.PodRunning))
-	created := p.count("CreatePod")
+	created, listed := p.count("CreatePod"), p.count("GetPods")
 	stopNode(t, first)
 
 	p.lose(ns, "lost")
@@ -430,6 +430,20 @@ func TestRestartAdoptsRunningPods(t *testing.T) {
 	}
 	if pod := waitPod(t, c.Client, ns, "adopted", "Running", phaseIs(corev1.PodRunning)); pod.DeletionTimestamp != nil {
 		t.Error("the adopted pod is being deleted")
+	}
+	if p.count("GetPod "+key(ns, "adopted")) == 0 {
+		t.Error("the pod the provider had at the start was adopted without asking the provider for it")
+	}
+
+	// The new controller listed the provider's pods when it started; a pod
+	// created since is not among them, so it is created without a GetPod.
+	eventually(t, "the provider's pods listed at the start", func() (bool, string) {
+		n := p.count("GetPods")
+		return n > listed, fmt.Sprintf("%d listings", n)
+	})
+	runPod(t, c, ns, name, "new")
+	if n := p.count("GetPod " + key(ns, "new")); n != 0 {
+		t.Errorf("GetPod called %d times for a pod created after the start listing; want none", n)
 	}
 }
 

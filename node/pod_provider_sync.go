@@ -63,6 +63,10 @@ func (pc *PodController) resyncWithProvider(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	pc.listing.taken(provided, func(key string) bool {
+		rec := pc.pods.lookup(key)
+		return rec != nil && rec.view().sighted
+	})
 	has := make(map[string]bool, len(provided))
 	for _, p := range provided {
 		if p == nil {
@@ -82,6 +86,7 @@ func (pc *PodController) resyncWithProvider(ctx context.Context) {
 		if err := pc.callProvider(withPodFields(ctx, p), "DeletePod", p, pc.provider.DeletePod); err != nil && !errdefs.IsNotFound(err) {
 			continue
 		}
+		pc.listing.dropped(key)
 	}
 
 	pods, err := pc.lister.List(labels.Everything())

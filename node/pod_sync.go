@@ -255,6 +255,24 @@ func (pc *PodController) resolveEnv(pod *corev1.Pod) (*corev1.Pod, error) {
 	return res.Pod, nil
 }
 
+// lookUp asks whether the provider has the pod: GetPod, unless this is
+// the key's first look-up and the listing of the provider's pods at the
+// start shows it did not have it.
+func (pc *PodController) lookUp(ctx context.Context, pod *corev1.Pod, rec *podRecord) (*corev1.Pod, error) {
+	first := !rec.view().sighted
+	rec.lookedUp()
+	if first && pc.listing.lacks(podKey(pod)) {
+		return nil, errdefs.NotFound("not among the provider's pods")
+	}
+	var existing *corev1.Pod
+	err := pc.traceProvider(ctx, "GetPod", func(ctx context.Context) error {
+		var err error
+		existing, err = pc.provider.GetPod(ctx, pod.Namespace, pod.Name)
+		return err
+	})
+	return existing, err
+}
+
 // firstSight decides what to do with a pod this process has not handed to
 // the provider yet: the provider may already run it (we restarted), run an
 // older pod of the same name, not have it, or have lost it. A pod whose
@@ -262,12 +280,7 @@ func (pc *PodController) resolveEnv(pod *corev1.Pod) (*corev1.Pod, error) {
 // providerLost), unless that was decided already and it is being created
 // again.
 func (pc *PodController) firstSight(ctx context.Context, resolved *corev1.Pod, rec *podRecord) (providerAction, error) {
-	var existing *corev1.Pod
-	err := pc.traceProvider(ctx, "GetPod", func(ctx context.Context) error {
-		var err error
-		existing, err = pc.provider.GetPod(ctx, resolved.Namespace, resolved.Name)
-		return err
-	})
+	existing, err := pc.lookUp(ctx, resolved, rec)
 	switch {
 	case errdefs.IsNotFound(err) || (err == nil && existing == nil):
 		if everStarted(&resolved.Status) && !rec.view().recreate {

@@ -197,6 +197,9 @@ type PodController struct {
 	statusQueue *queue.Queue
 
 	pods *podRecords
+	// listing is the provider's pods at the start, to spare a GetPod on
+	// the first sight of a new pod.
+	listing startListing
 
 	mu      sync.Mutex
 	started bool

@@ -52,6 +52,10 @@ type podState struct {
 	// creating is set while CreatePod runs, so the provider resync does not
 	// take the pod being created for an orphan.
 	creating bool
+	// sighted is set once the controller looked the key up in the
+	// provider (firstSight): from then on only the provider can say
+	// whether it has the pod, not the listing of its pods at the start.
+	sighted bool
 	// objectDeleted is the UID of the pod whose object we deleted (grace
 	// 0), so a stale informer does not make us delete it again.
 	objectDeleted types.UID
@@ -234,8 +238,13 @@ func (r *podRecord) restartsCounted(restarts containerRestarts) {
 // replaced forgets a previous incarnation of the key (same name, other UID).
 func (r *podRecord) replaced() {
 	r.update(func(s *podState) {
-		*s = podState{last: s.last, objectDeleted: s.objectDeleted, creating: s.creating}
+		*s = podState{last: s.last, objectDeleted: s.objectDeleted, creating: s.creating, sighted: s.sighted}
 	})
+}
+
+// lookedUp records that the provider was asked whether it has the pod.
+func (r *podRecord) lookedUp() {
+	r.update(func(s *podState) { s.sighted = true })
 }
 
 // createStarted marks CreatePod as running; the returned func marks its end.

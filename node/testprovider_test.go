@@ -158,7 +158,11 @@ func (p *testProvider) lose(ns, name string) {
 	delete(p.pods, key(ns, name))
 }
 
+// GetPod counts its calls per pod, as "GetPod ns/name".
 func (p *testProvider) GetPod(_ context.Context, ns, name string) (*corev1.Pod, error) {
+	p.mu.Lock()
+	p.calls["GetPod "+key(ns, name)]++
+	p.mu.Unlock()
 	if pod := p.pod(ns, name); pod != nil {
 		return pod, nil
 	}
@@ -178,6 +182,7 @@ func (p *testProvider) GetPodStatus(_ context.Context, ns, name string) (*corev1
 func (p *testProvider) GetPods(context.Context) ([]*corev1.Pod, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.calls["GetPods"]++
 	out := make([]*corev1.Pod, 0, len(p.pods))
 	for _, pod := range p.pods {
 		out = append(out, pod.DeepCopy())
