@@ -89,7 +89,6 @@ func describeResize(p *corev1.Pod) string {
 // (beta, on in 1.36) are resized likewise.
 func TestInPlacePodResize(t *testing.T) {
 	c := testcluster.Shared(t)
-	ctx := context.Background()
 	ns := c.Namespace(t)
 	d := startDaemon(t, c, nil)
 	waitNodeReady(t, c.Client, d.name)
@@ -124,39 +123,7 @@ func TestInPlacePodResize(t *testing.T) {
 	})
 
 	t.Run("applied", func(t *testing.T) {
-		w, err := c.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", "slow").String()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer w.Stop()
-		kubectl(t, c, "-n", ns, "patch", "pod", "slow", "--subresource", "resize", "-p", cpuResize)
-		// The condition comes while the mock applies the resize, and goes.
-		var inProgress *corev1.PodCondition
-		deadline := time.After(timeout)
-		for done := false; !done; {
-			select {
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					t.Fatal("watch closed")
-				}
-				p, isPod := ev.Object.(*corev1.Pod)
-				if ev.Type != watch.Modified || !isPod {
-					continue
-				}
-				if cond := resizeCondition(p, corev1.PodResizeInProgress); cond != nil {
-					inProgress = cond
-					if runsWith(p, "150m", "300m") {
-						t.Errorf("PodResizeInProgress while the new resources are reported: %s", describeResize(p))
-					}
-				}
-				done = inProgress != nil && resizeCondition(p, corev1.PodResizeInProgress) == nil
-			case <-deadline:
-				t.Fatalf("PodResizeInProgress did not come and go (seen: %v)", inProgress)
-			}
-		}
-		if inProgress.Status != corev1.ConditionTrue || inProgress.ObservedGeneration < 2 {
-			t.Errorf("PodResizeInProgress: %+v", inProgress)
-		}
+		resizeThroughProgress(t, c, ns, "slow")
 		pod := waitPod(t, c.Client, ns, "slow", "running with the new resources", func(p *corev1.Pod) bool {
 			return runsWith(p, "150m", "300m") && p.Status.ObservedGeneration == p.Generation
 		})
@@ -208,6 +175,46 @@ func TestInPlacePodResize(t *testing.T) {
 			t.Errorf("PodResizeInProgress after the resize: %s", describeResize(pod))
 		}
 	})
+}
+
+// resizeThroughProgress resizes the pod name in place by cpuResize and
+// waits for its PodResizeInProgress condition to come and go, the new CPU
+// not reported while it is there.
+func resizeThroughProgress(t *testing.T, c *testcluster.Cluster, ns, name string) {
+	t.Helper()
+	w, err := c.Client.CoreV1().Pods(ns).Watch(context.Background(), metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	kubectl(t, c, "-n", ns, "patch", "pod", name, "--subresource", "resize", "-p", cpuResize)
+	// The condition comes while the mock applies the resize, and goes.
+	var inProgress *corev1.PodCondition
+	deadline := time.After(timeout)
+	for done := false; !done; {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("watch closed")
+			}
+			p, isPod := ev.Object.(*corev1.Pod)
+			if ev.Type != watch.Modified || !isPod {
+				continue
+			}
+			if cond := resizeCondition(p, corev1.PodResizeInProgress); cond != nil {
+				inProgress = cond
+				if runsWith(p, "150m", "300m") {
+					t.Errorf("PodResizeInProgress while the new resources are reported: %s", describeResize(p))
+				}
+			}
+			done = inProgress != nil && resizeCondition(p, corev1.PodResizeInProgress) == nil
+		case <-deadline:
+			t.Fatalf("PodResizeInProgress did not come and go (seen: %v)", inProgress)
+		}
+	}
+	if inProgress.Status != corev1.ConditionTrue || inProgress.ObservedGeneration < 2 {
+		t.Errorf("PodResizeInProgress: %+v", inProgress)
+	}
 }
 
 // podRunsWith reports whether the pod reports the pod-level CPU request
