@@ -329,7 +329,7 @@ func (pc *PodController) resize(ctx context.Context, pod *corev1.Pod, rec *podRe
 		return alloc, nil
 	}
 	result := ResizeResult{Outcome: ResizeDone} // UpdatePod applies it
-	if resizer, ok := pc.provider.(PodResizer); ok {
+	if resizer, ok := pc.provider.(PodResizer); ok && declares(pc.provider, CapabilityResize) {
 		err := pc.traceProvider(ctx, "ResizePod", func(ctx context.Context) error {
 			var err error
 			asked := req

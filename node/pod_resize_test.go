@@ -114,6 +114,12 @@ func (p *resizerProvider) ResizePod(_ context.Context, req ResizeRequest) (Resiz
 	return p.result, p.err
 }
 
+// undeclaredResizer has ResizePod but, a CapabilityDeclarer, does not
+// declare it (a plugin without CAPABILITY_RESIZE).
+type undeclaredResizer struct{ resizerProvider }
+
+func (*undeclaredResizer) Declares(Capability) bool { return false }
+
 func TestResizeDecisions(t *testing.T) {
 	old, updated := resources("100m", "200m", "64Mi"), resources("150m", "300m", "64Mi")
 	for _, tc := range []struct {
@@ -124,6 +130,7 @@ func TestResizeDecisions(t *testing.T) {
 		wantErr   bool
 	}{
 		{name: "no PodResizer: UpdatePod applies it", provider: nopProvider{}, wantAlloc: updated},
+		{name: "PodResizer not declared: UpdatePod applies it", provider: &undeclaredResizer{resizerProvider{result: ResizeResult{Outcome: ResizeInfeasible}}}, wantAlloc: updated},
 		{name: "done", provider: &resizerProvider{result: ResizeResult{Outcome: ResizeDone}}, wantAlloc: updated},
 		{name: "in progress", provider: &resizerProvider{result: ResizeResult{Outcome: ResizeInProgress}}, wantAlloc: updated, wantState: resizeState{inProgress: 2}},
 		{name: "deferred", provider: &resizerProvider{result: ResizeResult{Outcome: ResizeDeferred, Message: "m"}}, wantAlloc: old,

@@ -87,10 +87,12 @@ func describeResize(p *corev1.Pod) string {
 // refuses is PodResizePending/Infeasible, one it defers
 // PodResizePending/Deferred until it lets it through. Pod-level resources
 // (beta, on in 1.36) are resized likewise.
-func TestInPlacePodResize(t *testing.T) {
+func TestInPlacePodResize(t *testing.T) { forEachTransport(t, testInPlacePodResize) }
+
+func testInPlacePodResize(t *testing.T, via transport) {
 	c := testcluster.Shared(t)
 	ns := c.Namespace(t)
-	d := startDaemon(t, c, nil)
+	d := via.start(t, c, nil)
 	waitNodeReady(t, c.Client, d.name)
 
 	podLevel := resizePod("pod-level", d.name, nil)
@@ -223,29 +225,4 @@ func podRunsWith(p *corev1.Pod, request, limit string) bool {
 	r := p.Status.Resources
 	return r != nil && r.Requests.Cpu().Equal(resource.MustParse(request)) && r.Limits.Cpu().Equal(resource.MustParse(limit)) &&
 		p.Status.AllocatedResources.Cpu().Equal(resource.MustParse(request))
-}
-
-// TestInPlacePodResizeThroughUpdatePod: a provider without node.PodResizer
-// (the mock behind the gRPC plugin boundary) is resized through UpdatePod,
-// which applies the new resources, restarting the container whose
-// resizePolicy says so.
-func TestInPlacePodResizeThroughUpdatePod(t *testing.T) {
-	c := testcluster.Shared(t)
-	ns := c.Namespace(t)
-	d, _ := startPluginDaemon(t, c, nil)
-	waitNodeReady(t, c.Client, d.name)
-	createPods(t, c.Client, ns, resizePod("plain", d.name, nil))
-	waitPod(t, c.Client, ns, "plain", "Running with its resources reported", func(p *corev1.Pod) bool {
-		return running(p) && runsWith(p, "100m", "200m")
-	})
-	kubectl(t, c, "-n", ns, "patch", "pod", "plain", "--subresource", "resize", "-p",
-		`{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"150m","memory":"128Mi"},"limits":{"cpu":"300m","memory":"128Mi"}}}]}}`)
-	pod := waitPod(t, c.Client, ns, "plain", "resized and restarted", func(p *corev1.Pod) bool {
-		cs := p.Status.ContainerStatuses
-		return runsWith(p, "150m", "300m") && cs[0].RestartCount == 1 && cs[0].State.Running != nil &&
-			cs[0].Resources.Limits.Memory().Equal(resource.MustParse("128Mi")) && p.Status.ObservedGeneration == p.Generation
-	})
-	if resizeCondition(pod, corev1.PodResizePending) != nil || resizeCondition(pod, corev1.PodResizeInProgress) != nil {
-		t.Errorf("resize conditions after a resize through UpdatePod: %s", describeResize(pod))
-	}
 }
