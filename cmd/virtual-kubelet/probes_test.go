@@ -55,7 +55,9 @@ func endpointReady(client kubernetes.Interface, ns, service, pod string) string 
 // pass, fail, then pass again takes the pod's endpoint in its Service's
 // EndpointSlice from ready to not ready and back, and the pod's Ready
 // condition with it.
-func TestReadinessProbeTakesPodOutOfService(t *testing.T) { forEachTransport(t, testReadinessProbeTakesPodOutOfService) }
+func TestReadinessProbeTakesPodOutOfService(t *testing.T) {
+	forEachTransport(t, testReadinessProbeTakesPodOutOfService)
+}
 
 func testReadinessProbeTakesPodOutOfService(t *testing.T, via transport) {
 	c := testcluster.Shared(t)
@@ -99,7 +101,9 @@ func testReadinessProbeTakesPodOutOfService(t *testing.T, via transport) {
 // TestLivenessProbeRestartsContainer: a liveness probe scripted to fail
 // after 5 s has the container killed and started again (restartCount 1,
 // last state terminated with exit code 137) while the pod stays Running.
-func TestLivenessProbeRestartsContainer(t *testing.T) { forEachTransport(t, testLivenessProbeRestartsContainer) }
+func TestLivenessProbeRestartsContainer(t *testing.T) {
+	forEachTransport(t, testLivenessProbeRestartsContainer)
+}
 
 func testLivenessProbeRestartsContainer(t *testing.T, via transport) {
 	c := testcluster.Shared(t)
