@@ -39,7 +39,8 @@
 // (PodControllerConfig.PodCIDRs), and CreatePod gets them in the pod's
 // status.
 //
-// Probes are the provider's to run unless it implements ProbeDelegator: then
+// Probes are the provider's to run unless it implements ProbeDelegator (and,
+// a CapabilityDeclarer, declares CapabilityProbes, as a plugin does): then
 // the controller runs them as a kubelet does (exec probes through the
 // provider's exec, network ones when the pod IPs are reachable), sets the
 // containers' ready and started from them, and stops a container whose

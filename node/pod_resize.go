@@ -329,7 +329,7 @@ func (pc *PodController) resize(ctx context.Context, pod *corev1.Pod, rec *podRe
 		return alloc, nil
 	}
 	result := ResizeResult{Outcome: ResizeDone} // UpdatePod applies it
-	if resizer, ok := pc.provider.(PodResizer); ok {
+	if resizer, ok := pc.provider.(PodResizer); ok && declares(pc.provider, CapabilityResize) {
 		err := pc.traceProvider(ctx, "ResizePod", func(ctx context.Context) error {
 			var err error
 			asked := req
@@ -361,21 +361,23 @@ const ReasonProviderResizeFailed = "ProviderResizeFailed"
 
 // withResizeStatus returns status (to be written for pod, built from the
 // provider's report when reported is set, else from what Kubernetes shows)
-// with what the kubelet reports of a pod's allocation: each container's
-// allocatedResources and resources, the pod's totals, the resize conditions, and the
-// generation acted on in status.observedGeneration and the kubelet's
-// conditions. A resize in progress whose resources the provider reports
-// applied is done.
-func (pc *PodController) withResizeStatus(pod *corev1.Pod, rec *podRecord, status corev1.PodStatus, current *corev1.PodStatus, reported bool) corev1.PodStatus {
-	st := rec.view()
+// with what the kubelet reports of a pod's allocation in st: each
+// container's allocatedResources and resources, the pod's totals, the
+// resize conditions, and the generation acted on in
+// status.observedGeneration and the kubelet's conditions. It changes
+// nothing: what the status shows of the resize beyond st (a finished pod's
+// resize gone, one in progress the provider reports applied) is the
+// settlement, for the caller to record once the status is written.
+func withResizeStatus(pod *corev1.Pod, st podState, status corev1.PodStatus, current *corev1.PodStatus, reported bool) (corev1.PodStatus, resizeSettlement) {
+	settled := resizeSettlement{uid: pod.UID}
 	alloc := st.allocationOf(pod.UID)
 	if alloc == nil {
-		return status // the provider was not given the pod yet
+		return status, settled // the provider was not given the pod yet
 	}
 	rs := st.resizeOf(pod.UID)
 	if isTerminalPhase(status.Phase) && (rs.pending != nil || rs.inProgress != 0) {
 		rs = resizeState{} // as the kubelet, a finished pod has no resize
-		rec.resizeEnded(pod.UID)
+		settled.ended = true
 	}
 	s := *status.DeepCopy()
 	applied := true
@@ -420,7 +422,7 @@ func (pc *PodController) withResizeStatus(pod *corev1.Pod, rec *podRecord, statu
 		applied = applied && resourcesApplied(effective, *s.Resources)
 	}
 	if rs.inProgress != 0 && applied {
-		rec.resizeApplied(pod.UID, rs.inProgress)
+		settled.applied = rs.inProgress
 		rs.inProgress = 0
 	}
 	s.Conditions = resizeConditions(s.Conditions, current.Conditions, rs, metav1.Now())
@@ -432,7 +434,28 @@ func (pc *PodController) withResizeStatus(pod *corev1.Pod, rec *podRecord, statu
 			}
 		}
 	}
-	return s
+	return s, settled
+}
+
+// resizeSettlement is what a status built by withResizeStatus shows of a
+// pod's resize that its record does not know yet.
+type resizeSettlement struct {
+	uid types.UID
+	// ended: the pod finished, so its resize is no more.
+	ended bool
+	// applied is the generation of the resize in progress the provider
+	// reports applied, 0 if none.
+	applied int64
+}
+
+// record makes the settlement's transitions in rec.
+func (s resizeSettlement) record(rec *podRecord) {
+	if s.ended {
+		rec.resizeEnded(s.uid)
+	}
+	if s.applied != 0 {
+		rec.resizeApplied(s.uid, s.applied)
+	}
 }
 
 // resourcesApplied reports whether the resources a container runs with
@@ -481,16 +504,6 @@ func kubeletCondition(t corev1.PodConditionType) bool {
 		return true
 	}
 	return false
-}
-
-// resizeStatusDue returns the status to write for pod when nothing new came
-// from the provider but the resize state changes what Kubernetes shows;
-// nil when it does not.
-func (pc *PodController) resizeStatusDue(pod *corev1.Pod, rec *podRecord, current *corev1.PodStatus) *corev1.Pod {
-	if next := pc.withResizeStatus(pod, rec, *current, current, false); !statusEqual(&next, current) {
-		return withStatus(pod, *current)
-	}
-	return nil
 }
 
 // allocationOf returns the allocation of the pod of uid, nil when unknown.

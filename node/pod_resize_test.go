@@ -114,6 +114,12 @@ func (p *resizerProvider) ResizePod(_ context.Context, req ResizeRequest) (Resiz
 	return p.result, p.err
 }
 
+// undeclaredResizer has ResizePod but, a CapabilityDeclarer, does not
+// declare it (a plugin without CAPABILITY_RESIZE).
+type undeclaredResizer struct{ resizerProvider }
+
+func (*undeclaredResizer) Declares(Capability) bool { return false }
+
 func TestResizeDecisions(t *testing.T) {
 	old, updated := resources("100m", "200m", "64Mi"), resources("150m", "300m", "64Mi")
 	for _, tc := range []struct {
@@ -124,6 +130,7 @@ func TestResizeDecisions(t *testing.T) {
 		wantErr   bool
 	}{
 		{name: "no PodResizer: UpdatePod applies it", provider: nopProvider{}, wantAlloc: updated},
+		{name: "PodResizer not declared: UpdatePod applies it", provider: &undeclaredResizer{resizerProvider{result: ResizeResult{Outcome: ResizeInfeasible}}}, wantAlloc: updated},
 		{name: "done", provider: &resizerProvider{result: ResizeResult{Outcome: ResizeDone}}, wantAlloc: updated},
 		{name: "in progress", provider: &resizerProvider{result: ResizeResult{Outcome: ResizeInProgress}}, wantAlloc: updated, wantState: resizeState{inProgress: 2}},
 		{name: "deferred", provider: &resizerProvider{result: ResizeResult{Outcome: ResizeDeferred, Message: "m"}}, wantAlloc: old,
@@ -180,7 +187,7 @@ func TestResizeStatus(t *testing.T) {
 
 	// The provider says nothing of its resources yet: what it ran with
 	// still shows, and the resize is in progress.
-	s := pc.withResizeStatus(pod, rec, reported, current, true)
+	s, settled := withResizeStatus(pod, rec.view(), reported, current, true)
 	cs := s.ContainerStatuses[0]
 	if !apiequality.Semantic.DeepEqual(*cs.Resources, old) || !apiequality.Semantic.DeepEqual(cs.AllocatedResources, updated.Requests) {
 		t.Errorf("resources %v allocated %v, want %v and %v", cs.Resources, cs.AllocatedResources, old, updated.Requests)
@@ -194,19 +201,28 @@ func TestResizeStatus(t *testing.T) {
 
 	// It reports the new ones: the resize is done.
 	reported.ContainerStatuses[0].Resources = updated.DeepCopy()
-	s = pc.withResizeStatus(pod, rec, reported, current, true)
-	if len(s.Conditions) != 0 || rec.view().resize.inProgress != 0 {
-		t.Errorf("conditions = %+v after the provider applied the resize", s.Conditions)
+	s, settled = withResizeStatus(pod, rec.view(), reported, current, true)
+	if len(s.Conditions) != 0 || settled.applied != 2 {
+		t.Errorf("conditions = %+v, settlement %+v after the provider applied the resize", s.Conditions, settled)
+	}
+	// Building the status is a check; recording its settlement the
+	// transition.
+	if rec.view().resize.inProgress != 2 {
+		t.Error("building the status changed the record")
+	}
+	settled.record(rec)
+	if rec.view().resize.inProgress != 0 {
+		t.Error("the settlement of the applied resize was not recorded")
 	}
 
 	// A deferred resize: the condition, kept with its transition time.
 	then := metav1.NewTime(metav1.Now().Add(-60e9))
 	rec.resized("u1", allocationOf(pod), ResizeResult{Outcome: ResizeDeferred, Message: "later"}, 3)
 	current.Conditions = []corev1.PodCondition{{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonDeferred, LastTransitionTime: then}}
-	if due := pc.resizeStatusDue(pod, rec, current); due == nil {
+	s, _ = withResizeStatus(pod, rec.view(), *current, current, false)
+	if statusEqual(&s, current) {
 		t.Error("no status due for a changed resize state")
 	}
-	s = pc.withResizeStatus(pod, rec, *current, current, false)
 	if c := s.Conditions; len(c) != 1 || c[0].Reason != corev1.PodReasonDeferred || c[0].Message != "later" || !c[0].LastTransitionTime.Equal(&then) {
 		t.Errorf("conditions = %+v, want PodResizePending/Deferred since %v", c, then)
 	}
@@ -214,8 +230,8 @@ func TestResizeStatus(t *testing.T) {
 	// A finished pod has no resize.
 	done := *current.DeepCopy()
 	done.Phase = corev1.PodSucceeded
-	if s = pc.withResizeStatus(pod, rec, done, current, true); len(s.Conditions) != 0 {
-		t.Errorf("conditions of a finished pod = %+v", s.Conditions)
+	if s, settled = withResizeStatus(pod, rec.view(), done, current, true); len(s.Conditions) != 0 || !settled.ended {
+		t.Errorf("conditions of a finished pod = %+v, settlement %+v", s.Conditions, settled)
 	}
 }
 
@@ -268,7 +284,7 @@ func TestPodLevelResize(t *testing.T) {
 		t.Errorf("the provider is given %v", given.Spec.Resources)
 	}
 	rec.handedOver(resized)
-	s := pc.withResizeStatus(resized, rec, corev1.PodStatus{Phase: corev1.PodRunning}, &corev1.PodStatus{}, true)
+	s, _ := withResizeStatus(resized, rec.view(), corev1.PodStatus{Phase: corev1.PodRunning}, &corev1.PodStatus{}, true)
 	if s.Resources == nil || !s.Resources.Limits.Cpu().Equal(resource.MustParse("300m")) || !s.AllocatedResources.Cpu().Equal(resource.MustParse("150m")) {
 		t.Errorf("pod status resources %v allocated %v, want the new pod-level ones", s.Resources, s.AllocatedResources)
 	}

@@ -40,17 +40,25 @@ func (pc *PodController) syncPodStatusFromProvider(ctx context.Context, key stri
 		!time.Now().Before(pc.stopDeadline(pod, rec)) {
 		pp = pc.stopUnconfirmed(ctx, pod, current)
 	}
-	reported := pp != nil
-	if pp == nil {
-		pp = pc.resizeStatusDue(pod, rec, current)
+	var status corev1.PodStatus
+	var settled resizeSettlement
+	if pp != nil {
+		status, settled = withResizeStatus(pod, rec.view(), mergeStatus(*current, withKubeletConditions(pod, *current, pc.probed(pod, pp.Status), metav1.Now())), current, true)
+	} else {
+		// Nothing new from the provider: a status is due only when the
+		// resize state changes what Kubernetes shows.
+		status, settled = withResizeStatus(pod, rec.view(), *current, current, false)
+		if !statusEqual(&status, current) {
+			pp = withStatus(pod, *current)
+		}
 	}
 	if pp != nil {
-		status := pc.withResizeStatus(pod, rec, mergeStatus(*current, withKubeletConditions(pod, *current, pc.probed(pod, pp.Status), metav1.Now())), current, reported)
 		if err := pc.writeStatus(ctx, pod, rec, pp, status); err != nil {
 			return err
 		}
 		current = &status
 	}
+	settled.record(rec)
 	if isTerminalPhase(current.Phase) {
 		pc.ips.release(key) // a finished pod's sandbox is gone
 	}

@@ -140,10 +140,12 @@ type (
 		// changes, until ctx ends. It does not block.
 		NotifyCapacity(ctx context.Context, f func(corev1.ResourceList))
 	}
-	// CapabilityDeclarer is a provider that has the methods of the kubelet
-	// API capabilities but serves only those it declares when it runs (a
+	// CapabilityDeclarer is a provider that has the methods of optional
+	// capabilities but serves only those it declares when it runs (a
 	// plugin declares its own in its handshake). PodHandlerConfigOf routes
-	// only the declared ones; the others answer 501 Not Implemented.
+	// only the declared kubelet API ones, the others answer 501 Not
+	// Implemented; the pod controller uses ProbeDelegator, ContainerKiller
+	// and PodResizer only when declared.
 	CapabilityDeclarer interface {
 		Declares(Capability) bool
 	}
@@ -159,7 +161,20 @@ const (
 	CapabilityAttach      Capability = "attach"
 	CapabilityPortForward Capability = "port-forward"
 	CapabilityStats       Capability = "stats"
+	// CapabilityProbes is ProbeDelegator.
+	CapabilityProbes Capability = "probes"
+	// CapabilityKillContainer is ContainerKiller.
+	CapabilityKillContainer Capability = "kill-container"
+	// CapabilityResize is PodResizer.
+	CapabilityResize Capability = "resize"
 )
+
+// declares reports whether p serves capability c: always, unless it is a
+// CapabilityDeclarer that does not declare it.
+func declares(p any, c Capability) bool {
+	d, ok := p.(CapabilityDeclarer)
+	return !ok || d.Declares(c)
+}
 
 // PodHandlerConfigOf routes the kubelet API to p's capabilities: the pod
 // list, and logs, exec, attach, port-forward and stats where p has them
@@ -168,23 +183,19 @@ const (
 // has bound to the node).
 func PodHandlerConfigOf(p PodLifecycleHandler) api.PodHandlerConfig {
 	cfg := api.PodHandlerConfig{GetPods: p.GetPods, GetPod: p.GetPod}
-	declares := func(c Capability) bool {
-		d, ok := p.(CapabilityDeclarer)
-		return !ok || d.Declares(c)
-	}
-	if lp, ok := p.(LogsProvider); ok && declares(CapabilityLogs) {
+	if lp, ok := p.(LogsProvider); ok && declares(p, CapabilityLogs) {
 		cfg.GetContainerLogs = lp.GetContainerLogs
 	}
-	if ep, ok := p.(ExecProvider); ok && declares(CapabilityExec) {
+	if ep, ok := p.(ExecProvider); ok && declares(p, CapabilityExec) {
 		cfg.RunInContainer = ep.RunInContainer
 	}
-	if ap, ok := p.(AttachProvider); ok && declares(CapabilityAttach) {
+	if ap, ok := p.(AttachProvider); ok && declares(p, CapabilityAttach) {
 		cfg.AttachToContainer = ap.AttachToContainer
 	}
-	if pp, ok := p.(PortForwardProvider); ok && declares(CapabilityPortForward) {
+	if pp, ok := p.(PortForwardProvider); ok && declares(p, CapabilityPortForward) {
 		cfg.PortForward = pp.PortForward
 	}
-	if sp, ok := p.(StatsProvider); ok && declares(CapabilityStats) {
+	if sp, ok := p.(StatsProvider); ok && declares(p, CapabilityStats) {
 		cfg.GetStatsSummary = sp.GetStatsSummary
 		cfg.GetMetricsResource = sp.GetMetricsResource
 	}

@@ -17,7 +17,9 @@ import (
 )
 
 // These tests check that the probes of pods on the mock, which delegates
-// them, are evaluated as on a kubelet: readiness takes a pod out of its
+// them (in process, and behind the gRPC plugin boundary, where its exec
+// stream runs the exec probes and KillContainer stops a container), are
+// evaluated as on a kubelet: readiness takes a pod out of its
 // Service and back, liveness restarts its container, startup holds
 // `started` back. The mock's `probe` command answers as the pod's
 // annotations script it.
@@ -54,10 +56,14 @@ func endpointReady(client kubernetes.Interface, ns, service, pod string) string 
 // EndpointSlice from ready to not ready and back, and the pod's Ready
 // condition with it.
 func TestReadinessProbeTakesPodOutOfService(t *testing.T) {
+	forEachTransport(t, testReadinessProbeTakesPodOutOfService)
+}
+
+func testReadinessProbeTakesPodOutOfService(t *testing.T, via transport) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
 	ns := c.Namespace(t)
-	d := startDaemon(t, c, nil)
+	d := via.start(t, c, nil)
 	waitNodeReady(t, c.Client, d.name)
 
 	labels := map[string]string{"app": "probed"}
@@ -96,9 +102,13 @@ func TestReadinessProbeTakesPodOutOfService(t *testing.T) {
 // after 5 s has the container killed and started again (restartCount 1,
 // last state terminated with exit code 137) while the pod stays Running.
 func TestLivenessProbeRestartsContainer(t *testing.T) {
+	forEachTransport(t, testLivenessProbeRestartsContainer)
+}
+
+func testLivenessProbeRestartsContainer(t *testing.T, via transport) {
 	c := testcluster.Shared(t)
 	ns := c.Namespace(t)
-	d := startDaemon(t, c, nil)
+	d := via.start(t, c, nil)
 	waitNodeReady(t, c.Client, d.name)
 
 	pod := mockPod("alive", d.name, corev1.RestartPolicyAlways, map[string]string{
@@ -127,10 +137,12 @@ func TestLivenessProbeRestartsContainer(t *testing.T) {
 // readiness probe passes) false until it passes. A probe the mock cannot
 // run (HTTP: its pod IPs are in no network) is named in one Event and
 // ignored.
-func TestStartupProbeHoldsStarted(t *testing.T) {
+func TestStartupProbeHoldsStarted(t *testing.T) { forEachTransport(t, testStartupProbeHoldsStarted) }
+
+func testStartupProbeHoldsStarted(t *testing.T, via transport) {
 	c := testcluster.Shared(t)
 	ns := c.Namespace(t)
-	d := startDaemon(t, c, nil)
+	d := via.start(t, c, nil)
 	waitNodeReady(t, c.Client, d.name)
 
 	slow := mockPod("slow", d.name, corev1.RestartPolicyAlways, map[string]string{

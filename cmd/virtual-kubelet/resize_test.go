@@ -87,11 +87,12 @@ func describeResize(p *corev1.Pod) string {
 // refuses is PodResizePending/Infeasible, one it defers
 // PodResizePending/Deferred until it lets it through. Pod-level resources
 // (beta, on in 1.36) are resized likewise.
-func TestInPlacePodResize(t *testing.T) {
+func TestInPlacePodResize(t *testing.T) { forEachTransport(t, testInPlacePodResize) }
+
+func testInPlacePodResize(t *testing.T, via transport) {
 	c := testcluster.Shared(t)
-	ctx := context.Background()
 	ns := c.Namespace(t)
-	d := startDaemon(t, c, nil)
+	d := via.start(t, c, nil)
 	waitNodeReady(t, c.Client, d.name)
 
 	podLevel := resizePod("pod-level", d.name, nil)
@@ -124,39 +125,7 @@ func TestInPlacePodResize(t *testing.T) {
 	})
 
 	t.Run("applied", func(t *testing.T) {
-		w, err := c.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", "slow").String()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer w.Stop()
-		kubectl(t, c, "-n", ns, "patch", "pod", "slow", "--subresource", "resize", "-p", cpuResize)
-		// The condition comes while the mock applies the resize, and goes.
-		var inProgress *corev1.PodCondition
-		deadline := time.After(timeout)
-		for done := false; !done; {
-			select {
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					t.Fatal("watch closed")
-				}
-				p, isPod := ev.Object.(*corev1.Pod)
-				if ev.Type != watch.Modified || !isPod {
-					continue
-				}
-				if cond := resizeCondition(p, corev1.PodResizeInProgress); cond != nil {
-					inProgress = cond
-					if runsWith(p, "150m", "300m") {
-						t.Errorf("PodResizeInProgress while the new resources are reported: %s", describeResize(p))
-					}
-				}
-				done = inProgress != nil && resizeCondition(p, corev1.PodResizeInProgress) == nil
-			case <-deadline:
-				t.Fatalf("PodResizeInProgress did not come and go (seen: %v)", inProgress)
-			}
-		}
-		if inProgress.Status != corev1.ConditionTrue || inProgress.ObservedGeneration < 2 {
-			t.Errorf("PodResizeInProgress: %+v", inProgress)
-		}
+		resizeThroughProgress(t, c, ns, "slow")
 		pod := waitPod(t, c.Client, ns, "slow", "running with the new resources", func(p *corev1.Pod) bool {
 			return runsWith(p, "150m", "300m") && p.Status.ObservedGeneration == p.Generation
 		})
@@ -210,35 +179,50 @@ func TestInPlacePodResize(t *testing.T) {
 	})
 }
 
+// resizeThroughProgress resizes the pod name in place by cpuResize and
+// waits for its PodResizeInProgress condition to come and go, the new CPU
+// not reported while it is there.
+func resizeThroughProgress(t *testing.T, c *testcluster.Cluster, ns, name string) {
+	t.Helper()
+	w, err := c.Client.CoreV1().Pods(ns).Watch(context.Background(), metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	kubectl(t, c, "-n", ns, "patch", "pod", name, "--subresource", "resize", "-p", cpuResize)
+	// The condition comes while the mock applies the resize, and goes.
+	var inProgress *corev1.PodCondition
+	deadline := time.After(timeout)
+	for done := false; !done; {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("watch closed")
+			}
+			p, isPod := ev.Object.(*corev1.Pod)
+			if ev.Type != watch.Modified || !isPod {
+				continue
+			}
+			if cond := resizeCondition(p, corev1.PodResizeInProgress); cond != nil {
+				inProgress = cond
+				if runsWith(p, "150m", "300m") {
+					t.Errorf("PodResizeInProgress while the new resources are reported: %s", describeResize(p))
+				}
+			}
+			done = inProgress != nil && resizeCondition(p, corev1.PodResizeInProgress) == nil
+		case <-deadline:
+			t.Fatalf("PodResizeInProgress did not come and go (seen: %v)", inProgress)
+		}
+	}
+	if inProgress.Status != corev1.ConditionTrue || inProgress.ObservedGeneration < 2 {
+		t.Errorf("PodResizeInProgress: %+v", inProgress)
+	}
+}
+
 // podRunsWith reports whether the pod reports the pod-level CPU request
 // and limit given as running and allocated.
 func podRunsWith(p *corev1.Pod, request, limit string) bool {
 	r := p.Status.Resources
 	return r != nil && r.Requests.Cpu().Equal(resource.MustParse(request)) && r.Limits.Cpu().Equal(resource.MustParse(limit)) &&
 		p.Status.AllocatedResources.Cpu().Equal(resource.MustParse(request))
-}
-
-// TestInPlacePodResizeThroughUpdatePod: a provider without node.PodResizer
-// (the mock behind the gRPC plugin boundary) is resized through UpdatePod,
-// which applies the new resources, restarting the container whose
-// resizePolicy says so.
-func TestInPlacePodResizeThroughUpdatePod(t *testing.T) {
-	c := testcluster.Shared(t)
-	ns := c.Namespace(t)
-	d, _ := startPluginDaemon(t, c, nil)
-	waitNodeReady(t, c.Client, d.name)
-	createPods(t, c.Client, ns, resizePod("plain", d.name, nil))
-	waitPod(t, c.Client, ns, "plain", "Running with its resources reported", func(p *corev1.Pod) bool {
-		return running(p) && runsWith(p, "100m", "200m")
-	})
-	kubectl(t, c, "-n", ns, "patch", "pod", "plain", "--subresource", "resize", "-p",
-		`{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"150m","memory":"128Mi"},"limits":{"cpu":"300m","memory":"128Mi"}}}]}}`)
-	pod := waitPod(t, c.Client, ns, "plain", "resized and restarted", func(p *corev1.Pod) bool {
-		cs := p.Status.ContainerStatuses
-		return runsWith(p, "150m", "300m") && cs[0].RestartCount == 1 && cs[0].State.Running != nil &&
-			cs[0].Resources.Limits.Memory().Equal(resource.MustParse("128Mi")) && p.Status.ObservedGeneration == p.Generation
-	})
-	if resizeCondition(pod, corev1.PodResizePending) != nil || resizeCondition(pod, corev1.PodResizeInProgress) != nil {
-		t.Errorf("resize conditions after a resize through UpdatePod: %s", describeResize(pod))
-	}
 }

@@ -3,6 +3,7 @@ package providerserver
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -20,7 +21,11 @@ func (s *services) Handshake(_ context.Context, req *pb.HandshakeRequest) (*pb.H
 	if req.GetProtocolVersion() != wire.ProtocolVersion {
 		return nil, status.Errorf(codes.FailedPrecondition, "the daemon speaks plugin protocol version %d, this plugin speaks %d", req.GetProtocolVersion(), wire.ProtocolVersion)
 	}
-	return &pb.HandshakeResponse{ProtocolVersion: wire.ProtocolVersion, Capabilities: s.caps, Name: fmt.Sprint(s.p)}, nil
+	resp := &pb.HandshakeResponse{ProtocolVersion: wire.ProtocolVersion, Capabilities: s.caps, Name: fmt.Sprint(s.p)}
+	if d, ok := s.p.(node.ProbeDelegator); ok {
+		resp.PodNetworkReachable = d.PodNetworkReachable()
+	}
+	return resp, nil
 }
 
 // podArg decodes the pod of a request; bad bytes are the daemon's invalid
@@ -122,4 +127,39 @@ func (s *services) SetPodVolumes(ctx context.Context, req *pb.SetPodVolumesReque
 		return nil, err
 	}
 	return &pb.SetPodVolumesResponse{}, wire.ToStatus(h.SetPodVolumes(ctx, pod, wire.VolumesFromProto(req)))
+}
+
+// ResizePod implements pb.LifecycleServer for a node.PodResizer.
+func (s *services) ResizePod(ctx context.Context, in *pb.ResizePodRequest) (*pb.ResizePodResponse, error) {
+	r, ok := s.p.(node.PodResizer)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "the provider does not resize pods in place")
+	}
+	req, err := wire.ResizeFromProto(in)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	result, err := r.ResizePod(ctx, req)
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	resp, err := wire.ResultToProto(result)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return resp, nil
+}
+
+// KillContainer implements pb.LifecycleServer for a node.ContainerKiller.
+func (s *services) KillContainer(ctx context.Context, in *pb.KillContainerRequest) (*pb.KillContainerResponse, error) {
+	k, ok := s.p.(node.ContainerKiller)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "the provider does not kill containers")
+	}
+	if in.GetNamespace() == "" || in.GetPod() == "" || in.GetContainer() == "" || in.GetGraceNanos() < 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "KillContainer request: namespace %q, pod %q, container %q and grace %d: all must be set, grace not negative",
+			in.GetNamespace(), in.GetPod(), in.GetContainer(), in.GetGraceNanos())
+	}
+	err := k.KillContainer(ctx, in.GetNamespace(), in.GetPod(), in.GetContainer(), time.Duration(in.GetGraceNanos()))
+	return &pb.KillContainerResponse{}, wire.ToStatus(err)
 }

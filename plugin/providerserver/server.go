@@ -1,7 +1,8 @@
 // Package providerserver exposes a node.Provider as a provider plugin: the
 // gRPC services of plugin/providerv1alpha1, which a daemon started with
 // --provider grpc calls. The provider's optional capabilities (PodNotifier,
-// NodeProvider, CapacityNotifier, LogsProvider, ExecProvider, ...) are found by type assertion
+// NodeProvider, CapacityNotifier, LogsProvider, ExecProvider,
+// ProbeDelegator, ContainerKiller, PodResizer, ...) are found by type assertion
 // and declared in the handshake; the others answer UNIMPLEMENTED.
 package providerserver
 
@@ -90,6 +91,9 @@ func capabilitiesOf(p node.Provider) []pb.Capability {
 	_, stats := p.(node.StatsProvider)
 	_, volumes := p.(node.PodVolumeHandler)
 	_, capacity := p.(node.CapacityNotifier)
+	_, probes := p.(node.ProbeDelegator)
+	_, killer := p.(node.ContainerKiller)
+	_, resizer := p.(node.PodResizer)
 	add(notifier, pb.Capability_CAPABILITY_POD_NOTIFIER)
 	add(nodeStatus, pb.Capability_CAPABILITY_NODE_STATUS)
 	add(logs, pb.Capability_CAPABILITY_LOGS)
@@ -100,5 +104,8 @@ func capabilitiesOf(p node.Provider) []pb.Capability {
 	add(volumes, pb.Capability_CAPABILITY_VOLUMES)
 	add(node.KeepsEnvObjectRefs(p), pb.Capability_CAPABILITY_ENV_OBJECTS)
 	add(capacity, pb.Capability_CAPABILITY_CAPACITY)
+	add(probes, pb.Capability_CAPABILITY_PROBES)
+	add(killer, pb.Capability_CAPABILITY_KILL_CONTAINER)
+	add(resizer, pb.Capability_CAPABILITY_RESIZE)
 	return caps
 }

@@ -54,6 +54,16 @@ const (
 	Capability_CAPABILITY_ENV_OBJECTS Capability = 9
 	// The node's capacity changes while the plugin runs (WatchCapacity).
 	Capability_CAPABILITY_CAPACITY Capability = 10
+	// The plugin runs no probes: the daemon evaluates its pods' probes
+	// (node.ProbeDelegator), exec probes through Exec (CAPABILITY_EXEC),
+	// HTTP, TCP and gRPC probes against the pod IP when the handshake says
+	// the daemon reaches it.
+	Capability_CAPABILITY_PROBES Capability = 11
+	// The plugin serves KillContainer, for failed liveness and startup
+	// probes.
+	Capability_CAPABILITY_KILL_CONTAINER Capability = 12
+	// The plugin serves ResizePod.
+	Capability_CAPABILITY_RESIZE Capability = 13
 )
 
 // Enum value maps for Capability.
@@ -70,19 +80,25 @@ var (
 		8:  "CAPABILITY_VOLUMES",
 		9:  "CAPABILITY_ENV_OBJECTS",
 		10: "CAPABILITY_CAPACITY",
+		11: "CAPABILITY_PROBES",
+		12: "CAPABILITY_KILL_CONTAINER",
+		13: "CAPABILITY_RESIZE",
 	}
 	Capability_value = map[string]int32{
-		"CAPABILITY_UNSPECIFIED":  0,
-		"CAPABILITY_POD_NOTIFIER": 1,
-		"CAPABILITY_NODE_STATUS":  2,
-		"CAPABILITY_LOGS":         3,
-		"CAPABILITY_EXEC":         4,
-		"CAPABILITY_ATTACH":       5,
-		"CAPABILITY_PORT_FORWARD": 6,
-		"CAPABILITY_STATS":        7,
-		"CAPABILITY_VOLUMES":      8,
-		"CAPABILITY_ENV_OBJECTS":  9,
-		"CAPABILITY_CAPACITY":     10,
+		"CAPABILITY_UNSPECIFIED":    0,
+		"CAPABILITY_POD_NOTIFIER":   1,
+		"CAPABILITY_NODE_STATUS":    2,
+		"CAPABILITY_LOGS":           3,
+		"CAPABILITY_EXEC":           4,
+		"CAPABILITY_ATTACH":         5,
+		"CAPABILITY_PORT_FORWARD":   6,
+		"CAPABILITY_STATS":          7,
+		"CAPABILITY_VOLUMES":        8,
+		"CAPABILITY_ENV_OBJECTS":    9,
+		"CAPABILITY_CAPACITY":       10,
+		"CAPABILITY_PROBES":         11,
+		"CAPABILITY_KILL_CONTAINER": 12,
+		"CAPABILITY_RESIZE":         13,
 	}
 )
 
@@ -111,6 +127,67 @@ func (x Capability) Number() protoreflect.EnumNumber {
 // Deprecated: Use Capability.Descriptor instead.
 func (Capability) EnumDescriptor() ([]byte, []int) {
 	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{0}
+}
+
+// ResizeOutcome is what the plugin made of a resize (node.ResizeOutcome).
+type ResizeOutcome int32
+
+const (
+	ResizeOutcome_RESIZE_OUTCOME_UNSPECIFIED ResizeOutcome = 0
+	// The pod runs with the new resources.
+	ResizeOutcome_RESIZE_OUTCOME_DONE ResizeOutcome = 1
+	// Accepted and being applied; the plugin reports
+	// containerStatuses[].resources as they are.
+	ResizeOutcome_RESIZE_OUTCOME_IN_PROGRESS ResizeOutcome = 2
+	// Not now; proposed again later.
+	ResizeOutcome_RESIZE_OUTCOME_DEFERRED ResizeOutcome = 3
+	// Never as it is; not proposed again until the resources change again.
+	ResizeOutcome_RESIZE_OUTCOME_INFEASIBLE ResizeOutcome = 4
+)
+
+// Enum value maps for ResizeOutcome.
+var (
+	ResizeOutcome_name = map[int32]string{
+		0: "RESIZE_OUTCOME_UNSPECIFIED",
+		1: "RESIZE_OUTCOME_DONE",
+		2: "RESIZE_OUTCOME_IN_PROGRESS",
+		3: "RESIZE_OUTCOME_DEFERRED",
+		4: "RESIZE_OUTCOME_INFEASIBLE",
+	}
+	ResizeOutcome_value = map[string]int32{
+		"RESIZE_OUTCOME_UNSPECIFIED": 0,
+		"RESIZE_OUTCOME_DONE":        1,
+		"RESIZE_OUTCOME_IN_PROGRESS": 2,
+		"RESIZE_OUTCOME_DEFERRED":    3,
+		"RESIZE_OUTCOME_INFEASIBLE":  4,
+	}
+)
+
+func (x ResizeOutcome) Enum() *ResizeOutcome {
+	p := new(ResizeOutcome)
+	*p = x
+	return p
+}
+
+func (x ResizeOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ResizeOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_provider_v1alpha1_provider_proto_enumTypes[1].Descriptor()
+}
+
+func (ResizeOutcome) Type() protoreflect.EnumType {
+	return &file_provider_v1alpha1_provider_proto_enumTypes[1]
+}
+
+func (x ResizeOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ResizeOutcome.Descriptor instead.
+func (ResizeOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{1}
 }
 
 type HandshakeRequest struct {
@@ -164,9 +241,12 @@ type HandshakeResponse struct {
 	ProtocolVersion uint32       `protobuf:"varint,1,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	Capabilities    []Capability `protobuf:"varint,2,rep,packed,name=capabilities,proto3,enum=vkubelet.provider.v1alpha1.Capability" json:"capabilities,omitempty"`
 	// Names the plugin in the daemon's messages.
-	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// With CAPABILITY_PROBES: the daemon's process reaches the pods' IPs, so
+	// it runs their HTTP, TCP and gRPC probes.
+	PodNetworkReachable bool `protobuf:"varint,4,opt,name=pod_network_reachable,json=podNetworkReachable,proto3" json:"pod_network_reachable,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *HandshakeResponse) Reset() {
@@ -218,6 +298,13 @@ func (x *HandshakeResponse) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *HandshakeResponse) GetPodNetworkReachable() bool {
+	if x != nil {
+		return x.PodNetworkReachable
+	}
+	return false
 }
 
 type PodRequest struct {
@@ -820,6 +907,343 @@ func (*SetPodVolumesResponse) Descriptor() ([]byte, []int) {
 	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{14}
 }
 
+type ResizePodRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The pod as Kubernetes has it, its spec resized.
+	Pod []byte `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
+	// The containers whose resources change, in the pod's order.
+	Containers []*ContainerResize `protobuf:"bytes,2,rep,name=containers,proto3" json:"containers,omitempty"`
+	// The change of the pod-level resources (spec.resources), if any.
+	PodLevel      *ResourcesChange `protobuf:"bytes,3,opt,name=pod_level,json=podLevel,proto3" json:"pod_level,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResizePodRequest) Reset() {
+	*x = ResizePodRequest{}
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResizePodRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResizePodRequest) ProtoMessage() {}
+
+func (x *ResizePodRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResizePodRequest.ProtoReflect.Descriptor instead.
+func (*ResizePodRequest) Descriptor() ([]byte, []int) {
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ResizePodRequest) GetPod() []byte {
+	if x != nil {
+		return x.Pod
+	}
+	return nil
+}
+
+func (x *ResizePodRequest) GetContainers() []*ContainerResize {
+	if x != nil {
+		return x.Containers
+	}
+	return nil
+}
+
+func (x *ResizePodRequest) GetPodLevel() *ResourcesChange {
+	if x != nil {
+		return x.PodLevel
+	}
+	return nil
+}
+
+type ContainerResize struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Change *ResourcesChange       `protobuf:"bytes,2,opt,name=change,proto3" json:"change,omitempty"`
+	// The container's resizePolicy says a changed resource needs a restart
+	// (RestartContainer): the plugin restarts it, counting the restart.
+	Restart       bool `protobuf:"varint,3,opt,name=restart,proto3" json:"restart,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContainerResize) Reset() {
+	*x = ContainerResize{}
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContainerResize) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContainerResize) ProtoMessage() {}
+
+func (x *ContainerResize) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContainerResize.ProtoReflect.Descriptor instead.
+func (*ContainerResize) Descriptor() ([]byte, []int) {
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ContainerResize) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ContainerResize) GetChange() *ResourcesChange {
+	if x != nil {
+		return x.Change
+	}
+	return nil
+}
+
+func (x *ContainerResize) GetRestart() bool {
+	if x != nil {
+		return x.Restart
+	}
+	return false
+}
+
+type ResourcesChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// core/v1 ResourceRequirements: those the plugin runs with, and the new
+	// ones.
+	From          []byte `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	To            []byte `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourcesChange) Reset() {
+	*x = ResourcesChange{}
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourcesChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourcesChange) ProtoMessage() {}
+
+func (x *ResourcesChange) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourcesChange.ProtoReflect.Descriptor instead.
+func (*ResourcesChange) Descriptor() ([]byte, []int) {
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ResourcesChange) GetFrom() []byte {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *ResourcesChange) GetTo() []byte {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+type ResizePodResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Outcome ResizeOutcome          `protobuf:"varint,1,opt,name=outcome,proto3,enum=vkubelet.provider.v1alpha1.ResizeOutcome" json:"outcome,omitempty"`
+	// Why the resize is deferred or infeasible.
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResizePodResponse) Reset() {
+	*x = ResizePodResponse{}
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResizePodResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResizePodResponse) ProtoMessage() {}
+
+func (x *ResizePodResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResizePodResponse.ProtoReflect.Descriptor instead.
+func (*ResizePodResponse) Descriptor() ([]byte, []int) {
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ResizePodResponse) GetOutcome() ResizeOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return ResizeOutcome_RESIZE_OUTCOME_UNSPECIFIED
+}
+
+func (x *ResizePodResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type KillContainerRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Pod       string                 `protobuf:"bytes,2,opt,name=pod,proto3" json:"pod,omitempty"`
+	Container string                 `protobuf:"bytes,3,opt,name=container,proto3" json:"container,omitempty"`
+	// The grace the container has to exit before it is killed.
+	GraceNanos    int64 `protobuf:"varint,4,opt,name=grace_nanos,json=graceNanos,proto3" json:"grace_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KillContainerRequest) Reset() {
+	*x = KillContainerRequest{}
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KillContainerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KillContainerRequest) ProtoMessage() {}
+
+func (x *KillContainerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KillContainerRequest.ProtoReflect.Descriptor instead.
+func (*KillContainerRequest) Descriptor() ([]byte, []int) {
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *KillContainerRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *KillContainerRequest) GetPod() string {
+	if x != nil {
+		return x.Pod
+	}
+	return ""
+}
+
+func (x *KillContainerRequest) GetContainer() string {
+	if x != nil {
+		return x.Container
+	}
+	return ""
+}
+
+func (x *KillContainerRequest) GetGraceNanos() int64 {
+	if x != nil {
+		return x.GraceNanos
+	}
+	return 0
+}
+
+type KillContainerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KillContainerResponse) Reset() {
+	*x = KillContainerResponse{}
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KillContainerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KillContainerResponse) ProtoMessage() {}
+
+func (x *KillContainerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KillContainerResponse.ProtoReflect.Descriptor instead.
+func (*KillContainerResponse) Descriptor() ([]byte, []int) {
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{20}
+}
+
 type PingRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -828,7 +1252,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[15]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -840,7 +1264,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[15]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -853,7 +1277,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{15}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{21}
 }
 
 type PingResponse struct {
@@ -864,7 +1288,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[16]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +1300,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[16]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +1313,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{16}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{22}
 }
 
 type GetNodeRequest struct {
@@ -900,7 +1324,7 @@ type GetNodeRequest struct {
 
 func (x *GetNodeRequest) Reset() {
 	*x = GetNodeRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[17]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -912,7 +1336,7 @@ func (x *GetNodeRequest) String() string {
 func (*GetNodeRequest) ProtoMessage() {}
 
 func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[17]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -925,7 +1349,7 @@ func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{17}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{23}
 }
 
 type GetNodeResponse struct {
@@ -939,7 +1363,7 @@ type GetNodeResponse struct {
 
 func (x *GetNodeResponse) Reset() {
 	*x = GetNodeResponse{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[18]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1375,7 @@ func (x *GetNodeResponse) String() string {
 func (*GetNodeResponse) ProtoMessage() {}
 
 func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[18]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1388,7 @@ func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeResponse.ProtoReflect.Descriptor instead.
 func (*GetNodeResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{18}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetNodeResponse) GetNode() []byte {
@@ -982,7 +1406,7 @@ type WatchNodeRequest struct {
 
 func (x *WatchNodeRequest) Reset() {
 	*x = WatchNodeRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[19]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -994,7 +1418,7 @@ func (x *WatchNodeRequest) String() string {
 func (*WatchNodeRequest) ProtoMessage() {}
 
 func (x *WatchNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[19]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1007,7 +1431,7 @@ func (x *WatchNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodeRequest.ProtoReflect.Descriptor instead.
 func (*WatchNodeRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{19}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{25}
 }
 
 type NodeEvent struct {
@@ -1019,7 +1443,7 @@ type NodeEvent struct {
 
 func (x *NodeEvent) Reset() {
 	*x = NodeEvent{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[20]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1455,7 @@ func (x *NodeEvent) String() string {
 func (*NodeEvent) ProtoMessage() {}
 
 func (x *NodeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[20]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1468,7 @@ func (x *NodeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeEvent.ProtoReflect.Descriptor instead.
 func (*NodeEvent) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{20}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *NodeEvent) GetNode() []byte {
@@ -1062,7 +1486,7 @@ type WatchCapacityRequest struct {
 
 func (x *WatchCapacityRequest) Reset() {
 	*x = WatchCapacityRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[21]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1498,7 @@ func (x *WatchCapacityRequest) String() string {
 func (*WatchCapacityRequest) ProtoMessage() {}
 
 func (x *WatchCapacityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[21]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1511,7 @@ func (x *WatchCapacityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCapacityRequest.ProtoReflect.Descriptor instead.
 func (*WatchCapacityRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{21}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{27}
 }
 
 type CapacityEvent struct {
@@ -1101,7 +1525,7 @@ type CapacityEvent struct {
 
 func (x *CapacityEvent) Reset() {
 	*x = CapacityEvent{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[22]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1537,7 @@ func (x *CapacityEvent) String() string {
 func (*CapacityEvent) ProtoMessage() {}
 
 func (x *CapacityEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[22]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1550,7 @@ func (x *CapacityEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapacityEvent.ProtoReflect.Descriptor instead.
 func (*CapacityEvent) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{22}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CapacityEvent) GetCapacity() map[string]string {
@@ -1158,7 +1582,7 @@ type ContainerLogsRequest struct {
 
 func (x *ContainerLogsRequest) Reset() {
 	*x = ContainerLogsRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[23]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1170,7 +1594,7 @@ func (x *ContainerLogsRequest) String() string {
 func (*ContainerLogsRequest) ProtoMessage() {}
 
 func (x *ContainerLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[23]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1183,7 +1607,7 @@ func (x *ContainerLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerLogsRequest.ProtoReflect.Descriptor instead.
 func (*ContainerLogsRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{23}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ContainerLogsRequest) GetNamespace() string {
@@ -1265,7 +1689,7 @@ type ContainerLogsChunk struct {
 
 func (x *ContainerLogsChunk) Reset() {
 	*x = ContainerLogsChunk{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[24]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1277,7 +1701,7 @@ func (x *ContainerLogsChunk) String() string {
 func (*ContainerLogsChunk) ProtoMessage() {}
 
 func (x *ContainerLogsChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[24]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1290,7 +1714,7 @@ func (x *ContainerLogsChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerLogsChunk.ProtoReflect.Descriptor instead.
 func (*ContainerLogsChunk) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{24}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ContainerLogsChunk) GetData() []byte {
@@ -1315,7 +1739,7 @@ type StreamRequest struct {
 
 func (x *StreamRequest) Reset() {
 	*x = StreamRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[25]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1327,7 +1751,7 @@ func (x *StreamRequest) String() string {
 func (*StreamRequest) ProtoMessage() {}
 
 func (x *StreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[25]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1340,7 +1764,7 @@ func (x *StreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamRequest.ProtoReflect.Descriptor instead.
 func (*StreamRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{25}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StreamRequest) GetMsg() isStreamRequest_Msg {
@@ -1432,7 +1856,7 @@ type StreamStart struct {
 
 func (x *StreamStart) Reset() {
 	*x = StreamStart{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[26]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1868,7 @@ func (x *StreamStart) String() string {
 func (*StreamStart) ProtoMessage() {}
 
 func (x *StreamStart) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[26]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1881,7 @@ func (x *StreamStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamStart.ProtoReflect.Descriptor instead.
 func (*StreamStart) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{26}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StreamStart) GetNamespace() string {
@@ -1526,7 +1950,7 @@ type TermSize struct {
 
 func (x *TermSize) Reset() {
 	*x = TermSize{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[27]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1538,7 +1962,7 @@ func (x *TermSize) String() string {
 func (*TermSize) ProtoMessage() {}
 
 func (x *TermSize) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[27]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1551,7 +1975,7 @@ func (x *TermSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TermSize.ProtoReflect.Descriptor instead.
 func (*TermSize) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{27}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TermSize) GetWidth() uint32 {
@@ -1582,7 +2006,7 @@ type StreamResponse struct {
 
 func (x *StreamResponse) Reset() {
 	*x = StreamResponse{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[28]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1594,7 +2018,7 @@ func (x *StreamResponse) String() string {
 func (*StreamResponse) ProtoMessage() {}
 
 func (x *StreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[28]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1607,7 +2031,7 @@ func (x *StreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamResponse.ProtoReflect.Descriptor instead.
 func (*StreamResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{28}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StreamResponse) GetMsg() isStreamResponse_Msg {
@@ -1678,7 +2102,7 @@ type Exit struct {
 
 func (x *Exit) Reset() {
 	*x = Exit{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[29]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1690,7 +2114,7 @@ func (x *Exit) String() string {
 func (*Exit) ProtoMessage() {}
 
 func (x *Exit) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[29]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +2127,7 @@ func (x *Exit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Exit.ProtoReflect.Descriptor instead.
 func (*Exit) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{29}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Exit) GetCode() int32 {
@@ -1734,7 +2158,7 @@ type PortForwardRequest struct {
 
 func (x *PortForwardRequest) Reset() {
 	*x = PortForwardRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[30]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +2170,7 @@ func (x *PortForwardRequest) String() string {
 func (*PortForwardRequest) ProtoMessage() {}
 
 func (x *PortForwardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[30]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +2183,7 @@ func (x *PortForwardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortForwardRequest.ProtoReflect.Descriptor instead.
 func (*PortForwardRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{30}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PortForwardRequest) GetMsg() isPortForwardRequest_Msg {
@@ -1830,7 +2254,7 @@ type PortForwardStart struct {
 
 func (x *PortForwardStart) Reset() {
 	*x = PortForwardStart{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[31]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1842,7 +2266,7 @@ func (x *PortForwardStart) String() string {
 func (*PortForwardStart) ProtoMessage() {}
 
 func (x *PortForwardStart) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[31]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1855,7 +2279,7 @@ func (x *PortForwardStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortForwardStart.ProtoReflect.Descriptor instead.
 func (*PortForwardStart) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{31}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PortForwardStart) GetNamespace() string {
@@ -1888,7 +2312,7 @@ type PortForwardResponse struct {
 
 func (x *PortForwardResponse) Reset() {
 	*x = PortForwardResponse{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[32]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +2324,7 @@ func (x *PortForwardResponse) String() string {
 func (*PortForwardResponse) ProtoMessage() {}
 
 func (x *PortForwardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[32]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +2337,7 @@ func (x *PortForwardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortForwardResponse.ProtoReflect.Descriptor instead.
 func (*PortForwardResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{32}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PortForwardResponse) GetData() []byte {
@@ -1931,7 +2355,7 @@ type StatsSummaryRequest struct {
 
 func (x *StatsSummaryRequest) Reset() {
 	*x = StatsSummaryRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[33]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1943,7 +2367,7 @@ func (x *StatsSummaryRequest) String() string {
 func (*StatsSummaryRequest) ProtoMessage() {}
 
 func (x *StatsSummaryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[33]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1956,7 +2380,7 @@ func (x *StatsSummaryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsSummaryRequest.ProtoReflect.Descriptor instead.
 func (*StatsSummaryRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{33}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{39}
 }
 
 type StatsSummaryResponse struct {
@@ -1969,7 +2393,7 @@ type StatsSummaryResponse struct {
 
 func (x *StatsSummaryResponse) Reset() {
 	*x = StatsSummaryResponse{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[34]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1981,7 +2405,7 @@ func (x *StatsSummaryResponse) String() string {
 func (*StatsSummaryResponse) ProtoMessage() {}
 
 func (x *StatsSummaryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[34]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1994,7 +2418,7 @@ func (x *StatsSummaryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsSummaryResponse.ProtoReflect.Descriptor instead.
 func (*StatsSummaryResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{34}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StatsSummaryResponse) GetSummaryJson() []byte {
@@ -2010,11 +2434,12 @@ const file_provider_v1alpha1_provider_proto_rawDesc = "" +
 	"\n" +
 	" provider/v1alpha1/provider.proto\x12\x1avkubelet.provider.v1alpha1\"=\n" +
 	"\x10HandshakeRequest\x12)\n" +
-	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\"\x9e\x01\n" +
+	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\"\xd2\x01\n" +
 	"\x11HandshakeResponse\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12J\n" +
 	"\fcapabilities\x18\x02 \x03(\x0e2&.vkubelet.provider.v1alpha1.CapabilityR\fcapabilities\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name\"\x1e\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x122\n" +
+	"\x15pod_network_reachable\x18\x04 \x01(\bR\x13podNetworkReachable\"\x1e\n" +
 	"\n" +
 	"PodRequest\x12\x10\n" +
 	"\x03pod\x18\x01 \x01(\fR\x03pod\"\r\n" +
@@ -2044,7 +2469,30 @@ const file_provider_v1alpha1_provider_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x12\n" +
 	"\x04mode\x18\x03 \x01(\x05R\x04mode\"\x17\n" +
-	"\x15SetPodVolumesResponse\"\r\n" +
+	"\x15SetPodVolumesResponse\"\xbb\x01\n" +
+	"\x10ResizePodRequest\x12\x10\n" +
+	"\x03pod\x18\x01 \x01(\fR\x03pod\x12K\n" +
+	"\n" +
+	"containers\x18\x02 \x03(\v2+.vkubelet.provider.v1alpha1.ContainerResizeR\n" +
+	"containers\x12H\n" +
+	"\tpod_level\x18\x03 \x01(\v2+.vkubelet.provider.v1alpha1.ResourcesChangeR\bpodLevel\"\x84\x01\n" +
+	"\x0fContainerResize\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12C\n" +
+	"\x06change\x18\x02 \x01(\v2+.vkubelet.provider.v1alpha1.ResourcesChangeR\x06change\x12\x18\n" +
+	"\arestart\x18\x03 \x01(\bR\arestart\"5\n" +
+	"\x0fResourcesChange\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\fR\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\fR\x02to\"r\n" +
+	"\x11ResizePodResponse\x12C\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2).vkubelet.provider.v1alpha1.ResizeOutcomeR\aoutcome\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x85\x01\n" +
+	"\x14KillContainerRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
+	"\x03pod\x18\x02 \x01(\tR\x03pod\x12\x1c\n" +
+	"\tcontainer\x18\x03 \x01(\tR\tcontainer\x12\x1f\n" +
+	"\vgrace_nanos\x18\x04 \x01(\x03R\n" +
+	"graceNanos\"\x17\n" +
+	"\x15KillContainerResponse\"\r\n" +
 	"\vPingRequest\"\x0e\n" +
 	"\fPingResponse\"\x10\n" +
 	"\x0eGetNodeRequest\"%\n" +
@@ -2115,7 +2563,7 @@ const file_provider_v1alpha1_provider_proto_rawDesc = "" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"\x15\n" +
 	"\x13StatsSummaryRequest\"9\n" +
 	"\x14StatsSummaryResponse\x12!\n" +
-	"\fsummary_json\x18\x01 \x01(\fR\vsummaryJson*\xa2\x02\n" +
+	"\fsummary_json\x18\x01 \x01(\fR\vsummaryJson*\xef\x02\n" +
 	"\n" +
 	"Capability\x12\x1a\n" +
 	"\x16CAPABILITY_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -2129,9 +2577,18 @@ const file_provider_v1alpha1_provider_proto_rawDesc = "" +
 	"\x12CAPABILITY_VOLUMES\x10\b\x12\x1a\n" +
 	"\x16CAPABILITY_ENV_OBJECTS\x10\t\x12\x17\n" +
 	"\x13CAPABILITY_CAPACITY\x10\n" +
-	"2r\n" +
+	"\x12\x15\n" +
+	"\x11CAPABILITY_PROBES\x10\v\x12\x1d\n" +
+	"\x19CAPABILITY_KILL_CONTAINER\x10\f\x12\x15\n" +
+	"\x11CAPABILITY_RESIZE\x10\r*\xa4\x01\n" +
+	"\rResizeOutcome\x12\x1e\n" +
+	"\x1aRESIZE_OUTCOME_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13RESIZE_OUTCOME_DONE\x10\x01\x12\x1e\n" +
+	"\x1aRESIZE_OUTCOME_IN_PROGRESS\x10\x02\x12\x1b\n" +
+	"\x17RESIZE_OUTCOME_DEFERRED\x10\x03\x12\x1d\n" +
+	"\x19RESIZE_OUTCOME_INFEASIBLE\x10\x042r\n" +
 	"\x06Plugin\x12h\n" +
-	"\tHandshake\x12,.vkubelet.provider.v1alpha1.HandshakeRequest\x1a-.vkubelet.provider.v1alpha1.HandshakeResponse2\xa5\x06\n" +
+	"\tHandshake\x12,.vkubelet.provider.v1alpha1.HandshakeRequest\x1a-.vkubelet.provider.v1alpha1.HandshakeResponse2\x85\b\n" +
 	"\tLifecycle\x12\\\n" +
 	"\tCreatePod\x12&.vkubelet.provider.v1alpha1.PodRequest\x1a'.vkubelet.provider.v1alpha1.PodResponse\x12\\\n" +
 	"\tUpdatePod\x12&.vkubelet.provider.v1alpha1.PodRequest\x1a'.vkubelet.provider.v1alpha1.PodResponse\x12\\\n" +
@@ -2140,7 +2597,9 @@ const file_provider_v1alpha1_provider_proto_rawDesc = "" +
 	"\fGetPodStatus\x12\".vkubelet.provider.v1alpha1.PodRef\x1a0.vkubelet.provider.v1alpha1.GetPodStatusResponse\x12e\n" +
 	"\bListPods\x12+.vkubelet.provider.v1alpha1.ListPodsRequest\x1a,.vkubelet.provider.v1alpha1.ListPodsResponse\x12a\n" +
 	"\tWatchPods\x12,.vkubelet.provider.v1alpha1.WatchPodsRequest\x1a$.vkubelet.provider.v1alpha1.PodEvent0\x01\x12t\n" +
-	"\rSetPodVolumes\x120.vkubelet.provider.v1alpha1.SetPodVolumesRequest\x1a1.vkubelet.provider.v1alpha1.SetPodVolumesResponse2\x99\x03\n" +
+	"\rSetPodVolumes\x120.vkubelet.provider.v1alpha1.SetPodVolumesRequest\x1a1.vkubelet.provider.v1alpha1.SetPodVolumesResponse\x12h\n" +
+	"\tResizePod\x12,.vkubelet.provider.v1alpha1.ResizePodRequest\x1a-.vkubelet.provider.v1alpha1.ResizePodResponse\x12t\n" +
+	"\rKillContainer\x120.vkubelet.provider.v1alpha1.KillContainerRequest\x1a1.vkubelet.provider.v1alpha1.KillContainerResponse2\x99\x03\n" +
 	"\x04Node\x12Y\n" +
 	"\x04Ping\x12'.vkubelet.provider.v1alpha1.PingRequest\x1a(.vkubelet.provider.v1alpha1.PingResponse\x12b\n" +
 	"\aGetNode\x12*.vkubelet.provider.v1alpha1.GetNodeRequest\x1a+.vkubelet.provider.v1alpha1.GetNodeResponse\x12b\n" +
@@ -2165,97 +2624,112 @@ func file_provider_v1alpha1_provider_proto_rawDescGZIP() []byte {
 	return file_provider_v1alpha1_provider_proto_rawDescData
 }
 
-var file_provider_v1alpha1_provider_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_provider_v1alpha1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_provider_v1alpha1_provider_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_provider_v1alpha1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_provider_v1alpha1_provider_proto_goTypes = []any{
 	(Capability)(0),               // 0: vkubelet.provider.v1alpha1.Capability
-	(*HandshakeRequest)(nil),      // 1: vkubelet.provider.v1alpha1.HandshakeRequest
-	(*HandshakeResponse)(nil),     // 2: vkubelet.provider.v1alpha1.HandshakeResponse
-	(*PodRequest)(nil),            // 3: vkubelet.provider.v1alpha1.PodRequest
-	(*PodResponse)(nil),           // 4: vkubelet.provider.v1alpha1.PodResponse
-	(*PodRef)(nil),                // 5: vkubelet.provider.v1alpha1.PodRef
-	(*GetPodResponse)(nil),        // 6: vkubelet.provider.v1alpha1.GetPodResponse
-	(*GetPodStatusResponse)(nil),  // 7: vkubelet.provider.v1alpha1.GetPodStatusResponse
-	(*ListPodsRequest)(nil),       // 8: vkubelet.provider.v1alpha1.ListPodsRequest
-	(*ListPodsResponse)(nil),      // 9: vkubelet.provider.v1alpha1.ListPodsResponse
-	(*WatchPodsRequest)(nil),      // 10: vkubelet.provider.v1alpha1.WatchPodsRequest
-	(*PodEvent)(nil),              // 11: vkubelet.provider.v1alpha1.PodEvent
-	(*SetPodVolumesRequest)(nil),  // 12: vkubelet.provider.v1alpha1.SetPodVolumesRequest
-	(*Volume)(nil),                // 13: vkubelet.provider.v1alpha1.Volume
-	(*File)(nil),                  // 14: vkubelet.provider.v1alpha1.File
-	(*SetPodVolumesResponse)(nil), // 15: vkubelet.provider.v1alpha1.SetPodVolumesResponse
-	(*PingRequest)(nil),           // 16: vkubelet.provider.v1alpha1.PingRequest
-	(*PingResponse)(nil),          // 17: vkubelet.provider.v1alpha1.PingResponse
-	(*GetNodeRequest)(nil),        // 18: vkubelet.provider.v1alpha1.GetNodeRequest
-	(*GetNodeResponse)(nil),       // 19: vkubelet.provider.v1alpha1.GetNodeResponse
-	(*WatchNodeRequest)(nil),      // 20: vkubelet.provider.v1alpha1.WatchNodeRequest
-	(*NodeEvent)(nil),             // 21: vkubelet.provider.v1alpha1.NodeEvent
-	(*WatchCapacityRequest)(nil),  // 22: vkubelet.provider.v1alpha1.WatchCapacityRequest
-	(*CapacityEvent)(nil),         // 23: vkubelet.provider.v1alpha1.CapacityEvent
-	(*ContainerLogsRequest)(nil),  // 24: vkubelet.provider.v1alpha1.ContainerLogsRequest
-	(*ContainerLogsChunk)(nil),    // 25: vkubelet.provider.v1alpha1.ContainerLogsChunk
-	(*StreamRequest)(nil),         // 26: vkubelet.provider.v1alpha1.StreamRequest
-	(*StreamStart)(nil),           // 27: vkubelet.provider.v1alpha1.StreamStart
-	(*TermSize)(nil),              // 28: vkubelet.provider.v1alpha1.TermSize
-	(*StreamResponse)(nil),        // 29: vkubelet.provider.v1alpha1.StreamResponse
-	(*Exit)(nil),                  // 30: vkubelet.provider.v1alpha1.Exit
-	(*PortForwardRequest)(nil),    // 31: vkubelet.provider.v1alpha1.PortForwardRequest
-	(*PortForwardStart)(nil),      // 32: vkubelet.provider.v1alpha1.PortForwardStart
-	(*PortForwardResponse)(nil),   // 33: vkubelet.provider.v1alpha1.PortForwardResponse
-	(*StatsSummaryRequest)(nil),   // 34: vkubelet.provider.v1alpha1.StatsSummaryRequest
-	(*StatsSummaryResponse)(nil),  // 35: vkubelet.provider.v1alpha1.StatsSummaryResponse
-	nil,                           // 36: vkubelet.provider.v1alpha1.CapacityEvent.CapacityEntry
+	(ResizeOutcome)(0),            // 1: vkubelet.provider.v1alpha1.ResizeOutcome
+	(*HandshakeRequest)(nil),      // 2: vkubelet.provider.v1alpha1.HandshakeRequest
+	(*HandshakeResponse)(nil),     // 3: vkubelet.provider.v1alpha1.HandshakeResponse
+	(*PodRequest)(nil),            // 4: vkubelet.provider.v1alpha1.PodRequest
+	(*PodResponse)(nil),           // 5: vkubelet.provider.v1alpha1.PodResponse
+	(*PodRef)(nil),                // 6: vkubelet.provider.v1alpha1.PodRef
+	(*GetPodResponse)(nil),        // 7: vkubelet.provider.v1alpha1.GetPodResponse
+	(*GetPodStatusResponse)(nil),  // 8: vkubelet.provider.v1alpha1.GetPodStatusResponse
+	(*ListPodsRequest)(nil),       // 9: vkubelet.provider.v1alpha1.ListPodsRequest
+	(*ListPodsResponse)(nil),      // 10: vkubelet.provider.v1alpha1.ListPodsResponse
+	(*WatchPodsRequest)(nil),      // 11: vkubelet.provider.v1alpha1.WatchPodsRequest
+	(*PodEvent)(nil),              // 12: vkubelet.provider.v1alpha1.PodEvent
+	(*SetPodVolumesRequest)(nil),  // 13: vkubelet.provider.v1alpha1.SetPodVolumesRequest
+	(*Volume)(nil),                // 14: vkubelet.provider.v1alpha1.Volume
+	(*File)(nil),                  // 15: vkubelet.provider.v1alpha1.File
+	(*SetPodVolumesResponse)(nil), // 16: vkubelet.provider.v1alpha1.SetPodVolumesResponse
+	(*ResizePodRequest)(nil),      // 17: vkubelet.provider.v1alpha1.ResizePodRequest
+	(*ContainerResize)(nil),       // 18: vkubelet.provider.v1alpha1.ContainerResize
+	(*ResourcesChange)(nil),       // 19: vkubelet.provider.v1alpha1.ResourcesChange
+	(*ResizePodResponse)(nil),     // 20: vkubelet.provider.v1alpha1.ResizePodResponse
+	(*KillContainerRequest)(nil),  // 21: vkubelet.provider.v1alpha1.KillContainerRequest
+	(*KillContainerResponse)(nil), // 22: vkubelet.provider.v1alpha1.KillContainerResponse
+	(*PingRequest)(nil),           // 23: vkubelet.provider.v1alpha1.PingRequest
+	(*PingResponse)(nil),          // 24: vkubelet.provider.v1alpha1.PingResponse
+	(*GetNodeRequest)(nil),        // 25: vkubelet.provider.v1alpha1.GetNodeRequest
+	(*GetNodeResponse)(nil),       // 26: vkubelet.provider.v1alpha1.GetNodeResponse
+	(*WatchNodeRequest)(nil),      // 27: vkubelet.provider.v1alpha1.WatchNodeRequest
+	(*NodeEvent)(nil),             // 28: vkubelet.provider.v1alpha1.NodeEvent
+	(*WatchCapacityRequest)(nil),  // 29: vkubelet.provider.v1alpha1.WatchCapacityRequest
+	(*CapacityEvent)(nil),         // 30: vkubelet.provider.v1alpha1.CapacityEvent
+	(*ContainerLogsRequest)(nil),  // 31: vkubelet.provider.v1alpha1.ContainerLogsRequest
+	(*ContainerLogsChunk)(nil),    // 32: vkubelet.provider.v1alpha1.ContainerLogsChunk
+	(*StreamRequest)(nil),         // 33: vkubelet.provider.v1alpha1.StreamRequest
+	(*StreamStart)(nil),           // 34: vkubelet.provider.v1alpha1.StreamStart
+	(*TermSize)(nil),              // 35: vkubelet.provider.v1alpha1.TermSize
+	(*StreamResponse)(nil),        // 36: vkubelet.provider.v1alpha1.StreamResponse
+	(*Exit)(nil),                  // 37: vkubelet.provider.v1alpha1.Exit
+	(*PortForwardRequest)(nil),    // 38: vkubelet.provider.v1alpha1.PortForwardRequest
+	(*PortForwardStart)(nil),      // 39: vkubelet.provider.v1alpha1.PortForwardStart
+	(*PortForwardResponse)(nil),   // 40: vkubelet.provider.v1alpha1.PortForwardResponse
+	(*StatsSummaryRequest)(nil),   // 41: vkubelet.provider.v1alpha1.StatsSummaryRequest
+	(*StatsSummaryResponse)(nil),  // 42: vkubelet.provider.v1alpha1.StatsSummaryResponse
+	nil,                           // 43: vkubelet.provider.v1alpha1.CapacityEvent.CapacityEntry
 }
 var file_provider_v1alpha1_provider_proto_depIdxs = []int32{
 	0,  // 0: vkubelet.provider.v1alpha1.HandshakeResponse.capabilities:type_name -> vkubelet.provider.v1alpha1.Capability
-	13, // 1: vkubelet.provider.v1alpha1.SetPodVolumesRequest.volumes:type_name -> vkubelet.provider.v1alpha1.Volume
-	14, // 2: vkubelet.provider.v1alpha1.Volume.files:type_name -> vkubelet.provider.v1alpha1.File
-	36, // 3: vkubelet.provider.v1alpha1.CapacityEvent.capacity:type_name -> vkubelet.provider.v1alpha1.CapacityEvent.CapacityEntry
-	27, // 4: vkubelet.provider.v1alpha1.StreamRequest.start:type_name -> vkubelet.provider.v1alpha1.StreamStart
-	28, // 5: vkubelet.provider.v1alpha1.StreamRequest.resize:type_name -> vkubelet.provider.v1alpha1.TermSize
-	30, // 6: vkubelet.provider.v1alpha1.StreamResponse.exit:type_name -> vkubelet.provider.v1alpha1.Exit
-	32, // 7: vkubelet.provider.v1alpha1.PortForwardRequest.start:type_name -> vkubelet.provider.v1alpha1.PortForwardStart
-	1,  // 8: vkubelet.provider.v1alpha1.Plugin.Handshake:input_type -> vkubelet.provider.v1alpha1.HandshakeRequest
-	3,  // 9: vkubelet.provider.v1alpha1.Lifecycle.CreatePod:input_type -> vkubelet.provider.v1alpha1.PodRequest
-	3,  // 10: vkubelet.provider.v1alpha1.Lifecycle.UpdatePod:input_type -> vkubelet.provider.v1alpha1.PodRequest
-	3,  // 11: vkubelet.provider.v1alpha1.Lifecycle.DeletePod:input_type -> vkubelet.provider.v1alpha1.PodRequest
-	5,  // 12: vkubelet.provider.v1alpha1.Lifecycle.GetPod:input_type -> vkubelet.provider.v1alpha1.PodRef
-	5,  // 13: vkubelet.provider.v1alpha1.Lifecycle.GetPodStatus:input_type -> vkubelet.provider.v1alpha1.PodRef
-	8,  // 14: vkubelet.provider.v1alpha1.Lifecycle.ListPods:input_type -> vkubelet.provider.v1alpha1.ListPodsRequest
-	10, // 15: vkubelet.provider.v1alpha1.Lifecycle.WatchPods:input_type -> vkubelet.provider.v1alpha1.WatchPodsRequest
-	12, // 16: vkubelet.provider.v1alpha1.Lifecycle.SetPodVolumes:input_type -> vkubelet.provider.v1alpha1.SetPodVolumesRequest
-	16, // 17: vkubelet.provider.v1alpha1.Node.Ping:input_type -> vkubelet.provider.v1alpha1.PingRequest
-	18, // 18: vkubelet.provider.v1alpha1.Node.GetNode:input_type -> vkubelet.provider.v1alpha1.GetNodeRequest
-	20, // 19: vkubelet.provider.v1alpha1.Node.WatchNode:input_type -> vkubelet.provider.v1alpha1.WatchNodeRequest
-	22, // 20: vkubelet.provider.v1alpha1.Node.WatchCapacity:input_type -> vkubelet.provider.v1alpha1.WatchCapacityRequest
-	24, // 21: vkubelet.provider.v1alpha1.Kubelet.ContainerLogs:input_type -> vkubelet.provider.v1alpha1.ContainerLogsRequest
-	26, // 22: vkubelet.provider.v1alpha1.Kubelet.Exec:input_type -> vkubelet.provider.v1alpha1.StreamRequest
-	26, // 23: vkubelet.provider.v1alpha1.Kubelet.Attach:input_type -> vkubelet.provider.v1alpha1.StreamRequest
-	31, // 24: vkubelet.provider.v1alpha1.Kubelet.PortForward:input_type -> vkubelet.provider.v1alpha1.PortForwardRequest
-	34, // 25: vkubelet.provider.v1alpha1.Kubelet.StatsSummary:input_type -> vkubelet.provider.v1alpha1.StatsSummaryRequest
-	2,  // 26: vkubelet.provider.v1alpha1.Plugin.Handshake:output_type -> vkubelet.provider.v1alpha1.HandshakeResponse
-	4,  // 27: vkubelet.provider.v1alpha1.Lifecycle.CreatePod:output_type -> vkubelet.provider.v1alpha1.PodResponse
-	4,  // 28: vkubelet.provider.v1alpha1.Lifecycle.UpdatePod:output_type -> vkubelet.provider.v1alpha1.PodResponse
-	4,  // 29: vkubelet.provider.v1alpha1.Lifecycle.DeletePod:output_type -> vkubelet.provider.v1alpha1.PodResponse
-	6,  // 30: vkubelet.provider.v1alpha1.Lifecycle.GetPod:output_type -> vkubelet.provider.v1alpha1.GetPodResponse
-	7,  // 31: vkubelet.provider.v1alpha1.Lifecycle.GetPodStatus:output_type -> vkubelet.provider.v1alpha1.GetPodStatusResponse
-	9,  // 32: vkubelet.provider.v1alpha1.Lifecycle.ListPods:output_type -> vkubelet.provider.v1alpha1.ListPodsResponse
-	11, // 33: vkubelet.provider.v1alpha1.Lifecycle.WatchPods:output_type -> vkubelet.provider.v1alpha1.PodEvent
-	15, // 34: vkubelet.provider.v1alpha1.Lifecycle.SetPodVolumes:output_type -> vkubelet.provider.v1alpha1.SetPodVolumesResponse
-	17, // 35: vkubelet.provider.v1alpha1.Node.Ping:output_type -> vkubelet.provider.v1alpha1.PingResponse
-	19, // 36: vkubelet.provider.v1alpha1.Node.GetNode:output_type -> vkubelet.provider.v1alpha1.GetNodeResponse
-	21, // 37: vkubelet.provider.v1alpha1.Node.WatchNode:output_type -> vkubelet.provider.v1alpha1.NodeEvent
-	23, // 38: vkubelet.provider.v1alpha1.Node.WatchCapacity:output_type -> vkubelet.provider.v1alpha1.CapacityEvent
-	25, // 39: vkubelet.provider.v1alpha1.Kubelet.ContainerLogs:output_type -> vkubelet.provider.v1alpha1.ContainerLogsChunk
-	29, // 40: vkubelet.provider.v1alpha1.Kubelet.Exec:output_type -> vkubelet.provider.v1alpha1.StreamResponse
-	29, // 41: vkubelet.provider.v1alpha1.Kubelet.Attach:output_type -> vkubelet.provider.v1alpha1.StreamResponse
-	33, // 42: vkubelet.provider.v1alpha1.Kubelet.PortForward:output_type -> vkubelet.provider.v1alpha1.PortForwardResponse
-	35, // 43: vkubelet.provider.v1alpha1.Kubelet.StatsSummary:output_type -> vkubelet.provider.v1alpha1.StatsSummaryResponse
-	26, // [26:44] is the sub-list for method output_type
-	8,  // [8:26] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	14, // 1: vkubelet.provider.v1alpha1.SetPodVolumesRequest.volumes:type_name -> vkubelet.provider.v1alpha1.Volume
+	15, // 2: vkubelet.provider.v1alpha1.Volume.files:type_name -> vkubelet.provider.v1alpha1.File
+	18, // 3: vkubelet.provider.v1alpha1.ResizePodRequest.containers:type_name -> vkubelet.provider.v1alpha1.ContainerResize
+	19, // 4: vkubelet.provider.v1alpha1.ResizePodRequest.pod_level:type_name -> vkubelet.provider.v1alpha1.ResourcesChange
+	19, // 5: vkubelet.provider.v1alpha1.ContainerResize.change:type_name -> vkubelet.provider.v1alpha1.ResourcesChange
+	1,  // 6: vkubelet.provider.v1alpha1.ResizePodResponse.outcome:type_name -> vkubelet.provider.v1alpha1.ResizeOutcome
+	43, // 7: vkubelet.provider.v1alpha1.CapacityEvent.capacity:type_name -> vkubelet.provider.v1alpha1.CapacityEvent.CapacityEntry
+	34, // 8: vkubelet.provider.v1alpha1.StreamRequest.start:type_name -> vkubelet.provider.v1alpha1.StreamStart
+	35, // 9: vkubelet.provider.v1alpha1.StreamRequest.resize:type_name -> vkubelet.provider.v1alpha1.TermSize
+	37, // 10: vkubelet.provider.v1alpha1.StreamResponse.exit:type_name -> vkubelet.provider.v1alpha1.Exit
+	39, // 11: vkubelet.provider.v1alpha1.PortForwardRequest.start:type_name -> vkubelet.provider.v1alpha1.PortForwardStart
+	2,  // 12: vkubelet.provider.v1alpha1.Plugin.Handshake:input_type -> vkubelet.provider.v1alpha1.HandshakeRequest
+	4,  // 13: vkubelet.provider.v1alpha1.Lifecycle.CreatePod:input_type -> vkubelet.provider.v1alpha1.PodRequest
+	4,  // 14: vkubelet.provider.v1alpha1.Lifecycle.UpdatePod:input_type -> vkubelet.provider.v1alpha1.PodRequest
+	4,  // 15: vkubelet.provider.v1alpha1.Lifecycle.DeletePod:input_type -> vkubelet.provider.v1alpha1.PodRequest
+	6,  // 16: vkubelet.provider.v1alpha1.Lifecycle.GetPod:input_type -> vkubelet.provider.v1alpha1.PodRef
+	6,  // 17: vkubelet.provider.v1alpha1.Lifecycle.GetPodStatus:input_type -> vkubelet.provider.v1alpha1.PodRef
+	9,  // 18: vkubelet.provider.v1alpha1.Lifecycle.ListPods:input_type -> vkubelet.provider.v1alpha1.ListPodsRequest
+	11, // 19: vkubelet.provider.v1alpha1.Lifecycle.WatchPods:input_type -> vkubelet.provider.v1alpha1.WatchPodsRequest
+	13, // 20: vkubelet.provider.v1alpha1.Lifecycle.SetPodVolumes:input_type -> vkubelet.provider.v1alpha1.SetPodVolumesRequest
+	17, // 21: vkubelet.provider.v1alpha1.Lifecycle.ResizePod:input_type -> vkubelet.provider.v1alpha1.ResizePodRequest
+	21, // 22: vkubelet.provider.v1alpha1.Lifecycle.KillContainer:input_type -> vkubelet.provider.v1alpha1.KillContainerRequest
+	23, // 23: vkubelet.provider.v1alpha1.Node.Ping:input_type -> vkubelet.provider.v1alpha1.PingRequest
+	25, // 24: vkubelet.provider.v1alpha1.Node.GetNode:input_type -> vkubelet.provider.v1alpha1.GetNodeRequest
+	27, // 25: vkubelet.provider.v1alpha1.Node.WatchNode:input_type -> vkubelet.provider.v1alpha1.WatchNodeRequest
+	29, // 26: vkubelet.provider.v1alpha1.Node.WatchCapacity:input_type -> vkubelet.provider.v1alpha1.WatchCapacityRequest
+	31, // 27: vkubelet.provider.v1alpha1.Kubelet.ContainerLogs:input_type -> vkubelet.provider.v1alpha1.ContainerLogsRequest
+	33, // 28: vkubelet.provider.v1alpha1.Kubelet.Exec:input_type -> vkubelet.provider.v1alpha1.StreamRequest
+	33, // 29: vkubelet.provider.v1alpha1.Kubelet.Attach:input_type -> vkubelet.provider.v1alpha1.StreamRequest
+	38, // 30: vkubelet.provider.v1alpha1.Kubelet.PortForward:input_type -> vkubelet.provider.v1alpha1.PortForwardRequest
+	41, // 31: vkubelet.provider.v1alpha1.Kubelet.StatsSummary:input_type -> vkubelet.provider.v1alpha1.StatsSummaryRequest
+	3,  // 32: vkubelet.provider.v1alpha1.Plugin.Handshake:output_type -> vkubelet.provider.v1alpha1.HandshakeResponse
+	5,  // 33: vkubelet.provider.v1alpha1.Lifecycle.CreatePod:output_type -> vkubelet.provider.v1alpha1.PodResponse
+	5,  // 34: vkubelet.provider.v1alpha1.Lifecycle.UpdatePod:output_type -> vkubelet.provider.v1alpha1.PodResponse
+	5,  // 35: vkubelet.provider.v1alpha1.Lifecycle.DeletePod:output_type -> vkubelet.provider.v1alpha1.PodResponse
+	7,  // 36: vkubelet.provider.v1alpha1.Lifecycle.GetPod:output_type -> vkubelet.provider.v1alpha1.GetPodResponse
+	8,  // 37: vkubelet.provider.v1alpha1.Lifecycle.GetPodStatus:output_type -> vkubelet.provider.v1alpha1.GetPodStatusResponse
+	10, // 38: vkubelet.provider.v1alpha1.Lifecycle.ListPods:output_type -> vkubelet.provider.v1alpha1.ListPodsResponse
+	12, // 39: vkubelet.provider.v1alpha1.Lifecycle.WatchPods:output_type -> vkubelet.provider.v1alpha1.PodEvent
+	16, // 40: vkubelet.provider.v1alpha1.Lifecycle.SetPodVolumes:output_type -> vkubelet.provider.v1alpha1.SetPodVolumesResponse
+	20, // 41: vkubelet.provider.v1alpha1.Lifecycle.ResizePod:output_type -> vkubelet.provider.v1alpha1.ResizePodResponse
+	22, // 42: vkubelet.provider.v1alpha1.Lifecycle.KillContainer:output_type -> vkubelet.provider.v1alpha1.KillContainerResponse
+	24, // 43: vkubelet.provider.v1alpha1.Node.Ping:output_type -> vkubelet.provider.v1alpha1.PingResponse
+	26, // 44: vkubelet.provider.v1alpha1.Node.GetNode:output_type -> vkubelet.provider.v1alpha1.GetNodeResponse
+	28, // 45: vkubelet.provider.v1alpha1.Node.WatchNode:output_type -> vkubelet.provider.v1alpha1.NodeEvent
+	30, // 46: vkubelet.provider.v1alpha1.Node.WatchCapacity:output_type -> vkubelet.provider.v1alpha1.CapacityEvent
+	32, // 47: vkubelet.provider.v1alpha1.Kubelet.ContainerLogs:output_type -> vkubelet.provider.v1alpha1.ContainerLogsChunk
+	36, // 48: vkubelet.provider.v1alpha1.Kubelet.Exec:output_type -> vkubelet.provider.v1alpha1.StreamResponse
+	36, // 49: vkubelet.provider.v1alpha1.Kubelet.Attach:output_type -> vkubelet.provider.v1alpha1.StreamResponse
+	40, // 50: vkubelet.provider.v1alpha1.Kubelet.PortForward:output_type -> vkubelet.provider.v1alpha1.PortForwardResponse
+	42, // 51: vkubelet.provider.v1alpha1.Kubelet.StatsSummary:output_type -> vkubelet.provider.v1alpha1.StatsSummaryResponse
+	32, // [32:52] is the sub-list for method output_type
+	12, // [12:32] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_provider_v1alpha1_provider_proto_init() }
@@ -2263,18 +2737,18 @@ func file_provider_v1alpha1_provider_proto_init() {
 	if File_provider_v1alpha1_provider_proto != nil {
 		return
 	}
-	file_provider_v1alpha1_provider_proto_msgTypes[25].OneofWrappers = []any{
+	file_provider_v1alpha1_provider_proto_msgTypes[31].OneofWrappers = []any{
 		(*StreamRequest_Start)(nil),
 		(*StreamRequest_Stdin)(nil),
 		(*StreamRequest_StdinEof)(nil),
 		(*StreamRequest_Resize)(nil),
 	}
-	file_provider_v1alpha1_provider_proto_msgTypes[28].OneofWrappers = []any{
+	file_provider_v1alpha1_provider_proto_msgTypes[34].OneofWrappers = []any{
 		(*StreamResponse_Stdout)(nil),
 		(*StreamResponse_Stderr)(nil),
 		(*StreamResponse_Exit)(nil),
 	}
-	file_provider_v1alpha1_provider_proto_msgTypes[30].OneofWrappers = []any{
+	file_provider_v1alpha1_provider_proto_msgTypes[36].OneofWrappers = []any{
 		(*PortForwardRequest_Start)(nil),
 		(*PortForwardRequest_Data)(nil),
 		(*PortForwardRequest_Close)(nil),
@@ -2284,8 +2758,8 @@ func file_provider_v1alpha1_provider_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_provider_v1alpha1_provider_proto_rawDesc), len(file_provider_v1alpha1_provider_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   36,
+			NumEnums:      2,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

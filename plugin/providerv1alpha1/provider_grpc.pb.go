@@ -147,6 +147,8 @@ const (
 	Lifecycle_ListPods_FullMethodName      = "/vkubelet.provider.v1alpha1.Lifecycle/ListPods"
 	Lifecycle_WatchPods_FullMethodName     = "/vkubelet.provider.v1alpha1.Lifecycle/WatchPods"
 	Lifecycle_SetPodVolumes_FullMethodName = "/vkubelet.provider.v1alpha1.Lifecycle/SetPodVolumes"
+	Lifecycle_ResizePod_FullMethodName     = "/vkubelet.provider.v1alpha1.Lifecycle/ResizePod"
+	Lifecycle_KillContainer_FullMethodName = "/vkubelet.provider.v1alpha1.Lifecycle/KillContainer"
 )
 
 // LifecycleClient is the client API for Lifecycle service.
@@ -170,6 +172,16 @@ type LifecycleClient interface {
 	// downwardAPI and projected volumes (tokens included), before CreatePod
 	// and whenever they change. Only for plugins with CAPABILITY_VOLUMES.
 	SetPodVolumes(ctx context.Context, in *SetPodVolumesRequest, opts ...grpc.CallOption) (*SetPodVolumesResponse, error)
+	// ResizePod resizes a running pod in place (node.PodResizer): called
+	// when a pod's resources differ from those the plugin runs it with,
+	// before UpdatePod, which then gets the resources the plugin accepted.
+	// Only for plugins with CAPABILITY_RESIZE; others are resized by
+	// UpdatePod.
+	ResizePod(ctx context.Context, in *ResizePodRequest, opts ...grpc.CallOption) (*ResizePodResponse, error)
+	// KillContainer stops one container whose liveness or startup probe
+	// failed (node.ContainerKiller); the pod's restart policy decides
+	// whether it runs again. Only for plugins with CAPABILITY_KILL_CONTAINER.
+	KillContainer(ctx context.Context, in *KillContainerRequest, opts ...grpc.CallOption) (*KillContainerResponse, error)
 }
 
 type lifecycleClient struct {
@@ -269,6 +281,26 @@ func (c *lifecycleClient) SetPodVolumes(ctx context.Context, in *SetPodVolumesRe
 	return out, nil
 }
 
+func (c *lifecycleClient) ResizePod(ctx context.Context, in *ResizePodRequest, opts ...grpc.CallOption) (*ResizePodResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResizePodResponse)
+	err := c.cc.Invoke(ctx, Lifecycle_ResizePod_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *lifecycleClient) KillContainer(ctx context.Context, in *KillContainerRequest, opts ...grpc.CallOption) (*KillContainerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(KillContainerResponse)
+	err := c.cc.Invoke(ctx, Lifecycle_KillContainer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LifecycleServer is the server API for Lifecycle service.
 // All implementations must embed UnimplementedLifecycleServer
 // for forward compatibility.
@@ -290,6 +322,16 @@ type LifecycleServer interface {
 	// downwardAPI and projected volumes (tokens included), before CreatePod
 	// and whenever they change. Only for plugins with CAPABILITY_VOLUMES.
 	SetPodVolumes(context.Context, *SetPodVolumesRequest) (*SetPodVolumesResponse, error)
+	// ResizePod resizes a running pod in place (node.PodResizer): called
+	// when a pod's resources differ from those the plugin runs it with,
+	// before UpdatePod, which then gets the resources the plugin accepted.
+	// Only for plugins with CAPABILITY_RESIZE; others are resized by
+	// UpdatePod.
+	ResizePod(context.Context, *ResizePodRequest) (*ResizePodResponse, error)
+	// KillContainer stops one container whose liveness or startup probe
+	// failed (node.ContainerKiller); the pod's restart policy decides
+	// whether it runs again. Only for plugins with CAPABILITY_KILL_CONTAINER.
+	KillContainer(context.Context, *KillContainerRequest) (*KillContainerResponse, error)
 	mustEmbedUnimplementedLifecycleServer()
 }
 
@@ -323,6 +365,12 @@ func (UnimplementedLifecycleServer) WatchPods(*WatchPodsRequest, grpc.ServerStre
 }
 func (UnimplementedLifecycleServer) SetPodVolumes(context.Context, *SetPodVolumesRequest) (*SetPodVolumesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetPodVolumes not implemented")
+}
+func (UnimplementedLifecycleServer) ResizePod(context.Context, *ResizePodRequest) (*ResizePodResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResizePod not implemented")
+}
+func (UnimplementedLifecycleServer) KillContainer(context.Context, *KillContainerRequest) (*KillContainerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method KillContainer not implemented")
 }
 func (UnimplementedLifecycleServer) mustEmbedUnimplementedLifecycleServer() {}
 func (UnimplementedLifecycleServer) testEmbeddedByValue()                   {}
@@ -482,6 +530,42 @@ func _Lifecycle_SetPodVolumes_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Lifecycle_ResizePod_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResizePodRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LifecycleServer).ResizePod(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Lifecycle_ResizePod_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LifecycleServer).ResizePod(ctx, req.(*ResizePodRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Lifecycle_KillContainer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(KillContainerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LifecycleServer).KillContainer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Lifecycle_KillContainer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LifecycleServer).KillContainer(ctx, req.(*KillContainerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Lifecycle_ServiceDesc is the grpc.ServiceDesc for Lifecycle service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -516,6 +600,14 @@ var Lifecycle_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetPodVolumes",
 			Handler:    _Lifecycle_SetPodVolumes_Handler,
+		},
+		{
+			MethodName: "ResizePod",
+			Handler:    _Lifecycle_ResizePod_Handler,
+		},
+		{
+			MethodName: "KillContainer",
+			Handler:    _Lifecycle_KillContainer_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -3,9 +3,11 @@ package grpcplugin
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/volume"
 	pb "github.com/vkubelet/virtual-kubelet/plugin/providerv1alpha1"
 	"github.com/vkubelet/virtual-kubelet/plugin/wire"
@@ -101,4 +103,30 @@ func (p *Provider) SetPodVolumes(ctx context.Context, pod *corev1.Pod, contents 
 	defer cancel()
 	_, err = p.lifecycle.SetPodVolumes(ctx, req)
 	return wire.FromStatus("SetPodVolumes", err)
+}
+
+// ResizePod implements node.PodResizer (used only when the plugin declared
+// CAPABILITY_RESIZE).
+func (p *Provider) ResizePod(ctx context.Context, req node.ResizeRequest) (node.ResizeResult, error) {
+	in, err := wire.ResizeToProto(req)
+	if err != nil {
+		return node.ResizeResult{}, fmt.Errorf("ResizePod: encoding pod %s/%s: %w", req.Pod.Namespace, req.Pod.Name, err)
+	}
+	ctx, cancel := p.call(ctx)
+	defer cancel()
+	resp, err := p.lifecycle.ResizePod(ctx, in)
+	if err != nil {
+		return node.ResizeResult{}, wire.FromStatus("ResizePod", err)
+	}
+	return wire.ResultFromProto(resp)
+}
+
+// KillContainer implements node.ContainerKiller (used only when the plugin
+// declared CAPABILITY_KILL_CONTAINER). The call may take the grace beyond
+// the call timeout.
+func (p *Provider) KillContainer(ctx context.Context, namespace, podName, containerName string, grace time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout+grace)
+	defer cancel()
+	_, err := p.lifecycle.KillContainer(ctx, &pb.KillContainerRequest{Namespace: namespace, Pod: podName, Container: containerName, GraceNanos: int64(grace)})
+	return wire.FromStatus("KillContainer", err)
 }

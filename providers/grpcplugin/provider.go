@@ -44,6 +44,8 @@ type Provider struct {
 	kubelet   pb.KubeletClient
 
 	caps map[pb.Capability]bool
+	// podNetwork: the plugin said this process reaches its pods' IPs.
+	podNetwork bool
 	// node is the node the plugin described at the start.
 	node *corev1.Node
 }
@@ -61,6 +63,9 @@ var (
 	_ node.PortForwardProvider = (*Provider)(nil)
 	_ node.StatsProvider       = (*Provider)(nil)
 	_ node.CapabilityDeclarer  = (*Provider)(nil)
+	_ node.ProbeDelegator      = (*Provider)(nil)
+	_ node.ContainerKiller     = (*Provider)(nil)
+	_ node.PodResizer          = (*Provider)(nil)
 )
 
 // New connects to the plugin the config file names, waiting up to its
@@ -108,7 +113,7 @@ func (p *Provider) connect(ctx context.Context, wait time.Duration) error {
 	if v := hs.GetProtocolVersion(); v != wire.ProtocolVersion {
 		return fmt.Errorf("plugin at %s speaks protocol version %d; this daemon speaks %d", p.endpoint, v, wire.ProtocolVersion)
 	}
-	p.name = hs.GetName()
+	p.name, p.podNetwork = hs.GetName(), hs.GetPodNetworkReachable()
 	p.caps = map[pb.Capability]bool{}
 	for _, c := range hs.GetCapabilities() {
 		p.caps[c] = true // values this daemon does not know are never looked up
@@ -140,19 +145,28 @@ func (p *Provider) errNotServed(what string) error {
 
 // pluginCapability is the contract's capability for each kubelet API one.
 var pluginCapability = map[node.Capability]pb.Capability{
-	node.CapabilityLogs:        pb.Capability_CAPABILITY_LOGS,
-	node.CapabilityExec:        pb.Capability_CAPABILITY_EXEC,
-	node.CapabilityAttach:      pb.Capability_CAPABILITY_ATTACH,
-	node.CapabilityPortForward: pb.Capability_CAPABILITY_PORT_FORWARD,
-	node.CapabilityStats:       pb.Capability_CAPABILITY_STATS,
+	node.CapabilityLogs:          pb.Capability_CAPABILITY_LOGS,
+	node.CapabilityExec:          pb.Capability_CAPABILITY_EXEC,
+	node.CapabilityAttach:        pb.Capability_CAPABILITY_ATTACH,
+	node.CapabilityPortForward:   pb.Capability_CAPABILITY_PORT_FORWARD,
+	node.CapabilityStats:         pb.Capability_CAPABILITY_STATS,
+	node.CapabilityProbes:        pb.Capability_CAPABILITY_PROBES,
+	node.CapabilityKillContainer: pb.Capability_CAPABILITY_KILL_CONTAINER,
+	node.CapabilityResize:        pb.Capability_CAPABILITY_RESIZE,
 }
 
 // Declares implements node.CapabilityDeclarer: what the plugin's handshake
-// declared, so the kubelet API answers 501 for the rest.
+// declared, so the kubelet API answers 501 for the rest, and the pod
+// controller runs the probes of a plugin that asks it to, and resizes
+// through ResizePod only a plugin that serves it.
 func (p *Provider) Declares(c node.Capability) bool {
 	pc, ok := pluginCapability[c]
 	return ok && p.caps[pc]
 }
+
+// PodNetworkReachable implements node.ProbeDelegator (used only when the
+// plugin declared CAPABILITY_PROBES): what its handshake said.
+func (p *Provider) PodNetworkReachable() bool { return p.podNetwork }
 
 // Capacity is the capacity the plugin declared at the start.
 func (p *Provider) Capacity(context.Context) corev1.ResourceList {

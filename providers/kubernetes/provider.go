@@ -20,6 +20,9 @@
 // does not cross: B cannot issue A's tokens, so the pod in B runs with
 // automountServiceAccountToken false.
 //
+// An in-place resize in A is made in B through B's own resize subresource,
+// and A shows B's outcome (ResizePod).
+//
 // The node's capacity is fixed by the config or, with deriveCapacity, B's
 // free allocatable, recomputed every 30 s (NotifyCapacity) without this
 // node's own pods, which A's scheduler already counts against the node.

@@ -134,8 +134,7 @@ func (ps *podState) setResources(c *containerState, r corev1.ResourceRequirement
 
 // updateResources applies the resources of pod's spec that the pod and its
 // containers neither run with nor are being resized to: UpdatePod resizes as it does
-// for a provider without node.PodResizer (the mock behind the plugin
-// boundary, a restored pod's updates). It reports whether any changed.
+// for a provider without node.PodResizer (a restored pod's updates). It reports whether any changed.
 func (ps *podState) updateResources(pod *corev1.Pod) bool {
 	changed := false
 	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
