@@ -3,7 +3,7 @@
 # e2e tests: munged, slurmctld and slurmd as root, with a generated
 # slurm.conf, every file under one directory.
 #
-#   hack/slurm/slurm.sh install      apt-get install slurm-wlm munge bubblewrap when missing
+#   hack/slurm/slurm.sh install      apt-get install slurm-wlm munge bubblewrap perl when missing
 #   hack/slurm/slurm.sh start [DIR]  install, then start (idempotent); prints SLURM_CONF
 #   hack/slurm/slurm.sh stop  [DIR]  stop the daemons started in DIR
 #
@@ -25,6 +25,8 @@ install() {
 	command -v slurmctld >/dev/null || missing+=(slurm-wlm)
 	command -v munged >/dev/null || missing+=(munge)
 	command -v bwrap >/dev/null || missing+=(bubblewrap)
+	# The job script stamps container output with perl (Time::HiRes).
+	perl -MTime::HiRes -e 1 2>/dev/null || missing+=(perl)
 	((${#missing[@]} == 0)) && return
 	if ((EUID != 0)); then
 		echo "slurm.sh: ${missing[*]} missing; run as root to apt-get install them" >&2

@@ -95,6 +95,7 @@ var (
 	_ node.Provider            = (*Provider)(nil)
 	_ node.LogsProvider        = (*Provider)(nil)
 	_ node.ExecProvider        = (*Provider)(nil)
+	_ node.AttachProvider      = (*Provider)(nil)
 	_ node.PortForwardProvider = (*Provider)(nil)
 	_ node.PodVolumeHandler    = (*Provider)(nil)
 	_ node.PodNotifier         = (*Provider)(nil)
