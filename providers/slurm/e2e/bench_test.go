@@ -32,30 +32,37 @@ const (
 // is its --pod-sync-workers default, 50).
 const benchWorkers = 50
 
-// floorScript runs in the node host: it submits N jobs of one task each
-// that sleep (as a pod's job does) with sbatch, W at a time, waits until
-// squeue shows all RUNNING, cancels them with scancel, W at a time, and
-// waits until squeue shows none. It prints the three times, in seconds
-// since the epoch.
+// floorScript runs in the node host: it submits N jobs of one task that
+// sleep, as a pod's job does (same environment: sbatch's own, PATH and
+// SLURM_CONF), with sbatch, W at a time; waits until squeue shows all
+// RUNNING and until each job's script has started (it touches a file in
+// MARKS), cancels them with scancel, W at a time, and waits until squeue
+// shows none. It prints the four times, in seconds since the epoch.
 const floorScript = `set -euo pipefail
-n=$1 workers=$2
+n=$1 workers=$2 marks=$3
 count() { squeue --noheader --name=vk_floor --format=%i "$@" | wc -l; }
 t0=$EPOCHREALTIME
-seq "$n" | xargs -P "$workers" -I{} sbatch --parsable --quiet --job-name=vk_floor --output=/dev/null \
-	--export=NONE --nodes=1 --ntasks=1 --cpus-per-task=1 --wrap='exec sleep 3600' >/dev/null
-until (($(count --states=RUNNING) == n)); do sleep 0.1; done
-t1=$EPOCHREALTIME
+seq "$n" | xargs -P "$workers" -I{} env -i PATH="$PATH" SLURM_CONF="$SLURM_CONF" sbatch --parsable --quiet --export=ALL \
+	--job-name=vk_floor --output=/dev/null --nodes=1 --ntasks=1 --cpus-per-task=1 \
+	--wrap="touch $marks/\$SLURM_JOB_ID; exec sleep 3600" >/dev/null
+t1= t2=
+while [[ -z $t1 || -z $t2 ]]; do
+	[[ -z $t1 ]] && (($(count --states=RUNNING) == n)) && t1=$EPOCHREALTIME
+	[[ -z $t2 ]] && (($(find "$marks" -type f | wc -l) == n)) && t2=$EPOCHREALTIME
+	sleep 0.1
+done
 squeue --noheader --name=vk_floor --format=%i | xargs -P "$workers" -n 1 scancel
 until (($(count) == 0)); do sleep 0.1; done
-echo "$t0 $t1 $EPOCHREALTIME"
+echo "$t0 $t1 $t2 $EPOCHREALTIME"
 `
 
 // benchTimes are one pass's figures: from the first submission (or pod
-// create) until all run, and from the first cancel (or delete) until all
-// are gone.
+// create) until all run (their scripts, or the pods' containers, started),
+// and from the first cancel (or delete) until all are gone.
 type benchTimes struct {
 	running, gone time.Duration
-	load          string // /proc/loadavg's 1-, 5- and 15-minute figures at the start
+	allocated     time.Duration // the floor's: until squeue shows all RUNNING, before their scripts start
+	load          string        // /proc/loadavg's 1-, 5- and 15-minute figures at the start
 }
 
 // TestSlurmBench measures N pods on one Slurm node against the floor, what
@@ -77,7 +84,7 @@ func TestSlurmBench(t *testing.T) {
 	n := newSlurmNode(t, c, "SLURM_JOBS_PER_CORE="+strconv.Itoa(perCore))
 
 	floor := n.floorPass(t, pods)
-	t.Logf("floor: %d jobs running in %s, gone in %s (load %s)", pods, floor.running, floor.gone, floor.load)
+	t.Logf("floor: %d jobs RUNNING in squeue in %s, their scripts started in %s, gone in %s (load %s)", pods, floor.allocated, floor.running, floor.gone, floor.load)
 
 	fast := filepath.Join(t.TempDir(), "virtual-kubelet")
 	if out, err := exec.Command("go", "build", "-o", fast, "github.com/vkubelet/virtual-kubelet/cmd/virtual-kubelet").CombinedOutput(); err != nil {
@@ -99,16 +106,16 @@ func TestSlurmBench(t *testing.T) {
 	cpu := processCPU(t, d.Cmd.Process.Pid) - cpuBefore
 	t.Logf("daemon: %d pods Running in %s, gone in %s (load %s), daemon CPU %s", pods, daemon.running, daemon.gone, daemon.load, cpu)
 
-	table := fmt.Sprintf(`| %d pods, one Slurm node (%d CPUs, %d jobs a core) | submitted → all Running | deleted → all gone |
+	table := fmt.Sprintf(`| %d pods, one Slurm node (%d CPUs, %d jobs a core) | submitted → all running | deleted → all gone |
 |---|---|---|
-| floor: sbatch / scancel alone, %d at a time | %.2fs | %.2fs |
-| virtual-kubelet --provider slurm | %.2fs | %.2fs |
-| ratio to the floor | %.2f× | %.2f× |
+| floor: sbatch / scancel alone, %d at a time (squeue RUNNING; job scripts started) | %.2fs; %.2fs | %.2fs |
+| virtual-kubelet --provider slurm (pods Running; gone from the API server) | %.2fs | %.2fs |
+| ratio to the floor (to squeue RUNNING; to scripts started) | %.2f×; %.2f× | %.2f× |
 
 Load average (1, 5, 15 min) at the start of the floor pass: %s; of the daemon pass: %s. Daemon CPU over its pass: %.2fs.
-`, pods, runtime.NumCPU(), perCore, benchWorkers, floor.running.Seconds(), floor.gone.Seconds(),
+`, pods, runtime.NumCPU(), perCore, benchWorkers, floor.allocated.Seconds(), floor.running.Seconds(), floor.gone.Seconds(),
 		daemon.running.Seconds(), daemon.gone.Seconds(),
-		daemon.running.Seconds()/floor.running.Seconds(), daemon.gone.Seconds()/floor.gone.Seconds(),
+		daemon.running.Seconds()/floor.allocated.Seconds(), daemon.running.Seconds()/floor.running.Seconds(), daemon.gone.Seconds()/floor.gone.Seconds(),
 		floor.load, daemon.load, cpu.Seconds())
 	t.Log("\n" + table)
 	if out := os.Getenv(benchOutVar); out != "" {
@@ -153,18 +160,22 @@ func (n *slurmNode) floorPass(t *testing.T, jobs int) benchTimes {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	load := loadAvg(t)
-	cmd := n.host.Command(ctx, "bash", "-c", floorScript, "floor", strconv.Itoa(jobs), strconv.Itoa(benchWorkers))
+	marks := filepath.Join(n.dir, "floor-marks")
+	if err := os.Mkdir(marks, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := n.host.Command(ctx, "bash", "-c", floorScript, "floor", strconv.Itoa(jobs), strconv.Itoa(benchWorkers), marks)
 	cmd.Env = append(os.Environ(), "SLURM_CONF="+filepath.Join(n.dir, "slurm.conf"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the floor pass: %v\n%s", err, out)
 	}
-	var t0, t1, t2 float64
-	if _, err := fmt.Sscan(string(out), &t0, &t1, &t2); err != nil {
+	var t0, t1, t2, t3 float64
+	if _, err := fmt.Sscan(string(out), &t0, &t1, &t2, &t3); err != nil {
 		t.Fatalf("the floor pass printed %q: %v", out, err)
 	}
 	sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-	return benchTimes{running: sec(t1 - t0), gone: sec(t2 - t1), load: load}
+	return benchTimes{allocated: sec(t1 - t0), running: sec(t2 - t0), gone: sec(t3 - t2), load: load}
 }
 
 // podPass creates the pods (each one container sleeping, as the floor's
