@@ -3,6 +3,7 @@ package slurm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -24,11 +25,15 @@ import (
 // container's stdin is closed once the first attach's input ends, as a
 // kubelet closes it. The container has no terminal of its own (tty: true
 // is not given one), so a TTY request gets the output as it is and resizes
-// are ignored.
+// are ignored. A container that has not started or has exited cannot be
+// attached to.
 func (p *Provider) AttachToContainer(ctx context.Context, namespace, podName, containerName string, attach api.AttachIO) error {
 	pj, c, err := p.containerOf(namespace, podName, containerName)
 	if err != nil {
 		return err
+	}
+	if f := readContainerFiles(pj.dir, containerName); f.started.IsZero() || !f.finished.IsZero() {
+		return fmt.Errorf("container %q of pod %s/%s is not running", containerName, namespace, podName)
 	}
 	dir := filepath.Join(pj.dir, "c", containerName)
 	ctx, cancel := context.WithCancel(ctx)

@@ -18,7 +18,8 @@ import (
 // TestSlurmAttachAndLogOptions drives attach and the log options through
 // the API server. Attach: a stdinOnce container reads what the client
 // sends, answers on stdout and stderr (kept apart), sees end of file once
-// the client's input ends and exits, which ends the session; a container
+// the client's input ends and exits, which ends the session (a later
+// attach is refused: the container is not running); a container
 // with a plain stdin keeps it open across two attaches. Logs: --timestamps
 // prefixes each line with its RFC 3339 time, --since-time and --since
 // filter by it, --tail and --limit-bytes still apply.
@@ -61,6 +62,9 @@ func TestSlurmAttachAndLogOptions(t *testing.T) {
 		t.Errorf("attach once: stderr %q, want %q", got, want)
 	}
 	n.waitPod(t, ns, "once", "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	if err := attach(ctx, n, ns, "once", remotecommand.StreamOptions{Stdout: &stdout}); err == nil || !strings.Contains(err.Error(), "not running") {
+		t.Errorf("attach to the exited container: %v, want an error saying it is not running", err)
+	}
 
 	// Without stdinOnce the end of one client's input does not close the
 	// container's: a second attach is read too.
