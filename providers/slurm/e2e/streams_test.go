@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/vkubelet/virtual-kubelet/internal/testing/childproc"
 )
 
 // TestSlurmAttachAndLogOptions drives attach and the log options through
@@ -47,7 +48,7 @@ func TestSlurmAttachAndLogOptions(t *testing.T) {
 
 	// The session ends by itself: the container exits once its stdin is
 	// closed.
-	var stdout, stderr syncBuffer
+	var stdout, stderr childproc.Output
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := attach(ctx, n, ns, "once", remotecommand.StreamOptions{
@@ -143,35 +144,17 @@ func attach(ctx context.Context, n *slurmNode, ns, pod string, opts remotecomman
 	return exec.StreamWithContext(ctx, opts)
 }
 
-// syncBuffer is a bytes.Buffer the session's goroutines write to while the
-// test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// awaitBuffer is a syncBuffer that closes found once it holds want.
+// awaitBuffer collects a session's output and closes found once it holds
+// want.
 type awaitBuffer struct {
-	syncBuffer
+	childproc.Output
 	want  string
 	found chan struct{}
 	once  sync.Once
 }
 
 func (a *awaitBuffer) Write(p []byte) (int, error) {
-	n, err := a.syncBuffer.Write(p)
+	n, err := a.Output.Write(p)
 	if strings.Contains(a.String(), a.want) {
 		a.once.Do(func() { close(a.found) })
 	}
