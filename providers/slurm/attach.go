@@ -18,15 +18,15 @@ import (
 
 // AttachToContainer implements node.AttachProvider. The output is the
 // container's log followed from its end, each record to its stream (both to
-// stdout with a TTY, as a terminal merges them); the session ends when the
+// stdout for a TTY session); the session ends when the
 // container exits or the client goes. The input, for a container with
 // stdin: true, goes into the fifo job.sh keeps as its standard input,
 // written on the job's node by dd under srun --overlap; with stdinOnce the
 // container's stdin is closed once the first attach's input ends, as a
-// kubelet closes it. The container has no terminal of its own (tty: true
-// is not given one), so a TTY request gets the output as it is and resizes
-// are ignored. A container that has not started or has exited cannot be
-// attached to.
+// kubelet closes it. A container with tty: true runs on a terminal of its
+// own (job.sh), whose output is all stdout; its size stays the default:
+// resizes are ignored. A container that has not started or has exited
+// cannot be attached to.
 func (p *Provider) AttachToContainer(ctx context.Context, namespace, podName, containerName string, attach api.AttachIO) error {
 	pj, c, err := p.containerOf(namespace, podName, containerName)
 	if err != nil {

@@ -1,14 +1,16 @@
 #!/bin/bash
 # The batch script of every pod the slurm provider of virtual-kubelet runs.
 # Its text never changes: what the pod runs is read as data (NUL-separated
-# lists) from the pod directory, never parsed as shell.
+# lists) from the pod directory, never parsed as shell (but for a container
+# with a terminal: see start).
 #
 #   job.sh POD_DIR BWRAP
 #
 # POD_DIR/init and POD_DIR/main list the containers; each POD_DIR/c/NAME has
 # argv, env (NAME=VALUE entries), mounts (source, destination, mode triples;
-# mode ro, rw or tmpfs), root (the directory used as /), workdir and stdin
-# ("yes" when the container keeps a standard input to attach to). Each
+# mode ro, rw or tmpfs), root (the directory used as /), workdir, stdin
+# ("yes" when the container keeps a standard input to attach to) and tty
+# ("yes" when it runs on a terminal of its own). Each
 # container runs under bubblewrap; the script writes c/NAME/info (bwrap's
 # child pid), c/NAME/log (stdout and stderr as stamped records, see stamp
 # below) and c/NAME/exit (the exit code), each exit file complete once it
@@ -118,7 +120,14 @@ start() {
 	rm -f "$c/out" "$c/err" && mkfifo -m 0600 "$c/out" "$c/err"
 	perl -e "$stamp" "$c/out" "$c/err" >>"$c/log" </dev/null &
 	stampers[$1]=$!
-	"$bwrap" "${args[@]}" -- "${argv[@]}" >"$c/out" 2>"$c/err" 3>"$c/info" <"$in" &
+	local run=("$bwrap" "${args[@]}" -- "${argv[@]}")
+	if [[ $(<"$c/tty") == yes ]]; then
+		# script (util-linux) runs the container on a new terminal, whose
+		# output is its stdout. It takes a command line for $SHELL: each
+		# word is quoted with printf %q, which bash reads back as it was.
+		run=(env SHELL=/bin/bash script --quiet --return --flush --command "$(printf '%q ' "${run[@]}")" /dev/null)
+	fi
+	"${run[@]}" >"$c/out" 2>"$c/err" 3>"$c/info" <"$in" &
 	pids[$1]=$!
 }
 

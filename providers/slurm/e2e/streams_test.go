@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +22,8 @@ import (
 // sends, answers on stdout and stderr (kept apart), sees end of file once
 // the client's input ends and exits, which ends the session (a later
 // attach is refused: the container is not running); a container
-// with a plain stdin keeps it open across two attaches. Logs: --timestamps
+// with a plain stdin keeps it open across two attaches; one with tty: true
+// is on a terminal, its arguments still literal. Logs: --timestamps
 // prefixes each line with its RFC 3339 time, --since-time and --since
 // filter by it, --tail and --limit-bytes still apply.
 func TestSlurmAttachAndLogOptions(t *testing.T) {
@@ -34,8 +36,12 @@ func TestSlurmAttachAndLogOptions(t *testing.T) {
 	repl := shell("main", `echo ready; while read -r l; do echo "got:$l"; done; echo closed`)
 	repl.Stdin = true
 	n.create(t, n.pod(ns, "repl", repl))
+	attack := "$(touch /tmp/vk-slurm-tty-pwned);`touch /tmp/vk-slurm-tty-pwned`"
+	term := shell("main", `test -t 0 && test -t 1 && echo on-a-tty; read -r l; echo "got:$l"; echo "$1"`, attack)
+	term.Stdin, term.StdinOnce, term.TTY = true, true, true
+	n.create(t, n.pod(ns, "term", term))
 	n.create(t, n.pod(ns, "stamped", shell("main", "echo first; sleep 1.2; echo second; while :; do sleep 1; done")))
-	for _, name := range []string{"once", "repl", "stamped"} {
+	for _, name := range []string{"once", "repl", "term", "stamped"} {
 		n.waitPod(t, ns, name, "Running", running)
 	}
 	// Attach streams from the end of the log: wait until the loop reads.
@@ -87,6 +93,23 @@ func TestSlurmAttachAndLogOptions(t *testing.T) {
 	}
 	if out := n.kubectl(t, "-n", ns, "logs", "repl"); out != "ready\ngot:one\ngot:two\n" {
 		t.Errorf("repl log %q: the container's stdin closed between attaches", out)
+	}
+
+	// A container with tty: true is on a terminal, which echoes the input
+	// and ends lines with CRLF; its command line stayed literal.
+	eventually(t, "term on a tty", func() (bool, string) {
+		out, _ := c.Kubectl(context.Background(), "-n", ns, "logs", "term")
+		return strings.Contains(out, "on-a-tty\r\n"), out
+	})
+	var tty childproc.Output
+	if err := attach(ctx, n, ns, "term", remotecommand.StreamOptions{Stdin: strings.NewReader("hi\n"), Stdout: &tty, Tty: true}); err != nil {
+		t.Fatalf("attach -t term: %v (stdout %q)", err, tty.String())
+	}
+	if got, want := tty.String(), "hi\r\ngot:hi\r\n"+attack+"\r\n"; got != want {
+		t.Errorf("attach -t term: %q, want %q", got, want)
+	}
+	if _, err := os.Stat("/tmp/vk-slurm-tty-pwned"); err == nil {
+		t.Error("an argument of the tty container ran as shell: /tmp/vk-slurm-tty-pwned exists")
 	}
 
 	eventually(t, "both lines of the stamped pod", func() (bool, string) {
