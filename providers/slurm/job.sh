@@ -98,7 +98,10 @@ start() {
 	wd=$(<"$c/workdir")
 	dests=(/proc /dev /tmp)
 	for ((i = 0; i + 2 < ${#mounts[@]}; i += 3)); do dests+=("${mounts[i + 1]}"); done
-	args=(--clearenv --unshare-ipc --unshare-uts --hostname "$(<"$pod/hostname")" --proc /proc --dev /dev --bind "$pod/tmp" /tmp --info-fd 3)
+	# --die-with-parent: a signal that kills bwrap (scancel, a time limit)
+	# kills the container too; orphaned, it would escape proctrack/linuxproc,
+	# which finds a job's processes by their parents, and outlive the job.
+	args=(--clearenv --die-with-parent --unshare-ipc --unshare-uts --hostname "$(<"$pod/hostname")" --proc /proc --dev /dev --bind "$pod/tmp" /tmp --info-fd 3)
 	bindtree "${root%/}" ""
 	for e in "${env[@]}"; do args+=(--setenv "${e%%=*}" "${e#*=}"); done
 	for ((i = 0; i + 2 < ${#mounts[@]}; i += 3)); do
