@@ -3,12 +3,13 @@
 # e2e tests: munged, slurmctld and slurmd as root, with a generated
 # slurm.conf, every file under one directory.
 #
-#   hack/slurm/slurm.sh install      apt-get install slurm-wlm munge bubblewrap when missing
+#   hack/slurm/slurm.sh install      apt-get install slurm-wlm munge bubblewrap perl when missing
 #   hack/slurm/slurm.sh start [DIR]  install, then start (idempotent); prints SLURM_CONF
 #   hack/slurm/slurm.sh stop  [DIR]  stop the daemons started in DIR
 #
 # DIR defaults to /tmp/vk-slurm. SLURMCTLD_PORT and SLURMD_PORT (6817 and
-# 6818) let several such Slurms share one loopback. Run `start` inside a network namespace
+# 6818) let several such Slurms share one loopback; SLURM_JOBS_PER_CORE (64)
+# is how many jobs may share a core (the slurm bench sets more). Run `start` inside a network namespace
 # (ip netns exec NS ...) to get a Slurm of the namespace's own: the daemons
 # listen on its loopback only. Debian 12's Slurm (22.05) is what it is
 # written for: proctrack/linuxproc and task/none, so it needs neither cgroups
@@ -19,12 +20,15 @@ cmd=${1:-}
 dir=${2:-/tmp/vk-slurm}
 ctld_port=${SLURMCTLD_PORT:-6817}
 slurmd_port=${SLURMD_PORT:-6818}
+jobs_per_core=${SLURM_JOBS_PER_CORE:-64}
 
 install() {
 	local missing=()
 	command -v slurmctld >/dev/null || missing+=(slurm-wlm)
 	command -v munged >/dev/null || missing+=(munge)
 	command -v bwrap >/dev/null || missing+=(bubblewrap)
+	# The job script stamps container output with perl (Time::HiRes).
+	perl -MTime::HiRes -e 1 2>/dev/null || missing+=(perl)
 	((${#missing[@]} == 0)) && return
 	if ((EUID != 0)); then
 		echo "slurm.sh: ${missing[*]} missing; run as root to apt-get install them" >&2
@@ -53,8 +57,8 @@ write_conf() {
 	local cpus mem
 	cpus=$(nproc)
 	mem=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024))
-	# Cores are shared by up to 64 jobs (OverSubscribe=FORCE): pods are
-	# mostly idle processes, and a 2-core machine must run dozens.
+	# Cores are shared by up to $jobs_per_core jobs (OverSubscribe=FORCE):
+	# pods are mostly idle processes, and a 2-core machine must run dozens.
 	cat >"$dir/slurm.conf" <<EOF
 ClusterName=vk
 SlurmctldHost=localhost(127.0.0.1)
@@ -85,7 +89,7 @@ SchedulerParameters=sched_interval=2
 MinJobAge=300
 KillWait=5
 NodeName=vk-slurm NodeAddr=127.0.0.1 NodeHostname=localhost CPUs=$cpus RealMemory=$mem State=UNKNOWN
-PartitionName=vk Nodes=vk-slurm Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:64
+PartitionName=vk Nodes=vk-slurm Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:$jobs_per_core
 EOF
 	: >"$dir/plugstack.conf"
 }

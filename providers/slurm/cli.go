@@ -17,14 +17,20 @@ import (
 type slurmCLI struct {
 	bin string
 	env []string
+	// jobEnv is sbatch's environment, which jobs get (see sbatch).
+	jobEnv []string
 }
 
+// jobPath is the PATH of sbatch and of the jobs it submits.
+const jobPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 func newCLI(cfg *Config) *slurmCLI {
-	env := os.Environ()
+	env, jobEnv := os.Environ(), []string{jobPath}
 	if cfg.SlurmConf != "" {
 		env = append(env, "SLURM_CONF="+cfg.SlurmConf)
+		jobEnv = append(jobEnv, "SLURM_CONF="+cfg.SlurmConf)
 	}
-	return &slurmCLI{bin: cfg.SlurmBin, env: env}
+	return &slurmCLI{bin: cfg.SlurmBin, env: env, jobEnv: jobEnv}
 }
 
 // command is an exec.Cmd for a Slurm command.
@@ -37,7 +43,13 @@ func (s *slurmCLI) command(ctx context.Context, name string, args ...string) *ex
 // run runs a Slurm command and returns its standard output; the error
 // carries its standard error.
 func (s *slurmCLI) run(ctx context.Context, name string, args ...string) ([]byte, error) {
-	cmd := s.command(ctx, name, args...)
+	return output(s.command(ctx, name, args...))
+}
+
+// output runs cmd and returns its standard output; the error carries its
+// standard error.
+func output(cmd *exec.Cmd) ([]byte, error) {
+	name := filepath.Base(cmd.Path)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -47,9 +59,15 @@ func (s *slurmCLI) run(ctx context.Context, name string, args ...string) ([]byte
 	return out, nil
 }
 
-// sbatch submits a job and returns its id.
+// sbatch submits a job and returns its id. The job's environment is
+// sbatch's own (--export=ALL), which is only PATH and SLURM_CONF: the
+// daemon's stays out of jobs, and no login shell runs on the compute node
+// to make one up for each job, as it does with --export=NONE (seconds a
+// job where a profile does much).
 func (s *slurmCLI) sbatch(ctx context.Context, args ...string) (string, error) {
-	out, err := s.run(ctx, "sbatch", append([]string{"--parsable"}, args...)...)
+	cmd := s.command(ctx, "sbatch", append([]string{"--parsable", "--export=ALL"}, args...)...)
+	cmd.Env = s.jobEnv
+	out, err := output(cmd)
 	if err != nil {
 		return "", err
 	}

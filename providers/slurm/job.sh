@@ -1,16 +1,22 @@
 #!/bin/bash
 # The batch script of every pod the slurm provider of virtual-kubelet runs.
 # Its text never changes: what the pod runs is read as data (NUL-separated
-# lists) from the pod directory, never parsed as shell.
+# lists) from the pod directory, never parsed as shell (but for a container
+# with a terminal: see start).
 #
 #   job.sh POD_DIR BWRAP
 #
 # POD_DIR/init and POD_DIR/main list the containers; each POD_DIR/c/NAME has
 # argv, env (NAME=VALUE entries), mounts (source, destination, mode triples;
-# mode ro, rw or tmpfs), root (the directory used as /) and workdir. Each
+# mode ro, rw or tmpfs), root (the directory used as /), workdir, stdin
+# ("yes" when the container keeps a standard input to attach to) and tty
+# ("yes" when it runs on a terminal of its own). Each
 # container runs under bubblewrap; the script writes c/NAME/info (bwrap's
-# child pid), c/NAME/log (stdout and stderr) and c/NAME/exit (the exit code),
-# each exit file complete once it exists.
+# child pid), c/NAME/log (stdout and stderr as stamped records, see stamp
+# below) and c/NAME/exit (the exit code), each exit file complete once it
+# exists. A container with stdin reads the fifo c/NAME/in, which a holder
+# process (pid in c/NAME/in.holder) keeps open for writing, so the container
+# sees end of file only once the holder is gone and no attach writes.
 set -u
 pod=$1
 bwrap=$2
@@ -51,9 +57,40 @@ bindtree() {
 	done
 }
 
+# stamp, run by perl with the container's stdout and stderr fifos as
+# arguments, writes each chunk read from either as records, one a line:
+# "TIME STREAM TAG TEXT", TIME in RFC 3339 with nanoseconds (UTC), STREAM
+# stdout or stderr, TAG F when TEXT ends a line and P for a partial one (a
+# prompt with no newline yet): the format of the kubelet's CRI logs, which
+# the provider reads back for timestamps and since.
+# shellcheck disable=SC2016 # perl's own variables
+stamp='use Time::HiRes qw(time);
+open(my $o, "<", $ARGV[0]) or die "$ARGV[0]: $!";
+open(my $e, "<", $ARGV[1]) or die "$ARGV[1]: $!";
+my @open = ([$o, "stdout"], [$e, "stderr"]);
+while (@open) {
+	my $in = "";
+	vec($in, fileno($_->[0]), 1) = 1 for @open;
+	next if select(my $ready = $in, undef, undef, undef) <= 0;
+	for my $s (@open) {
+		next unless vec($ready, fileno($s->[0]), 1);
+		my $n = sysread($s->[0], my $buf, 65536);
+		if (!$n) { $s->[2] = 1; next }
+		my $t = time;
+		my @g = gmtime(int $t);
+		my $ts = sprintf("%04d-%02d-%02dT%02d:%02d:%02d.%06d000Z", $g[5] + 1900, $g[4] + 1, @g[3, 2, 1, 0], ($t - int $t) * 1e6);
+		my $rec = "";
+		for my $line (split /(?<=\n)/, $buf) {
+			$rec .= $line =~ /\n\z/ ? "$ts $s->[1] F $line" : "$ts $s->[1] P $line\n";
+		}
+		syswrite(STDOUT, $rec);
+	}
+	@open = grep { !$_->[2] } @open;
+}'
+
 # start NAME: start container NAME in the background; its pid is in pids[NAME].
 start() {
-	local c=$pod/c/$1 argv env mounts root wd i e
+	local c=$pod/c/$1 argv env mounts root wd i e in=/dev/null
 	mapfile -d '' -t argv <"$c/argv"
 	mapfile -d '' -t env <"$c/env"
 	mapfile -d '' -t mounts <"$c/mounts"
@@ -61,7 +98,10 @@ start() {
 	wd=$(<"$c/workdir")
 	dests=(/proc /dev /tmp)
 	for ((i = 0; i + 2 < ${#mounts[@]}; i += 3)); do dests+=("${mounts[i + 1]}"); done
-	args=(--clearenv --unshare-ipc --unshare-uts --hostname "$(<"$pod/hostname")" --proc /proc --dev /dev --bind "$pod/tmp" /tmp --info-fd 3)
+	# --die-with-parent: a signal that kills bwrap (scancel, a time limit)
+	# kills the container too; orphaned, it would escape proctrack/linuxproc,
+	# which finds a job's processes by their parents, and outlive the job.
+	args=(--clearenv --die-with-parent --unshare-ipc --unshare-uts --hostname "$(<"$pod/hostname")" --proc /proc --dev /dev --bind "$pod/tmp" /tmp --info-fd 3)
 	bindtree "${root%/}" ""
 	for e in "${env[@]}"; do args+=(--setenv "${e%%=*}" "${e#*=}"); done
 	for ((i = 0; i + 2 < ${#mounts[@]}; i += 3)); do
@@ -72,21 +112,49 @@ start() {
 		esac
 	done
 	[[ -n $wd ]] && args+=(--chdir "$wd")
-	"$bwrap" "${args[@]}" -- "${argv[@]}" >>"$c/log" 2>&1 3>"$c/info" </dev/null &
+	if [[ $(<"$c/stdin") == yes ]]; then
+		in=$c/in
+		rm -f "$in" && mkfifo -m 0600 "$in"
+		# Read-write: the open does not wait for a reader, and sleep never
+		# reads.
+		sleep infinity <>"$in" >/dev/null 2>&1 &
+		put "$c/in.holder" $!
+	fi
+	rm -f "$c/out" "$c/err" && mkfifo -m 0600 "$c/out" "$c/err"
+	perl -e "$stamp" "$c/out" "$c/err" >>"$c/log" </dev/null &
+	stampers[$1]=$!
+	local run=("$bwrap" "${args[@]}" -- "${argv[@]}")
+	if [[ $(<"$c/tty") == yes ]]; then
+		# script (util-linux) runs the container on a new terminal, whose
+		# output is its stdout. It takes a command line for $SHELL: each
+		# word is quoted with printf %q, which bash reads back as it was.
+		run=(env SHELL=/bin/bash script --quiet --return --flush --command "$(printf '%q ' "${run[@]}")" /dev/null)
+	fi
+	"${run[@]}" >"$c/out" 2>"$c/err" 3>"$c/info" <"$in" &
 	pids[$1]=$!
 }
 
 # finish NAME: wait for container NAME, record its exit code and return it.
-# A trapped TERM interrupts wait; the container is waited for again.
+# A trapped TERM interrupts wait; the container is waited for again. Its log
+# is complete before the exit file says it ended, unless a process it left
+# behind keeps its output open for more than two seconds.
 finish() {
-	local pid=${pids[$1]} rc
+	local pid=${pids[$1]} c=$pod/c/$1 rc i
 	while :; do
 		wait "$pid"
 		rc=$?
 		((rc > 128)) && kill -0 "$pid" 2>/dev/null && continue
 		break
 	done
-	put "$pod/c/$1/exit" "$rc"
+	for ((i = 0; i < 20; i++)); do
+		kill -0 "${stampers[$1]}" 2>/dev/null || break
+		sleep 0.1
+	done
+	# The holder of the stdin fifo; in.once once a stdinOnce attach took it.
+	for i in "$c/in.holder" "$c/in.once"; do
+		[[ -s $i ]] && kill "$(<"$i")" 2>/dev/null
+	done
+	put "$c/exit" "$rc"
 	return "$rc"
 }
 
@@ -103,7 +171,7 @@ forward() {
 stopping=
 trap forward TERM
 
-declare -A pids
+declare -A pids stampers
 mapfile -d '' -t init <"$pod/init"
 mapfile -d '' -t main <"$pod/main"
 for name in "${init[@]}"; do

@@ -16,7 +16,8 @@ import (
 )
 
 // A pod's directory, workDir/<pod UID>, holds what its job reads (see
-// job.sh) and what the job writes back: per container c/NAME/{info,log,exit}.
+// job.sh) and what the job writes back: per container c/NAME/{info,log,exit},
+// and c/NAME/{in,in.holder} for one with stdin.
 // The pod's own volumes live in it too: vol/NAME for those the controller
 // resolves, empty/NAME for emptyDirs, and tmp for the containers' /tmp.
 
@@ -36,6 +37,10 @@ type containerPlan struct {
 	mounts  []string // source, destination, mode triples
 	root    string
 	workDir string
+	// stdin gives the container a standard input that attach writes to.
+	stdin bool
+	// tty runs the container on a terminal of its own.
+	tty bool
 }
 
 // plan resolves what each container runs, or says, as an InvalidInput
@@ -61,7 +66,7 @@ func (p *Provider) plan(pod *corev1.Pod, dir string) (init, main []containerPlan
 		if !ok {
 			return containerPlan{}, errdefs.InvalidInputf("container %q: image %q is not in the node's image table (%s)", c.Name, c.Image, strings.Join(sortedKeys(p.cfg.Images), ", "))
 		}
-		cp := containerPlan{name: c.Name, root: "/", workDir: c.WorkingDir}
+		cp := containerPlan{name: c.Name, root: "/", workDir: c.WorkingDir, stdin: c.Stdin, tty: c.TTY}
 		cp.argv = append(append(append(cp.argv, img.Prefix...), c.Command...), c.Args...)
 		if len(cp.argv) == 0 {
 			return cp, errdefs.InvalidInputf("container %q: image %q has no default command: set command", c.Name, c.Image)
@@ -157,6 +162,8 @@ func writePodDir(dir string, pod *corev1.Pod, init, main []containerPlan) error 
 		files[filepath.Join(c, "mounts")] = nulList(cp.mounts)
 		files[filepath.Join(c, "root")] = []byte(cp.root)
 		files[filepath.Join(c, "workdir")] = []byte(cp.workDir)
+		files[filepath.Join(c, "stdin")] = yesNo(cp.stdin)
+		files[filepath.Join(c, "tty")] = yesNo(cp.tty)
 	}
 	for name, data := range files {
 		if err := writeAtomic(filepath.Join(dir, name), data, 0o600); err != nil {
@@ -164,6 +171,14 @@ func writePodDir(dir string, pod *corev1.Pod, init, main []containerPlan) error 
 		}
 	}
 	return nil
+}
+
+// yesNo is how job.sh reads a flag.
+func yesNo(b bool) []byte {
+	if b {
+		return []byte("yes")
+	}
+	return []byte("no")
 }
 
 // nulList is the NUL-terminated list job.sh reads with mapfile -d ”; a NUL

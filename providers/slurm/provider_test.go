@@ -7,8 +7,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -270,10 +272,24 @@ func TestExecAndGracefulDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitFor(t, "force", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	info, err := os.ReadFile(filepath.Join(p.podDir(force), "c", "main", "info"))
+	m := childPID.FindSubmatch(info)
+	if err != nil || m == nil {
+		t.Fatalf("the force pod's container pid: %v %q", err, info)
+	}
+	pid, _ := strconv.Atoi(string(m[1]))
 	del = force.DeepCopy()
 	del.DeletionGracePeriodSeconds = ptr.To[int64](0)
 	if err := p.DeletePod(ctx, del); err != nil {
 		t.Fatal(err)
 	}
 	r.waitFor(t, "force", "terminated", terminated("main"))
+	// The job's state says cancelled before Slurm has killed the process
+	// that ignores TERM (KillWait later): the test's Slurm must not stop
+	// before then, or the process outlives it.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return syscall.Kill(pid, 0) == syscall.ESRCH, nil
+	}); err != nil {
+		t.Errorf("the force-deleted container's process %d still runs", pid)
+	}
 }

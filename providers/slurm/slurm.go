@@ -95,6 +95,7 @@ var (
 	_ node.Provider            = (*Provider)(nil)
 	_ node.LogsProvider        = (*Provider)(nil)
 	_ node.ExecProvider        = (*Provider)(nil)
+	_ node.AttachProvider      = (*Provider)(nil)
 	_ node.PortForwardProvider = (*Provider)(nil)
 	_ node.PodVolumeHandler    = (*Provider)(nil)
 	_ node.PodNotifier         = (*Provider)(nil)
@@ -292,7 +293,7 @@ func (p *Provider) submit(ctx context.Context, pod *corev1.Pod, dir string, init
 func (p *Provider) sbatchArgs(pod *corev1.Pod, dir string) ([]string, error) {
 	args := []string{
 		"--job-name=" + p.jobName, "--comment=" + jobComment(pod.UID),
-		"--output=" + filepath.Join(dir, "job.out"), "--chdir=" + dir, "--export=NONE",
+		"--output=" + filepath.Join(dir, "job.out"), "--chdir=" + dir,
 		"--nodes=1", "--ntasks=1",
 	}
 	for opt, v := range map[string]string{"partition": p.cfg.Partition, "account": p.cfg.Account, "qos": p.cfg.QOS, "uid": p.cfg.User} {

@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	utilexec "k8s.io/utils/exec"
@@ -39,106 +38,6 @@ func (p *Provider) containerOf(namespace, podName, containerName string) (*podJo
 	}
 	return nil, nil, errdefs.NotFoundf("pod %s/%s has no container %q", namespace, podName, containerName)
 }
-
-// followPoll is how often a followed log is read again at its end.
-const followPoll = 200 * time.Millisecond
-
-// GetContainerLogs reads the container's output file: the last opts.Tail
-// lines, and with opts.Follow what it writes next, until it exits.
-// Timestamps and since are not kept by the file: they are ignored.
-func (p *Provider) GetContainerLogs(ctx context.Context, namespace, podName, containerName string, opts api.ContainerLogOpts) (io.ReadCloser, error) {
-	pj, _, err := p.containerOf(namespace, podName, containerName)
-	if err != nil {
-		return nil, err
-	}
-	dir := filepath.Join(pj.dir, "c", containerName)
-	f, err := os.Open(filepath.Join(dir, "log"))
-	if errors.Is(err, os.ErrNotExist) {
-		return io.NopCloser(strings.NewReader("")), nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if opts.Tail >= 0 {
-		off, err := tailOffset(f, opts.Tail)
-		if err == nil {
-			_, err = f.Seek(off, io.SeekStart)
-		}
-		if err != nil {
-			f.Close()
-			return nil, err
-		}
-	}
-	if !opts.Follow {
-		return f, nil
-	}
-	exited := func() bool {
-		_, err := os.Stat(filepath.Join(dir, "exit"))
-		return err == nil
-	}
-	return &follower{ctx: ctx, f: f, done: exited}, nil
-}
-
-// tailOffset is where the last n lines of f start.
-func tailOffset(f *os.File, n int) (int64, error) {
-	st, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	end := st.Size()
-	if n == 0 {
-		return end, nil
-	}
-	buf := make([]byte, 32<<10)
-	pos, seen := end, 0
-	for pos > 0 {
-		size := int64(len(buf))
-		if pos < size {
-			size = pos
-		}
-		pos -= size
-		chunk := buf[:size]
-		if _, err := f.ReadAt(chunk, pos); err != nil {
-			return 0, err
-		}
-		for i := len(chunk) - 1; i >= 0; i-- {
-			// The final newline ends the last line; it does not start one.
-			if chunk[i] == '\n' && pos+int64(i) != end-1 {
-				if seen++; seen == n {
-					return pos + int64(i) + 1, nil
-				}
-			}
-		}
-	}
-	return 0, nil
-}
-
-// follower reads a log file and, at its end, waits for more until the
-// container exits or the request ends.
-type follower struct {
-	ctx  context.Context
-	f    *os.File
-	done func() bool
-}
-
-func (r *follower) Read(b []byte) (int, error) {
-	for {
-		// The exit check comes first: what was written before the exit is
-		// read before EOF is returned.
-		exited := r.done()
-		n, err := r.f.Read(b)
-		if n > 0 || !errors.Is(err, io.EOF) || exited {
-			return n, err
-		}
-		select {
-		case <-r.ctx.Done():
-			return 0, io.EOF
-		case <-time.After(followPoll):
-		}
-	}
-}
-
-func (r *follower) Close() error { return r.f.Close() }
 
 // childPID is the pid of the container's process, from bwrap's info file.
 var childPID = regexp.MustCompile(`"child-pid":\s*([0-9]+)`)

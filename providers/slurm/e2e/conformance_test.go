@@ -8,15 +8,13 @@ import (
 
 // TestSlurmConformance runs the importable e2e suite against the slurm
 // provider on a real Slurm, with the suite's default container (busybox,
-// which the test config maps to the host). The provider has no attach, and
-// busybox serves no port to forward to (no EchoPort).
+// which the test config maps to the host). Busybox serves no port to
+// forward to (no EchoPort); nothing else is skipped.
 func TestSlurmConformance(t *testing.T) {
 	n, _, ns := runningNode(t)
 	e2e.NewEndToEndTestSuite(e2e.EndToEndTestSuiteConfig{
 		RestConfig: n.c.Config,
 		Namespace:  ns,
 		NodeName:   n.name,
-		// Slurm has no attach to a job's running step.
-		ShouldSkipTest: func(name string) bool { return name == "TestAttach" },
 	}).Run(t)
 }

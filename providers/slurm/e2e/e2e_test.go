@@ -62,8 +62,9 @@ func slurmScript() string {
 }
 
 // newSlurmNode starts Slurm in a new node host (installing Debian's
-// packages first when missing) and writes the provider's config.
-func newSlurmNode(t *testing.T, c *testcluster.Cluster) *slurmNode {
+// packages first when missing), with env added to hack/slurm/slurm.sh's
+// environment, and writes the provider's config.
+func newSlurmNode(t *testing.T, c *testcluster.Cluster, env ...string) *slurmNode {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("Slurm runs as root here")
@@ -80,7 +81,9 @@ func newSlurmNode(t *testing.T, c *testcluster.Cluster) *slurmNode {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(n.dir) })
-	if out, err := n.host.Command(context.Background(), slurmScript(), "start", n.dir).CombinedOutput(); err != nil {
+	start := n.host.Command(context.Background(), slurmScript(), "start", n.dir)
+	start.Env = append(os.Environ(), env...)
+	if out, err := start.CombinedOutput(); err != nil {
 		logs, _ := exec.Command("tail", "-n", "20", filepath.Join(n.dir, "slurmctld.log"), filepath.Join(n.dir, "slurmd.log")).CombinedOutput()
 		t.Fatalf("starting Slurm: %v\n%s\n%s", err, out, logs)
 	}
@@ -109,6 +112,12 @@ type daemon struct {
 // start runs the daemon for the node in its host; it is stopped when the
 // test ends.
 func (n *slurmNode) start(t *testing.T) *daemon {
+	t.Helper()
+	return n.startBinary(t, binary)
+}
+
+// startBinary is start with another virtual-kubelet binary.
+func (n *slurmNode) startBinary(t *testing.T, binary string) *daemon {
 	t.Helper()
 	d := &daemon{output: &childproc.Output{}}
 	addr := n.host.Addr.String()

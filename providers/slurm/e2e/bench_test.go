@@ -1,0 +1,246 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vkubelet/virtual-kubelet/internal/testing/poll"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
+)
+
+// benchPodsVar runs TestSlurmBench with that many pods; unset, it skips.
+// VK_SLURM_BENCH_OUT names a file for its table (markdown).
+const (
+	benchPodsVar = "VK_SLURM_BENCH_PODS"
+	benchOutVar  = "VK_SLURM_BENCH_OUT"
+)
+
+// benchWorkers is the concurrency of both passes: the floor's sbatch and
+// scancel calls, and the bench's pod creates and deletes (the daemon's own
+// is its --pod-sync-workers default, 50).
+const benchWorkers = 50
+
+// floorScript runs in the node host: it submits N jobs of one task that
+// sleep, as a pod's job does (same environment: sbatch's own, PATH and
+// SLURM_CONF), with sbatch, W at a time; waits until squeue shows all
+// RUNNING and until each job's script has started (it touches a file in
+// MARKS), cancels them with scancel, W at a time, and waits until squeue
+// shows none. It prints the four times, in seconds since the epoch.
+const floorScript = `set -euo pipefail
+n=$1 workers=$2 marks=$3
+count() { squeue --noheader --name=vk_floor --format=%i "$@" | wc -l; }
+t0=$EPOCHREALTIME
+seq "$n" | xargs -P "$workers" -I{} env -i PATH="$PATH" SLURM_CONF="$SLURM_CONF" sbatch --parsable --quiet --export=ALL \
+	--job-name=vk_floor --output=/dev/null --nodes=1 --ntasks=1 --cpus-per-task=1 \
+	--wrap="touch $marks/\$SLURM_JOB_ID; exec sleep 3600" >/dev/null
+t1= t2=
+while [[ -z $t1 || -z $t2 ]]; do
+	[[ -z $t1 ]] && (($(count --states=RUNNING) == n)) && t1=$EPOCHREALTIME
+	[[ -z $t2 ]] && (($(find "$marks" -type f | wc -l) == n)) && t2=$EPOCHREALTIME
+	sleep 0.1
+done
+squeue --noheader --name=vk_floor --format=%i | xargs -P "$workers" -n 1 scancel
+until (($(count) == 0)); do sleep 0.1; done
+echo "$t0 $t1 $t2 $EPOCHREALTIME"
+`
+
+// benchTimes are one pass's figures: from the first submission (or pod
+// create) until all run (their scripts, or the pods' containers, started),
+// and from the first cancel (or delete) until all are gone.
+type benchTimes struct {
+	running, gone time.Duration
+	allocated     time.Duration // the floor's: until squeue shows all RUNNING, before their scripts start
+	load          string        // /proc/loadavg's 1-, 5- and 15-minute figures at the start
+}
+
+// TestSlurmBench measures N pods on one Slurm node against the floor, what
+// sbatch and scancel alone take for N equivalent jobs on the same Slurm:
+// submitted to all Running, and deleted to all gone, as ratios. The daemon
+// is built without -race for it. The Slurm node lets enough jobs share a
+// core for all N to run at once (SLURM_JOBS_PER_CORE).
+func TestSlurmBench(t *testing.T) {
+	v := os.Getenv(benchPodsVar)
+	if v == "" {
+		t.Skipf("set %s (e.g. 200) to run the bench", benchPodsVar)
+	}
+	pods, err := strconv.Atoi(v)
+	if err != nil || pods < 1 {
+		t.Fatalf("%s=%q: want a pod count", benchPodsVar, v)
+	}
+	c := testcluster.Shared(t)
+	perCore := max(64, (pods+runtime.NumCPU()-1)/runtime.NumCPU())
+	n := newSlurmNode(t, c, "SLURM_JOBS_PER_CORE="+strconv.Itoa(perCore))
+
+	floor := n.floorPass(t, pods)
+	t.Logf("floor: %d jobs RUNNING in squeue in %s, their scripts started in %s, gone in %s (load %s)", pods, floor.allocated, floor.running, floor.gone, floor.load)
+
+	fast := filepath.Join(t.TempDir(), "virtual-kubelet")
+	if out, err := exec.Command("go", "build", "-o", fast, "github.com/vkubelet/virtual-kubelet/cmd/virtual-kubelet").CombinedOutput(); err != nil {
+		t.Fatalf("building virtual-kubelet: %v\n%s", err, out)
+	}
+	cfg, err := os.ReadFile(n.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = []byte(strings.Replace(string(cfg), `pods: "100"`, fmt.Sprintf(`pods: "%d"`, pods), 1))
+	if err := os.WriteFile(n.config, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := n.startBinary(t, fast)
+	n.waitReady(t)
+	ns := c.Namespace(t)
+	cpuBefore := processCPU(t, d.Cmd.Process.Pid)
+	daemon := n.podPass(t, ns, pods)
+	cpu := processCPU(t, d.Cmd.Process.Pid) - cpuBefore
+	t.Logf("daemon: %d pods Running in %s, gone in %s (load %s), daemon CPU %s", pods, daemon.running, daemon.gone, daemon.load, cpu)
+
+	table := fmt.Sprintf(`| %d pods, one Slurm node (%d CPUs, %d jobs a core) | submitted → all running | deleted → all gone |
+|---|---|---|
+| floor: sbatch / scancel alone, %d at a time (squeue RUNNING; job scripts started) | %.2fs; %.2fs | %.2fs |
+| virtual-kubelet --provider slurm (pods Running; gone from the API server) | %.2fs | %.2fs |
+| ratio to the floor (to squeue RUNNING; to scripts started) | %.2f×; %.2f× | %.2f× |
+
+Load average (1, 5, 15 min) at the start of the floor pass: %s; of the daemon pass: %s. Daemon CPU over its pass: %.2fs.
+`, pods, runtime.NumCPU(), perCore, benchWorkers, floor.allocated.Seconds(), floor.running.Seconds(), floor.gone.Seconds(),
+		daemon.running.Seconds(), daemon.gone.Seconds(),
+		daemon.running.Seconds()/floor.allocated.Seconds(), daemon.running.Seconds()/floor.running.Seconds(), daemon.gone.Seconds()/floor.gone.Seconds(),
+		floor.load, daemon.load, cpu.Seconds())
+	t.Log("\n" + table)
+	if out := os.Getenv(benchOutVar); out != "" {
+		if err := os.WriteFile(out, []byte(table), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// loadAvg is /proc/loadavg's first three figures.
+func loadAvg(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(strings.Fields(string(data))[:3], " ")
+}
+
+// processCPU is the user and system CPU time a process has used.
+func processCPU(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fields after the command name, which is in parentheses: utime
+	// and stime are the 12th and 13th, in clock ticks (100 a second).
+	_, rest, _ := strings.Cut(string(data), ") ")
+	f := strings.Fields(rest)
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("/proc/%d/stat: %q", pid, data)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// floorPass runs floorScript in the node host.
+func (n *slurmNode) floorPass(t *testing.T, jobs int) benchTimes {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	load := loadAvg(t)
+	marks := filepath.Join(n.dir, "floor-marks")
+	if err := os.Mkdir(marks, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := n.host.Command(ctx, "bash", "-c", floorScript, "floor", strconv.Itoa(jobs), strconv.Itoa(benchWorkers), marks)
+	cmd.Env = append(os.Environ(), "SLURM_CONF="+filepath.Join(n.dir, "slurm.conf"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the floor pass: %v\n%s", err, out)
+	}
+	var t0, t1, t2, t3 float64
+	if _, err := fmt.Sscan(string(out), &t0, &t1, &t2, &t3); err != nil {
+		t.Fatalf("the floor pass printed %q: %v", out, err)
+	}
+	sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	return benchTimes{allocated: sec(t1 - t0), running: sec(t2 - t0), gone: sec(t3 - t2), load: load}
+}
+
+// podPass creates the pods (each one container sleeping, as the floor's
+// jobs do), benchWorkers at a time, waits until all are Running, deletes
+// them gracefully, benchWorkers at a time, and waits until all are gone,
+// as the API server shows them.
+func (n *slurmNode) podPass(t *testing.T, ns string, pods int) benchTimes {
+	t.Helper()
+	ctx := context.Background()
+	load := loadAvg(t)
+	inParallel := func(f func(name string) error) {
+		var wg sync.WaitGroup
+		errs := make(chan error, pods)
+		names := make(chan string)
+		for range benchWorkers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for name := range names {
+					if err := f(name); err != nil {
+						errs <- err
+					}
+				}
+			}()
+		}
+		for i := range pods {
+			names <- fmt.Sprintf("b%d", i)
+		}
+		close(names)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	// count polls the pods until want says how many there are.
+	count := func(what string, want func([]corev1.Pod) bool) {
+		t.Helper()
+		poll.Until(t, 10*time.Minute, what, func() (bool, string) {
+			list, err := n.c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+			if err != nil {
+				return false, err.Error()
+			}
+			return want(list.Items), fmt.Sprintf("%d pods", len(list.Items))
+		})
+	}
+	start := time.Now()
+	inParallel(func(name string) error {
+		_, err := n.c.Client.CoreV1().Pods(ns).Create(ctx, n.pod(ns, name, corev1.Container{Name: "main", Image: "busybox", Command: []string{"sleep", "3600"}}), metav1.CreateOptions{})
+		return err
+	})
+	count("all pods Running", func(items []corev1.Pod) bool {
+		r := 0
+		for i := range items {
+			if items[i].Status.Phase == corev1.PodRunning {
+				r++
+			}
+		}
+		return r == pods
+	})
+	running := time.Since(start)
+	start = time.Now()
+	inParallel(func(name string) error {
+		return n.c.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
+	})
+	count("all pods gone", func(items []corev1.Pod) bool { return len(items) == 0 })
+	return benchTimes{running: running, gone: time.Since(start), load: load}
+}
