@@ -95,11 +95,7 @@ func (p *Provider) writeStdin(ctx context.Context, pj *podJob, dir string, once 
 		}
 		holder = taken
 	}
-	p.mu.Lock()
-	id := pj.jobID
-	p.mu.Unlock()
-	cmd := p.cli.command(ctx, "srun", "--jobid="+id, "--overlap", "--ntasks=1", "--quiet",
-		"/usr/bin/dd", "of="+filepath.Join(dir, "in"), "status=none")
+	cmd := p.cli.command(ctx, "srun", p.jobStep(pj, "/usr/bin/dd", "of="+filepath.Join(dir, "in"), "status=none")...)
 	cmd.Stdin = in
 	cmd.WaitDelay = stdinWaitDelay
 	if out, err := cmd.CombinedOutput(); err != nil && ctx.Err() == nil {
@@ -117,7 +113,7 @@ func (p *Provider) writeStdin(ctx context.Context, pj *podJob, dir string, once 
 	// The session's context may be over: the close must still happen.
 	kctx, stop := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer stop()
-	if _, err := p.cli.run(kctx, "srun", "--jobid="+id, "--overlap", "--ntasks=1", "--quiet", "/bin/kill", pid); err != nil {
+	if _, err := p.cli.run(kctx, "srun", p.jobStep(pj, "/bin/kill", pid)...); err != nil {
 		log.G(ctx).WithError(err).Warnf("attach: closing the stdin of %s", dir)
 	}
 }

@@ -39,6 +39,15 @@ func (p *Provider) containerOf(namespace, podName, containerName string) (*podJo
 	return nil, nil, errdefs.NotFoundf("pod %s/%s has no container %q", namespace, podName, containerName)
 }
 
+// jobStep is the arguments of srun for a step in pj's running job,
+// overlapping its containers, followed by args.
+func (p *Provider) jobStep(pj *podJob, args ...string) []string {
+	p.mu.Lock()
+	id := pj.jobID
+	p.mu.Unlock()
+	return append([]string{"--jobid=" + id, "--overlap", "--ntasks=1", "--quiet"}, args...)
+}
+
 // childPID is the pid of the container's process, from bwrap's info file.
 var childPID = regexp.MustCompile(`"child-pid":\s*([0-9]+)`)
 
@@ -58,10 +67,7 @@ func (p *Provider) RunInContainer(ctx context.Context, namespace, podName, conta
 	if err != nil || m == nil {
 		return fmt.Errorf("container %q of pod %s/%s is not running", containerName, namespace, podName)
 	}
-	p.mu.Lock()
-	id := pj.jobID
-	p.mu.Unlock()
-	args := []string{"--jobid=" + id, "--overlap", "--ntasks=1", "--quiet"}
+	args := p.jobStep(pj)
 	if attach.TTY() {
 		args = append(args, "--pty")
 	}
@@ -72,7 +78,7 @@ func (p *Provider) RunInContainer(ctx context.Context, namespace, podName, conta
 		hasPath = hasPath || e.Name == "PATH"
 	}
 	if !hasPath {
-		args = append(args, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+		args = append(args, jobPath)
 	}
 	run := p.cli.command(ctx, "srun", append(args, cmd...)...)
 	var stderr bytes.Buffer
