@@ -242,9 +242,11 @@ func (r *podRecord) replaced() {
 	})
 }
 
-// lookedUp records that the provider was asked whether it has the pod.
-func (r *podRecord) lookedUp() {
-	r.update(func(s *podState) { s.sighted = true })
+// lookedUp records that the provider is asked whether it has the pod, and
+// reports whether this is the first time.
+func (r *podRecord) lookedUp() (first bool) {
+	r.update(func(s *podState) { first, s.sighted = !s.sighted, true })
+	return first
 }
 
 // createStarted marks CreatePod as running; the returned func marks its end.
