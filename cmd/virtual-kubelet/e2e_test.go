@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/vkubelet/virtual-kubelet/internal/testing/nethost"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/poll"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 	"github.com/vkubelet/virtual-kubelet/internal/tracing/jaegertest"
@@ -135,6 +136,13 @@ func TestProvidersAndVersion(t *testing.T) {
 
 func TestDeploymentRunsOnVirtualNode(t *testing.T) {
 	forEachTransport(t, testDeploymentRunsOnVirtualNode)
+	// The process's watch of all bound pods (which sees the other tests'
+	// nodes' pods on the shared cluster) gives the node only its own.
+	t.Run("shared-pod-watch", func(t *testing.T) {
+		testDeploymentRunsOnVirtualNode(t, transport{"in-process", func(t *testing.T, c *testcluster.Cluster, host *nethost.Host, extra ...string) *daemon {
+			return startDaemon(t, c, host, append(extra, "--shared-pod-watch")...)
+		}})
+	})
 }
 
 func testDeploymentRunsOnVirtualNode(t *testing.T, via transport) {

@@ -36,16 +36,16 @@ type shared struct {
 
 // startShared starts what the nodes share: the ConfigMap, Secret and
 // Service informers, one event broadcaster, and with many nodes (or
-// replicas, whose nodes come and go) one watch of their pods, dispatched by
-// node name, and one of their Nodes, for deletions. With one node the
-// informers' factory starts with the node.
+// replicas, whose nodes come and go, or --shared-pod-watch) one watch of
+// their pods, dispatched by node name, and one of their Nodes, for
+// deletions. Otherwise the informers' factory starts with the node.
 func startShared(ctx context.Context, o *Options, client kubernetes.Interface) (*shared, error) {
 	// One event broadcaster for all nodes: each has its own watchers and
 	// a thousand-event queue, 70 MB and 2,000 goroutines at 1,000 nodes.
 	events := record.NewBroadcaster()
 	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	sh := &shared{client: client, factory: nodeutil.NewInformerFactory(client, o.Client.FullResyncPeriod), events: events, stops: []func(){events.Shutdown}}
-	if o.Node.NodeCount <= 1 && !o.LeaderElect.LeaderElect {
+	if o.Node.NodeCount <= 1 && !o.LeaderElect.LeaderElect && !o.Node.SharedPodWatch {
 		return sh, nil
 	}
 	podFactory := informers.NewSharedInformerFactoryWithOptions(client, o.Client.FullResyncPeriod,

@@ -52,6 +52,7 @@ type NodeOptions struct {
 	TaintEffect     string
 	EnableNodeLease bool
 	StartupTimeout  time.Duration
+	SharedPodWatch  bool
 }
 
 // ClientOptions configure the client of the API server and the controllers

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	"github.com/vkubelet/virtual-kubelet/providers/mock"
@@ -52,4 +54,36 @@ current-context: c
 		t.Fatalf("exit %d, stderr %q; want the startup timeout", code, stderr)
 	}
 	goleak.VerifyNone(t, before)
+}
+
+// One node watches its own pods (spec.nodeName=NODE), as a kubelet does,
+// unless --shared-pod-watch makes the process watch all bound pods once, as
+// many nodes or replicas do. (The shared watch registers the pod phase
+// metric, which a process does once: one such case per test binary.)
+func TestSharedPodWatchIsChosenByFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		set    func(*Options)
+		shared bool
+	}{
+		{"one node", func(*Options) {}, false},
+		{"--shared-pod-watch", func(o *Options) { o.Node.SharedPodWatch = true }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &Options{}
+			o.Node.NodeCount = 1
+			tc.set(o)
+			ctx, cancel := context.WithCancel(t.Context())
+			sh, err := startShared(ctx, o, fake.NewClientset())
+			if err != nil {
+				cancel()
+				t.Fatal(err)
+			}
+			defer sh.stop() // after the cancel: the factories wait for their informers
+			defer cancel()
+			if got := sh.pods != nil; got != tc.shared {
+				t.Fatalf("shared pod watch: %v, want %v", got, tc.shared)
+			}
+		})
+	}
 }
