@@ -68,8 +68,8 @@ type daemonSpec struct {
 	kubeconfig string
 	// provider is the --provider flag and its arguments.
 	provider []string
-	// measured: the daemon under measurement gets the bench's -daemon-args
-	// and -daemon-env; B's workers run with defaults.
+	// measured: the daemon under measurement gets --shared-pod-watch, the
+	// bench's -daemon-args and -daemon-env; B's workers run with defaults.
 	measured bool
 	// ip is the loopback address it listens on and gives as its node IP
 	// (replicas of one node set each take their own); empty: 127.0.0.1.
@@ -103,6 +103,10 @@ func startDaemon(ctx context.Context, c config, s daemonSpec) (*benchDaemon, err
 	args = append(args, s.extra...)
 	env := os.Environ()
 	if s.measured {
+		// One watch of all bound pods, as the daemon is run for a node with
+		// thousands of pods: the API server cuts a watch on one node's pods
+		// off under such bursts (BENCHMARKS.md, "One watch of all bound pods").
+		args = append(args, "--shared-pod-watch")
 		args = append(args, c.daemonArgs...)
 		env = append(env, c.daemonEnv...)
 	}
