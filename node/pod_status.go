@@ -18,8 +18,8 @@ import (
 )
 
 // syncPodStatusFromProvider writes the provider's latest status of a pod to
-// Kubernetes, and once a deleting pod's terminal status is there, queues the
-// object's removal. A deleting pod the provider has not confirmed stopped by
+// Kubernetes, and once a deleting pod's terminal status is there, removes the
+// object. A deleting pod the provider has not confirmed stopped by
 // its stop deadline gets a terminal status from the controller. A failed
 // write is retried until it succeeds, so a terminal status is never lost,
 // even across an API server outage.
@@ -63,7 +63,13 @@ func (pc *PodController) syncPodStatusFromProvider(ctx context.Context, key stri
 		pc.ips.release(key) // a finished pod's sandbox is gone
 	}
 	if pod.DeletionTimestamp != nil && isTerminalStatus(current) {
-		pc.deleteQueue.Enqueue(key)
+		// Removed in the same sync as its terminal status is written, as the
+		// kubelet's status manager does, rather than after the delete
+		// queue's backlog too; the delete queue retries a failure.
+		if err := pc.deletePodFromKubernetes(ctx, key); err != nil {
+			log.G(ctx).WithError(err).Debug("removing the pod; the delete queue retries")
+			pc.deleteQueue.Enqueue(key)
+		}
 	}
 	return nil
 }

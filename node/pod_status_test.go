@@ -10,8 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -186,4 +188,61 @@ func createdFrom(t *testing.T, pod *corev1.Pod, cm *corev1.ConfigMap, configure 
 		t.Fatalf("CreatePod called %d times, want 1", len(p.created))
 	}
 	return p.created[0]
+}
+
+// TestTerminalStatusThenRemovalInOneSync: a deleting pod whose provider
+// reported it stopped gets its terminal status and is removed in the same
+// status sync, as a kubelet's status manager does, with nothing left for the
+// delete queue; a removal that fails goes to the delete queue to retry.
+func TestTerminalStatusThenRemovalInOneSync(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		deleteErr error
+	}{
+		{"removed", nil},
+		{"removal fails", errors.New("API server busy")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := metav1.Now()
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u1", DeletionTimestamp: &now, DeletionGracePeriodSeconds: new(int64)},
+				Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+			}
+			client := fake.NewClientset(pod)
+			if tc.deleteErr != nil {
+				client.PrependReactor("delete", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, tc.deleteErr
+				})
+			}
+			podInformer := informers.NewSharedInformerFactory(client, 0).Core().V1().Pods()
+			pc, err := NewPodController(PodControllerConfig{
+				PodClient: client.CoreV1(), PodInformer: podInformer,
+				EventRecorder: record.NewFakeRecorder(10), Provider: nopProvider{},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := podInformer.Informer().GetIndexer().Add(pod); err != nil {
+				t.Fatal(err)
+			}
+			stopped := pod.DeepCopy()
+			stopped.Status.Phase = corev1.PodSucceeded
+			pc.pods.get("ns/p").providerReported(stopped)
+
+			if err := pc.syncPodStatusFromProvider(context.Background(), "ns/p"); err != nil {
+				t.Fatal(err)
+			}
+			var patched, deleted bool
+			for _, a := range client.Actions() {
+				patched = patched || (a.GetVerb() == "patch" && a.GetSubresource() == "status")
+				deleted = deleted || (a.GetVerb() == "delete" && patched)
+			}
+			if !patched || !deleted {
+				t.Fatalf("status patched %v, then object deleted %v; want both, in that order", patched, deleted)
+			}
+			if got, want := pc.deleteQueue.Len(), map[bool]int{true: 0, false: 1}[tc.deleteErr == nil]; got != want {
+				t.Errorf("delete queue holds %d keys, want %d", got, want)
+			}
+		})
+	}
 }
