@@ -31,6 +31,24 @@ func (nopProvider) GetPodStatus(context.Context, string, string) (*corev1.PodSta
 }
 func (nopProvider) GetPods(context.Context) ([]*corev1.Pod, error) { return nil, nil }
 
+// controllerWithCached is a pod controller for nopProvider on client whose
+// informer cache holds pod (the informer itself is not run).
+func controllerWithCached(t *testing.T, client *fake.Clientset, pod *corev1.Pod) *PodController {
+	t.Helper()
+	podInformer := informers.NewSharedInformerFactory(client, 0).Core().V1().Pods()
+	pc, err := NewPodController(PodControllerConfig{
+		PodClient: client.CoreV1(), PodInformer: podInformer,
+		EventRecorder: record.NewFakeRecorder(10), Provider: nopProvider{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := podInformer.Informer().GetIndexer().Add(pod); err != nil {
+		t.Fatal(err)
+	}
+	return pc
+}
+
 // TestWrittenStatusDroppedWhenInformerIsAhead: when the informer delivered
 // our status write before the PATCH response was recorded, the record must
 // not keep a copy of the status (no later event would drop it: at 10,000
@@ -41,19 +59,9 @@ func TestWrittenStatusDroppedWhenInformerIsAhead(t *testing.T) {
 		Status:     corev1.PodStatus{Phase: corev1.PodPending},
 	}
 	client := fake.NewClientset(pod)
-	podInformer := informers.NewSharedInformerFactory(client, 0).Core().V1().Pods()
-	pc, err := NewPodController(PodControllerConfig{
-		PodClient: client.CoreV1(), PodInformer: podInformer,
-		EventRecorder: record.NewFakeRecorder(10), Provider: nopProvider{},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The fake client does not bump resource versions: the cache already
 	// holding "7" is the informer having seen the write.
-	if err := podInformer.Informer().GetIndexer().Add(pod); err != nil {
-		t.Fatal(err)
-	}
+	pc := controllerWithCached(t, client, pod)
 	rec := pc.pods.get("ns/p")
 	if err := pc.writeStatus(context.Background(), pod, rec, nil, corev1.PodStatus{Phase: corev1.PodRunning}); err != nil {
 		t.Fatal(err)
@@ -214,17 +222,7 @@ func TestTerminalStatusThenRemovalInOneSync(t *testing.T) {
 					return true, nil, tc.deleteErr
 				})
 			}
-			podInformer := informers.NewSharedInformerFactory(client, 0).Core().V1().Pods()
-			pc, err := NewPodController(PodControllerConfig{
-				PodClient: client.CoreV1(), PodInformer: podInformer,
-				EventRecorder: record.NewFakeRecorder(10), Provider: nopProvider{},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := podInformer.Informer().GetIndexer().Add(pod); err != nil {
-				t.Fatal(err)
-			}
+			pc := controllerWithCached(t, client, pod)
 			stopped := pod.DeepCopy()
 			stopped.Status.Phase = corev1.PodSucceeded
 			pc.pods.get("ns/p").providerReported(stopped)
