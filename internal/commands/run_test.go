@@ -58,8 +58,7 @@ current-context: c
 
 // One node watches its own pods (spec.nodeName=NODE), as a kubelet does,
 // unless --shared-pod-watch makes the process watch all bound pods once, as
-// many nodes or replicas do. (The shared watch registers the pod phase
-// metric, which a process does once: one such case per test binary.)
+// many nodes or replicas do.
 func TestSharedPodWatchIsChosenByFlag(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -68,6 +67,7 @@ func TestSharedPodWatchIsChosenByFlag(t *testing.T) {
 	}{
 		{"one node", func(*Options) {}, false},
 		{"--shared-pod-watch", func(o *Options) { o.Node.SharedPodWatch = true }, true},
+		{"--node-count 2", func(o *Options) { o.Node.NodeCount = 2 }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := &Options{}

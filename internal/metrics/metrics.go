@@ -6,6 +6,7 @@ package metrics
 
 import (
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,23 +48,35 @@ func ObserveProviderCall(method string, took time.Duration, err error) {
 
 // podPhases counts the node's pods by phase when scraped.
 type podPhases struct {
+	desc *prometheus.Desc
+
+	mu     sync.Mutex
 	lister corev1listers.PodLister
-	desc   *prometheus.Desc
 }
 
+// phases is the process's one pod phase collector: a registry takes a
+// collector once, and a process may run its nodes more than once (tests).
+var phases = &podPhases{desc: prometheus.NewDesc(namespace+"_pods", "Pods bound to the node, by phase.", []string{"phase"}, nil)}
+
+var registerPhases sync.Once
+
 // RegisterPodPhases exports virtual_kubelet_pods{phase}, counted from the
-// pod informer's cache at each scrape.
+// pod informer's cache at each scrape. A later call counts from its lister
+// instead.
 func RegisterPodPhases(lister corev1listers.PodLister) {
-	legacyregistry.RawMustRegister(&podPhases{
-		lister: lister,
-		desc:   prometheus.NewDesc(namespace+"_pods", "Pods bound to the node, by phase.", []string{"phase"}, nil),
-	})
+	phases.mu.Lock()
+	phases.lister = lister
+	phases.mu.Unlock()
+	registerPhases.Do(func() { legacyregistry.RawMustRegister(phases) })
 }
 
 func (c *podPhases) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *podPhases) Collect(ch chan<- prometheus.Metric) {
-	pods, err := c.lister.List(labels.Everything())
+	c.mu.Lock()
+	lister := c.lister
+	c.mu.Unlock()
+	pods, err := lister.List(labels.Everything())
 	if err != nil {
 		return
 	}
