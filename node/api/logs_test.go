@@ -200,3 +200,20 @@ func TestLogsFollow(t *testing.T) {
 		t.Fatal("the provider's log stream did not end after the client left")
 	}
 }
+
+func TestContainerLogOptsSince(t *testing.T) {
+	now := time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
+	at := now.Add(-time.Hour)
+	for _, tc := range []struct {
+		opts api.ContainerLogOpts
+		want time.Time
+	}{
+		{api.ContainerLogOpts{}, time.Time{}},
+		{api.ContainerLogOpts{SinceTime: at}, at},
+		{api.ContainerLogOpts{SinceSeconds: 90}, now.Add(-90 * time.Second)},
+	} {
+		if got := tc.opts.Since(now); !got.Equal(tc.want) {
+			t.Errorf("%+v: Since = %v, want %v", tc.opts, got, tc.want)
+		}
+	}
+}

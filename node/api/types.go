@@ -32,6 +32,15 @@ type ContainerLogOpts struct {
 	SinceTime time.Time
 }
 
+// Since is the time from which lines are returned at now: SinceTime, or
+// SinceSeconds before now; zero when neither is set.
+func (o ContainerLogOpts) Since(now time.Time) time.Time {
+	if o.SinceSeconds > 0 {
+		return now.Add(-time.Duration(o.SinceSeconds) * time.Second)
+	}
+	return o.SinceTime
+}
+
 // TermSize is the size of a terminal, in characters.
 type TermSize struct {
 	Width  uint16

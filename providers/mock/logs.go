@@ -53,10 +53,7 @@ func (s logSource) count(t time.Time) int {
 // first is the first line to return under opts, 1-based.
 func (s logSource) first(opts api.ContainerLogOpts, written int, now time.Time) int {
 	first := 1
-	since := opts.SinceTime
-	if opts.SinceSeconds > 0 {
-		since = now.Add(-time.Duration(opts.SinceSeconds) * time.Second)
-	}
+	since := opts.Since(now)
 	if !since.IsZero() && since.After(s.start) {
 		// The first line at or after since.
 		first = int((since.Sub(s.start) + s.interval - 1) / s.interval)

@@ -113,11 +113,7 @@ func (p *Provider) GetContainerLogs(ctx context.Context, namespace, podName, con
 	if err != nil {
 		return nil, err
 	}
-	since := opts.SinceTime
-	if opts.SinceSeconds > 0 {
-		since = time.Now().Add(-time.Duration(opts.SinceSeconds) * time.Second)
-	}
-	return &logReader{rs: rs, since: since, timestamps: opts.Timestamps}, nil
+	return &logReader{rs: rs, since: opts.Since(time.Now()), timestamps: opts.Timestamps}, nil
 }
 
 // logReader is a log's text as kubectl logs shows it.
