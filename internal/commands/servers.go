@@ -74,24 +74,28 @@ func (s *servers) serve(ctx context.Context, name string, srv *http.Server, l ne
 }
 
 // shutdown stops the servers, letting requests finish for up to timeout.
-// Long-running streams (exec, follow) are cut at the deadline.
+// Long-running streams (exec, follow) are cut at the deadline. The servers
+// stop together under that one deadline: a thousand nodes, each with a
+// metrics-server connection to drain, must stop within a pod's grace period.
 func (s *servers) shutdown(timeout time.Duration) {
 	s.mu.Lock()
 	list, stops := s.list, s.stops
 	s.list, s.stops = nil, nil
 	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var wg sync.WaitGroup
 	for _, srv := range list {
-		shutdownServer(srv, timeout)
+		wg.Go(func() { shutdownServer(ctx, srv) })
 	}
+	wg.Wait()
 	for _, stop := range stops {
 		stop()
 	}
 }
 
-// shutdownServer stops srv, letting requests finish for up to timeout.
-func shutdownServer(srv *http.Server, timeout time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
+// shutdownServer stops srv, letting requests finish until ctx ends.
+func shutdownServer(ctx context.Context, srv *http.Server) {
 	if err := srv.Shutdown(ctx); err != nil {
 		_ = srv.Close()
 	}
@@ -178,7 +182,9 @@ func (s *servers) kubeletAPI(ctx context.Context, name string, port int32, nodeI
 		s.mu.Lock()
 		s.list = slices.DeleteFunc(s.list, func(other *http.Server) bool { return other == srv })
 		s.mu.Unlock()
-		shutdownServer(srv, shutdownTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		shutdownServer(ctx, srv)
 		stopTLS()
 	}, nil
 }
