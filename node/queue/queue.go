@@ -66,7 +66,8 @@ type Queue struct {
 	handler Handler
 	retry   ShouldRetryFunc
 
-	gaveUp func(ctx context.Context, key string)
+	gaveUp  func(ctx context.Context, key string)
+	retried func(queue string)
 
 	mu         sync.Mutex
 	items      map[string]*itemState
@@ -87,18 +88,32 @@ func New(name string, limiter workqueue.TypedRateLimiter[any], retry ShouldRetry
 	if retry == nil {
 		retry = DefaultRetryFunc
 	}
-	return &Queue{
+	q := &Queue{
 		name:    name,
-		q:       workqueue.NewTypedRateLimitingQueueWithConfig[string](stringKeys{limiter}, workqueue.TypedRateLimitingQueueConfig[string]{Name: name}),
 		handler: handler,
 		retry:   retry,
 		items:   map[string]*itemState{},
 	}
+	delays := newTimerDelays(workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: name}), q.noteRetry)
+	q.q = workqueue.NewTypedRateLimitingQueueWithConfig[string](stringKeys{limiter}, workqueue.TypedRateLimitingQueueConfig[string]{Name: name, DelayingQueue: delays})
+	return q
 }
 
 // OnGiveUp sets f to be called with each key the retry policy gives up on,
 // so the caller can drop what it keeps for the key. Call it before Run.
 func (q *Queue) OnGiveUp(f func(ctx context.Context, key string)) { q.gaveUp = f }
+
+// OnRetry sets f to be told the queue's name each time a key is added after
+// a delay: a retry, as client-go's work queue metrics count them (its own
+// delaying queue, which this queue does without, reports workqueue_retries_total).
+// Call it before Run.
+func (q *Queue) OnRetry(f func(queue string)) { q.retried = f }
+
+func (q *Queue) noteRetry() {
+	if q.retried != nil {
+		q.retried(q.name)
+	}
+}
 
 // Name returns the queue's name.
 func (q *Queue) Name() string { return q.name }
@@ -146,38 +161,37 @@ func (q *Queue) note(key string) {
 	q.mu.Unlock()
 }
 
-// Run handles keys with the given number of workers until ctx ends, then shuts
-// the queue down and waits for the workers to finish the keys they hold.
+// Run handles keys with up to the given number of workers until ctx ends,
+// then shuts the queue down and waits for the workers to finish the keys they
+// hold. The calling goroutine waits for keys and starts a worker for each:
+// an idle queue costs one goroutine, not one per worker (a thousand nodes
+// have four thousand queues, and each goroutine costs its stack).
 func (q *Queue) Run(ctx context.Context, workers int) {
-	if workers < 1 {
-		workers = 1
-	}
-	// The calling goroutine is one of the workers (a thousand nodes have
-	// four thousand queues, and each goroutine costs its stack).
+	workers = max(workers, 1)
 	defer context.AfterFunc(ctx, q.q.ShutDown)()
+	busy := make(chan struct{}, workers)
 	var wg sync.WaitGroup
-	for i := 1; i < workers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for q.handleNext(ctx) {
-			}
-		}()
+	defer wg.Wait()
+	for {
+		busy <- struct{}{}
+		key, shutdown := q.q.Get()
+		if shutdown {
+			return
+		}
+		wg.Go(func() {
+			defer func() { <-busy }()
+			q.handle(ctx, key)
+		})
 	}
-	for q.handleNext(ctx) {
-	}
-	wg.Wait()
 }
 
 // ShutDown stops the queue, and the goroutines it started, without running
 // it: for a caller that returns before Run. Keys are no longer accepted.
 func (q *Queue) ShutDown() { q.q.ShutDown() }
 
-func (q *Queue) handleNext(ctx context.Context) bool {
-	key, shutdown := q.q.Get()
-	if shutdown {
-		return false
-	}
+// handle runs the handler on key, which the caller took from the queue, and
+// hands a failure to the retry policy.
+func (q *Queue) handle(ctx context.Context, key string) {
 	defer q.q.Done(key)
 	q.mu.Lock()
 	q.processing++
@@ -195,7 +209,7 @@ func (q *Queue) handleNext(ctx context.Context) bool {
 	err := q.handler(ctx, key)
 	if err == nil {
 		q.Forget(key)
-		return true
+		return
 	}
 	span.SetStatus(err)
 
@@ -224,5 +238,4 @@ func (q *Queue) handleNext(ctx context.Context) bool {
 		log.G(ctx).WithError(err).Debug("retrying")
 		q.q.AddRateLimited(key)
 	}
-	return true
 }

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -151,4 +152,114 @@ func TestLengthsCountWaitingAndHandledKeys(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// A key added again with an earlier time is handled once, at the earlier
+// time; every delayed add is told to OnRetry, as client-go counts retries.
+func TestDelayedKeyKeepsItsEarlierTime(t *testing.T) {
+	handled := make(chan time.Time, 4)
+	q := New("delays", nil, nil, func(context.Context, string) error {
+		handled <- time.Now()
+		return nil
+	})
+	var retries atomic.Int32
+	q.OnRetry(func(name string) {
+		if name != "delays" {
+			t.Errorf("OnRetry told %q", name)
+		}
+		retries.Add(1)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go q.Run(ctx, 1)
+	start := time.Now()
+	q.EnqueueAfter("k", 400*time.Millisecond)
+	q.EnqueueAfter("k", 10*time.Millisecond)
+	q.EnqueueAfter("k", time.Second) // later than the one waiting: no change
+	select {
+	case at := <-handled:
+		if at.Sub(start) >= 400*time.Millisecond {
+			t.Errorf("handled after %s: the earlier time did not replace the later", at.Sub(start))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("delayed key never handled")
+	}
+	time.Sleep(1200 * time.Millisecond)
+	if n := len(handled); n != 0 {
+		t.Errorf("handled %d more times: a replaced wait still fired", n)
+	}
+	if n := retries.Load(); n != 3 {
+		t.Errorf("OnRetry told %d times, want 3", n)
+	}
+}
+
+// Shutting a queue down drops the keys waiting for their time.
+func TestShutDownDropsWaitingKeys(t *testing.T) {
+	var calls atomic.Int32
+	q := New("test", nil, nil, func(context.Context, string) error {
+		calls.Add(1)
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan struct{})
+	go func() { q.Run(ctx, 1); close(returned) }()
+	q.EnqueueAfter("k", 50*time.Millisecond)
+	cancel()
+	<-returned
+	time.Sleep(150 * time.Millisecond)
+	if n := calls.Load(); n != 0 {
+		t.Errorf("a key waiting at shutdown was handled %d times", n)
+	}
+	q.EnqueueAfter("late", time.Millisecond) // after shutdown: ignored, no panic
+}
+
+// An idle queue costs one goroutine whatever its workers; a busy one runs
+// at most that many keys at once.
+func TestWorkersStartOnDemandAndAreBounded(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	before := runtime.NumGoroutine()
+	const queues = 20
+	var wg sync.WaitGroup
+	for range queues {
+		q := New("idle", nil, nil, func(context.Context, string) error { return nil })
+		wg.Go(func() { q.Run(ctx, 8) })
+	}
+	time.Sleep(100 * time.Millisecond)
+	if extra := runtime.NumGoroutine() - before; extra > queues+5 {
+		t.Errorf("%d idle queues of 8 workers use %d goroutines, want about one each", queues, extra)
+	}
+
+	var running, most atomic.Int32
+	release := make(chan struct{})
+	started := make(chan struct{}, 10)
+	busy := New("busy", nil, nil, func(context.Context, string) error {
+		n := running.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		started <- struct{}{}
+		<-release
+		running.Add(-1)
+		return nil
+	})
+	wg.Go(func() { busy.Run(ctx, 3) })
+	for _, k := range []string{"a", "b", "c", "d", "e", "f"} {
+		busy.Enqueue(k)
+	}
+	for range 3 {
+		<-started
+	}
+	time.Sleep(50 * time.Millisecond)
+	if got := busy.ItemsBeingProcessedLen(); got != 3 {
+		t.Errorf("%d keys handled at once with 3 workers", got)
+	}
+	close(release)
+	for range 3 {
+		<-started
+	}
+	if m := most.Load(); m != 3 {
+		t.Errorf("at most %d keys ran at once, want 3", m)
+	}
+	cancel()
+	wg.Wait()
 }
