@@ -95,6 +95,7 @@ func newPodVolumes(pc *PodController, cfg PodControllerConfig) *podVolumes {
 		v.resolver.Tokens = volume.NewTokens(cfg.ServiceAccountClient, cfg.ServiceAccountTokenMaxAge)
 	}
 	v.queue = queue.New(SyncPodVolumesQueue, nil, retryUntilPermanent, pc.syncPodVolumes)
+	v.queue.OnRetry(cfg.QueueRetryObserver)
 	return v
 }
 

@@ -169,6 +169,10 @@ type PodControllerConfig struct {
 	// ProviderCallObserver, if set, is told the method, duration and error
 	// of every provider call, for metrics. It must not block.
 	ProviderCallObserver func(method string, took time.Duration, err error)
+
+	// QueueRetryObserver, if set, is told a queue's name each time it adds a
+	// key after a delay (a retry), for metrics. It must not block.
+	QueueRetryObserver func(queue string)
 }
 
 // PodController is the controller implementation for Pod resources.
@@ -285,6 +289,7 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 		orDefault(cfg.SyncPodStatusFromProviderShouldRetryFunc, retryUntilPermanent), pc.syncPodStatusFromProvider)
 	for _, q := range []*queue.Queue{pc.syncQueue, pc.deleteQueue, pc.statusQueue} {
 		q.OnGiveUp(pc.gaveUp)
+		q.OnRetry(cfg.QueueRetryObserver)
 	}
 	return pc, nil
 }

@@ -16,6 +16,8 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 
+	"github.com/vkubelet/virtual-kubelet/node"
+
 	// Registered for their side effect: client-go's request metrics and
 	// the work queue metrics provider.
 	_ "k8s.io/component-base/metrics/prometheus/restclient"
@@ -32,9 +34,27 @@ var providerCallDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
 	StabilityLevel: metrics.ALPHA,
 }, []string{"method", "result"})
 
+// queueRetries counts retries as client-go's workqueue_retries_total would:
+// the pod controller's queues keep their delayed keys on runtime timers
+// instead of client-go's delaying queue, which reports that metric.
+var queueRetries = metrics.NewCounterVec(&metrics.CounterOpts{
+	Namespace:      namespace,
+	Name:           "queue_retries_total",
+	Help:           "Keys a pod controller queue added after a delay (retries), by queue.",
+	StabilityLevel: metrics.ALPHA,
+}, []string{"name"})
+
 func init() {
-	legacyregistry.MustRegister(providerCallDuration)
+	legacyregistry.MustRegister(providerCallDuration, queueRetries)
+	// Each queue's series is there from the start, at zero.
+	for _, name := range []string{node.SyncPodsFromKubernetesQueue, node.DeletePodsFromKubernetesQueue, node.SyncPodStatusFromProviderQueue, node.SyncPodVolumesQueue} {
+		queueRetries.WithLabelValues(name)
+	}
 }
+
+// ObserveQueueRetry counts one retry of the named queue; it is the pod
+// controller's QueueRetryObserver.
+func ObserveQueueRetry(queue string) { queueRetries.WithLabelValues(queue).Inc() }
 
 // ObserveProviderCall records one provider call; it is the pod controller's
 // ProviderCallObserver.
