@@ -55,12 +55,18 @@ func printenv(t *testing.T, c *testcluster.Cluster, ns, pod, name string) string
 // TestPodIPInEnvironment: a container's status.podIP(s) env and $(VAR)
 // uses of it hold the IP `kubectl get pod -o wide` shows: the mock's own
 // choice on a node without a pod CIDR, one from the node's pod CIDRs
-// (dual-stack) once it has them.
+// (dual-stack) once it has them. A node reads its pod CIDRs from the API
+// server, or with a watch of Nodes shared by the process's nodes, from it.
 func TestPodIPInEnvironment(t *testing.T) {
+	t.Run("own node", func(t *testing.T) { testPodIPInEnvironment(t) })
+	t.Run("shared-pod-watch", func(t *testing.T) { testPodIPInEnvironment(t, "--shared-pod-watch") })
+}
+
+func testPodIPInEnvironment(t *testing.T, args ...string) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
 	ns := c.Namespace(t)
-	d := startDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")))
+	d := startDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")), args...)
 	waitNodeReady(t, c.Client, d.name)
 
 	check := func(name string) *corev1.Pod {

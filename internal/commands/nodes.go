@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/vkubelet/virtual-kubelet/internal/metrics"
@@ -28,8 +29,10 @@ type shared struct {
 	// With one node, nil: it watches its own pods and Node.
 	pods      *nodeutil.PodsByNode
 	deletions *nodeutil.NodeDeletions
-	objects   *nodeutil.ObjectInformers
-	events    record.EventBroadcaster
+	// nodes is the cache of the process's Nodes that deletions watches.
+	nodes   corev1listers.NodeLister
+	objects *nodeutil.ObjectInformers
+	events  record.EventBroadcaster
 	// stops undo what startShared started, in reverse order.
 	stops []func()
 }
@@ -60,6 +63,7 @@ func startShared(ctx context.Context, o *Options, client kubernetes.Interface) (
 		return nil, err
 	}
 	metrics.RegisterPodPhases(podFactory.Core().V1().Pods().Lister())
+	sh.nodes = nodeFactory.Core().V1().Nodes().Lister()
 	if sh.deletions, err = nodeutil.NewNodeDeletions(nodeFactory.Core().V1().Nodes()); err != nil {
 		sh.stop()
 		return nil, err
@@ -138,6 +142,9 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 			c.QueueRetryObserver = metrics.ObserveQueueRetry
 			if sh.objects != nil {
 				sh.objects.Configure(c)
+			}
+			if sh.nodes != nil {
+				c.PodCIDRs = nodeutil.NodePodCIDRsFromLister(sh.nodes, name)
 			}
 		},
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	coordclientset "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/vkubelet/virtual-kubelet/node"
@@ -81,9 +82,28 @@ func NodePodCIDRs(nodes typedcorev1.NodeInterface, name string) func(context.Con
 		if err != nil {
 			return nil, fmt.Errorf("node %s: %w", name, err)
 		}
-		if len(n.Spec.PodCIDRs) == 0 && n.Spec.PodCIDR != "" {
-			return []string{n.Spec.PodCIDR}, nil
-		}
-		return n.Spec.PodCIDRs, nil
+		return podCIDRsOf(n), nil
 	}
+}
+
+// NodePodCIDRsFromLister returns a PodControllerConfig.PodCIDRs reading the
+// node's pod CIDRs from an informer's cache of Nodes, as the kubelet reads
+// them from its own Node watch: for the nodes of one process that share a
+// Node informer, which would otherwise each read their Node from the API
+// server every PodCIDRRetryInterval while they have none.
+func NodePodCIDRsFromLister(nodes corev1listers.NodeLister, name string) func(context.Context) ([]string, error) {
+	return func(context.Context) ([]string, error) {
+		n, err := nodes.Get(name)
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %w", name, err)
+		}
+		return podCIDRsOf(n), nil
+	}
+}
+
+func podCIDRsOf(n *corev1.Node) []string {
+	if len(n.Spec.PodCIDRs) == 0 && n.Spec.PodCIDR != "" {
+		return []string{n.Spec.PodCIDR}
+	}
+	return n.Spec.PodCIDRs
 }
