@@ -93,9 +93,12 @@ func signingKey(t *testing.T) string {
 	return path
 }
 
-// kubectl runs A's kubectl in the test's namespace.
+// kubectl runs A's kubectl in the test's namespace. Its minute covers a
+// stall of B's API server: B shares the machine's two cores with A and the
+// other e2e packages, and in CI it once failed /readyz for over 20 s, which
+// cut an exec through it at the old 30 s.
 func (tc *twoClusters) kubectl(stdin string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(tc.a.Info.BinDir, "kubectl"), append([]string{"--kubeconfig", tc.a.Info.Kubeconfig, "-n", tc.ns}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
