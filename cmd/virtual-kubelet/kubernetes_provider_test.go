@@ -95,8 +95,8 @@ func signingKey(t *testing.T) string {
 
 // kubectl runs A's kubectl in the test's namespace. Its minute covers a
 // stall of B's API server: B shares the machine's two cores with A and the
-// other e2e packages, and in CI it once failed /readyz for over 20 s, which
-// cut an exec through it at the old 30 s.
+// other e2e packages, and under that load it has failed /readyz for over
+// 20 s in a row.
 func (tc *twoClusters) kubectl(stdin string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
