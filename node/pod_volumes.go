@@ -94,8 +94,7 @@ func newPodVolumes(pc *PodController, cfg PodControllerConfig) *podVolumes {
 	if cfg.ServiceAccountClient != nil {
 		v.resolver.Tokens = volume.NewTokens(cfg.ServiceAccountClient, cfg.ServiceAccountTokenMaxAge)
 	}
-	v.queue = queue.New(SyncPodVolumesQueue, nil, retryUntilPermanent, pc.syncPodVolumes)
-	v.queue.OnRetry(cfg.QueueRetryObserver)
+	v.queue = queue.New(SyncPodVolumesQueue, nil, retryUntilPermanent, pc.syncPodVolumes, queueOptions(cfg)...)
 	return v
 }
 
@@ -220,18 +219,22 @@ func (pc *PodController) volumeSourceChanged(obj any) {
 	}
 }
 
-// shutDownVolumes stops the volume queue's goroutines, if there is one.
-func (pc *PodController) shutDownVolumes() {
-	if pc.volumes != nil {
-		pc.volumes.queue.ShutDown()
+// queueOptions configures the controller's queues from cfg.
+func queueOptions(cfg PodControllerConfig) []queue.Option {
+	if cfg.QueueMetrics == nil {
+		return nil
 	}
+	return []queue.Option{queue.WithMetrics(cfg.QueueMetrics)}
 }
 
-// runVolumes runs the volume queue, if there is one, until ctx ends.
-func (pc *PodController) runVolumes(ctx context.Context, workers int) {
+// queues are the controller's work queues: the volume queue too, if there
+// is one.
+func (pc *PodController) queues() []*queue.Queue {
+	qs := []*queue.Queue{pc.syncQueue, pc.statusQueue, pc.deleteQueue}
 	if pc.volumes != nil {
-		pc.volumes.queue.Run(ctx, workers)
+		qs = append(qs, pc.volumes.queue)
 	}
+	return qs
 }
 
 // isConfigError reports whether err says a volume cannot be resolved from

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/wait"
 	corev1informers "k8s.io/client-go/informers/core/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
@@ -170,9 +169,12 @@ type PodControllerConfig struct {
 	// of every provider call, for metrics. It must not block.
 	ProviderCallObserver func(method string, took time.Duration, err error)
 
-	// QueueRetryObserver, if set, is told a queue's name each time it adds a
-	// key after a delay (a retry), for metrics. It must not block.
-	QueueRetryObserver func(queue string)
+	// QueueMetrics, if set, receives the work queues' metrics (client-go's
+	// work queue metrics: depth, adds, queue and work durations, unfinished
+	// work, retries), labelled by queue name, without the goroutine
+	// client-go keeps per queue for them. If nil, the queues report through
+	// client-go's global provider (workqueue.SetProvider), retries excepted.
+	QueueMetrics workqueue.MetricsProvider
 }
 
 // PodController is the controller implementation for Pod resources.
@@ -282,14 +284,13 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 	pc.volumes = newPodVolumes(pc, cfg)
 	pc.prober = newProber(pc)
 	pc.syncQueue = queue.New(SyncPodsFromKubernetesQueue, cfg.SyncPodsFromKubernetesRateLimiter,
-		orDefault(cfg.SyncPodsFromKubernetesShouldRetryFunc, retryUntilPermanent), pc.syncPodFromKubernetes)
+		orDefault(cfg.SyncPodsFromKubernetesShouldRetryFunc, retryUntilPermanent), pc.syncPodFromKubernetes, queueOptions(cfg)...)
 	pc.deleteQueue = queue.New(DeletePodsFromKubernetesQueue, cfg.DeletePodsFromKubernetesRateLimiter,
-		orDefault(cfg.DeletePodsFromKubernetesShouldRetryFunc, retryUntilPermanent), pc.deletePodFromKubernetes)
+		orDefault(cfg.DeletePodsFromKubernetesShouldRetryFunc, retryUntilPermanent), pc.deletePodFromKubernetes, queueOptions(cfg)...)
 	pc.statusQueue = queue.New(SyncPodStatusFromProviderQueue, cfg.SyncPodStatusFromProviderRateLimiter,
-		orDefault(cfg.SyncPodStatusFromProviderShouldRetryFunc, retryUntilPermanent), pc.syncPodStatusFromProvider)
+		orDefault(cfg.SyncPodStatusFromProviderShouldRetryFunc, retryUntilPermanent), pc.syncPodStatusFromProvider, queueOptions(cfg)...)
 	for _, q := range []*queue.Queue{pc.syncQueue, pc.deleteQueue, pc.statusQueue} {
 		q.OnGiveUp(pc.gaveUp)
-		q.OnRetry(cfg.QueueRetryObserver)
 	}
 	return pc, nil
 }
@@ -350,10 +351,9 @@ func (pc *PodController) Run(ctx context.Context, podSyncWorkers int) (retErr er
 	defer cancel()
 	// A Run that ends before the queues run still stops their goroutines.
 	defer func() {
-		for _, q := range []*queue.Queue{pc.syncQueue, pc.statusQueue, pc.deleteQueue} {
+		for _, q := range pc.queues() {
 			q.ShutDown()
 		}
-		pc.shutDownVolumes()
 		pc.stopProbes()
 	}()
 
@@ -375,30 +375,20 @@ func (pc *PodController) Run(ctx context.Context, podSyncWorkers int) (retErr er
 		return fmt.Errorf("pod controller: informer caches did not sync: %w", context.Cause(ctx))
 	}
 
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	goLoop := func(f func(context.Context)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(ctx)
-		}()
-	}
-
 	if notifier, ok := pc.provider.(PodNotifier); ok {
 		notifier.NotifyPods(ctx, func(pod *corev1.Pod) { pc.onProviderPod(ctx, pod) })
 	} else {
 		log.G(ctx).Infof("provider does not notify pod status changes; polling every %s", pc.pollInterval)
-		goLoop(func(ctx context.Context) { wait.UntilWithContext(ctx, pc.pollStatuses, pc.pollInterval) })
+		defer every(ctx, pc.pollInterval, pc.pollStatuses)()
 	}
 
-	for _, q := range []*queue.Queue{pc.syncQueue, pc.statusQueue, pc.deleteQueue} {
-		goLoop(func(ctx context.Context) { q.Run(ctx, podSyncWorkers) })
+	for _, q := range pc.queues() {
+		q.Start(ctx, podSyncWorkers)
+		defer q.Wait()
 	}
-	goLoop(func(ctx context.Context) { pc.runVolumes(ctx, podSyncWorkers) })
 	// The first resync removes pods the provider kept from before a restart
 	// that no longer exist in Kubernetes.
-	goLoop(func(ctx context.Context) { wait.UntilWithContext(ctx, pc.resyncWithProvider, pc.resyncInterval) })
+	defer every(ctx, pc.resyncInterval, pc.resyncWithProvider)()
 
 	close(pc.ready)
 	log.G(ctx).Info("pod controller ready")

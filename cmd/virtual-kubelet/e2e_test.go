@@ -411,7 +411,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		`workqueue_adds_total{name="syncPodStatusFromProvider"}`,
 		`workqueue_queue_duration_seconds_bucket{name="syncPodsFromKubernetes"`,
 		`workqueue_work_duration_seconds_count{name="syncPodStatusFromProvider"}`,
-		`virtual_kubelet_queue_retries_total{name="deletePodsFromKubernetes"}`,
+		`workqueue_retries_total{name="deletePodsFromKubernetes"}`,
 		`rest_client_requests_total{code="201",host=`,
 		`rest_client_request_duration_seconds_bucket{host=`,
 		`virtual_kubelet_provider_call_duration_seconds_count{method="CreatePod",result="success"} 1`,

@@ -287,7 +287,7 @@ func (d *benchDaemon) metrics(ctx context.Context, hosts ...string) daemonStats 
 		s := queueStats{
 			Name:      q,
 			Adds:      fams["workqueue_adds_total"].value(sel),
-			Retries:   fams["virtual_kubelet_queue_retries_total"].value(sel),
+			Retries:   fams["workqueue_retries_total"].value(sel),
 			WaitCount: fams["workqueue_queue_duration_seconds"].histCount(sel),
 			WorkCount: fams["workqueue_work_duration_seconds"].histCount(sel),
 		}

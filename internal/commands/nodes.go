@@ -139,7 +139,7 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		EventRecorder:        sh.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "virtual-kubelet", Host: name}),
 		ConfigurePodController: func(c *node.PodControllerConfig) {
 			c.ProviderCallObserver = metrics.ObserveProviderCall
-			c.QueueRetryObserver = metrics.ObserveQueueRetry
+			c.QueueMetrics = metrics.QueueMetrics
 			if sh.objects != nil {
 				sh.objects.Configure(c)
 			}

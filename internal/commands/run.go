@@ -111,7 +111,7 @@ func observe(ctx context.Context, o *Options) (context.Context, func(), error) {
 func runNodes(ctx context.Context, cancel context.CancelFunc, nodes []*nodeutil.Node, nodeIP string, startupTimeout time.Duration, serverErrs <-chan error) error {
 	running := newNodeGroup(nodes)
 	for _, n := range nodes {
-		go func() { _ = n.Run(withNode(ctx, n.NodeController().Node().Name)) }()
+		go running.run(withNode(ctx, n.NodeController().Node().Name), n)
 	}
 	defer func() {
 		cancel()
@@ -179,13 +179,13 @@ func newNodeGroup(nodes []*nodeutil.Node) *nodeGroup {
 		}
 		close(g.allReady)
 	}()
-	for _, n := range nodes {
-		go func() {
-			<-n.Done()
-			g.firstDone <- n
-		}()
-	}
 	return g
+}
+
+// run runs n until it stops, and then reports it done.
+func (g *nodeGroup) run(ctx context.Context, n *nodeutil.Node) {
+	_ = n.Run(ctx)
+	g.firstDone <- n
 }
 
 // wait returns once every node has stopped.

@@ -1,7 +1,7 @@
 // Package metrics exposes the daemon's Prometheus metrics: the work queues'
-// (depth, latency, work duration, retries) and the API client's (request
-// latency and results by verb), through the component-base adapters the
-// kubelet uses, plus provider call latency and pods by phase.
+// (depth, latency, work duration, retries, under client-go's names), the API
+// client's (request latency and results by verb, through the component-base
+// adapter the kubelet uses), provider call latency and pods by phase.
 package metrics
 
 import (
@@ -16,12 +16,8 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 
-	"github.com/vkubelet/virtual-kubelet/node"
-
-	// Registered for their side effect: client-go's request metrics and
-	// the work queue metrics provider.
+	// Registered for its side effect: client-go's request metrics.
 	_ "k8s.io/component-base/metrics/prometheus/restclient"
-	_ "k8s.io/component-base/metrics/prometheus/workqueue"
 )
 
 const namespace = "virtual_kubelet"
@@ -34,27 +30,9 @@ var providerCallDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
 	StabilityLevel: metrics.ALPHA,
 }, []string{"method", "result"})
 
-// queueRetries counts retries as client-go's workqueue_retries_total would:
-// the pod controller's queues keep their delayed keys on runtime timers
-// instead of client-go's delaying queue, which reports that metric.
-var queueRetries = metrics.NewCounterVec(&metrics.CounterOpts{
-	Namespace:      namespace,
-	Name:           "queue_retries_total",
-	Help:           "Keys a pod controller queue added after a delay (retries), by queue.",
-	StabilityLevel: metrics.ALPHA,
-}, []string{"name"})
-
 func init() {
-	legacyregistry.MustRegister(providerCallDuration, queueRetries)
-	// Each queue's series is there from the start, at zero.
-	for _, name := range []string{node.SyncPodsFromKubernetesQueue, node.DeletePodsFromKubernetesQueue, node.SyncPodStatusFromProviderQueue, node.SyncPodVolumesQueue} {
-		queueRetries.WithLabelValues(name)
-	}
+	legacyregistry.MustRegister(providerCallDuration)
 }
-
-// ObserveQueueRetry counts one retry of the named queue; it is the pod
-// controller's QueueRetryObserver.
-func ObserveQueueRetry(queue string) { queueRetries.WithLabelValues(queue).Inc() }
 
 // ObserveProviderCall records one provider call; it is the pod controller's
 // ProviderCallObserver.

@@ -67,11 +67,22 @@ type Queue struct {
 	retry   ShouldRetryFunc
 
 	gaveUp  func(ctx context.Context, key string)
-	retried func(queue string)
+	metrics *queueMetrics
 
 	mu         sync.Mutex
 	items      map[string]*itemState
 	processing int
+
+	// run is the state of the workers; ctx is nil before Start and once
+	// the queue has stopped.
+	run struct {
+		sync.Mutex
+		ctx     context.Context
+		workers int
+		busy    int
+		wg      sync.WaitGroup
+		stopped chan struct{}
+	}
 }
 
 type itemState struct {
@@ -79,9 +90,21 @@ type itemState struct {
 	tries int
 }
 
+// Option configures a queue.
+type Option func(*Queue)
+
+// WithMetrics has the queue report client-go's work queue metrics (depth,
+// adds, queue and work durations, unfinished work, retries) through p,
+// without the goroutine client-go keeps per queue for them. Without it the
+// queue reports through client-go's global provider (workqueue.SetProvider),
+// as any client-go queue does, except retries.
+func WithMetrics(p workqueue.MetricsProvider) Option {
+	return func(q *Queue) { q.metrics = newQueueMetrics(p, q.name) }
+}
+
 // New returns a queue. A nil limiter means DefaultRateLimiter and a nil retry
 // policy means DefaultRetryFunc. The name labels the queue's metrics and spans.
-func New(name string, limiter workqueue.TypedRateLimiter[any], retry ShouldRetryFunc, handler Handler) *Queue {
+func New(name string, limiter workqueue.TypedRateLimiter[any], retry ShouldRetryFunc, handler Handler, opts ...Option) *Queue {
 	if limiter == nil {
 		limiter = DefaultRateLimiter()
 	}
@@ -94,7 +117,15 @@ func New(name string, limiter workqueue.TypedRateLimiter[any], retry ShouldRetry
 		retry:   retry,
 		items:   map[string]*itemState{},
 	}
-	delays := newTimerDelays(workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: name}), q.noteRetry)
+	for _, o := range opts {
+		o(q)
+	}
+	q.run.stopped = make(chan struct{})
+	config := workqueue.TypedQueueConfig[string]{Name: name}
+	if q.metrics != nil {
+		config.Name = "" // reported by q.metrics instead
+	}
+	delays := newTimerDelays(waking{workqueue.NewTypedWithConfig(config), q}, q.metrics.retried)
 	q.q = workqueue.NewTypedRateLimitingQueueWithConfig[string](stringKeys{limiter}, workqueue.TypedRateLimitingQueueConfig[string]{Name: name, DelayingQueue: delays})
 	return q
 }
@@ -102,18 +133,6 @@ func New(name string, limiter workqueue.TypedRateLimiter[any], retry ShouldRetry
 // OnGiveUp sets f to be called with each key the retry policy gives up on,
 // so the caller can drop what it keeps for the key. Call it before Run.
 func (q *Queue) OnGiveUp(f func(ctx context.Context, key string)) { q.gaveUp = f }
-
-// OnRetry sets f to be told the queue's name each time a key is added after
-// a delay: a retry, as client-go's work queue metrics count them (its own
-// delaying queue, which this queue does without, reports workqueue_retries_total).
-// Call it before Run.
-func (q *Queue) OnRetry(f func(queue string)) { q.retried = f }
-
-func (q *Queue) noteRetry() {
-	if q.retried != nil {
-		q.retried(q.name)
-	}
-}
 
 // Name returns the queue's name.
 func (q *Queue) Name() string { return q.name }
@@ -161,32 +180,96 @@ func (q *Queue) note(key string) {
 	q.mu.Unlock()
 }
 
-// Run handles keys with up to the given number of workers until ctx ends,
-// then shuts the queue down and waits for the workers to finish the keys they
-// hold. The calling goroutine waits for keys and starts a worker for each:
-// an idle queue costs one goroutine, not one per worker (a thousand nodes
-// have four thousand queues, and each goroutine costs its stack).
+// Start handles keys until ctx ends, with up to workers goroutines, each
+// started when a key is waiting and ended when none is: an idle queue costs
+// no goroutine (a process of a thousand nodes has four thousand queues, and
+// every goroutine costs its stack). Once ctx ends the queue shuts down and
+// takes no more keys; Wait waits for the keys being handled. Call Start once.
+func (q *Queue) Start(ctx context.Context, workers int) {
+	q.run.Lock()
+	q.run.ctx = ctx
+	q.run.workers = max(workers, 1)
+	q.run.Unlock()
+	context.AfterFunc(ctx, func() {
+		q.run.Lock()
+		q.run.ctx = nil
+		q.run.Unlock()
+		q.q.ShutDown()
+		close(q.run.stopped)
+	})
+	q.wake()
+}
+
+// Wait returns once the queue has shut down, after Start, and no key is
+// being handled.
+func (q *Queue) Wait() {
+	<-q.run.stopped
+	q.run.wg.Wait()
+}
+
+// Run is Start followed by Wait: it handles keys until ctx ends, then waits
+// for the keys being handled.
 func (q *Queue) Run(ctx context.Context, workers int) {
-	workers = max(workers, 1)
-	defer context.AfterFunc(ctx, q.q.ShutDown)()
-	busy := make(chan struct{}, workers)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		busy <- struct{}{}
-		key, shutdown := q.q.Get()
-		if shutdown {
-			return
-		}
-		wg.Go(func() {
-			defer func() { <-busy }()
-			q.handle(ctx, key)
-		})
+	q.Start(ctx, workers)
+	q.Wait()
+}
+
+// wake starts workers for the waiting keys, up to the maximum. Start, every
+// add and every Done (which may put a key back) call it. A worker started
+// for a key another worker takes first finds none and ends.
+func (q *Queue) wake() {
+	q.run.Lock()
+	defer q.run.Unlock()
+	if q.run.ctx == nil {
+		return
+	}
+	for n := min(q.run.workers-q.run.busy, q.q.Len()); n > 0; n-- {
+		q.run.busy++
+		q.run.wg.Go(q.work)
 	}
 }
 
-// ShutDown stops the queue, and the goroutines it started, without running
-// it: for a caller that returns before Run. Keys are no longer accepted.
+// work handles keys until none waits. The check and the Get are made under
+// q.run's lock, so no worker blocks in Get on an empty queue.
+func (q *Queue) work() {
+	for {
+		q.run.Lock()
+		ctx := q.run.ctx
+		if ctx == nil || q.q.Len() == 0 {
+			q.run.busy--
+			q.run.Unlock()
+			return
+		}
+		key, _ := q.q.Get()
+		q.metrics.taken(key)
+		q.run.Unlock()
+		q.handle(ctx, key)
+	}
+}
+
+// waking is the queue's bottom layer: it tells the queue of every add, and
+// of every Done, which puts back a key added while it was being handled.
+type waking struct {
+	workqueue.TypedInterface[string]
+	q *Queue
+}
+
+func (w waking) Add(key string) {
+	if !w.ShuttingDown() {
+		w.q.metrics.added(key)
+	}
+	w.TypedInterface.Add(key)
+	w.q.wake()
+}
+
+func (w waking) Done(key string) {
+	w.q.metrics.done(key)
+	w.TypedInterface.Done(key)
+	w.q.wake()
+}
+
+// ShutDown stops the queue without running it: for a caller that returns
+// before Start. Keys are no longer accepted.
 func (q *Queue) ShutDown() { q.q.ShutDown() }
 
 // handle runs the handler on key, which the caller took from the queue, and

@@ -155,20 +155,14 @@ func TestLengthsCountWaitingAndHandledKeys(t *testing.T) {
 }
 
 // A key added again with an earlier time is handled once, at the earlier
-// time; every delayed add is told to OnRetry, as client-go counts retries.
+// time; every delayed add is counted as a retry, as client-go counts them.
 func TestDelayedKeyKeepsItsEarlierTime(t *testing.T) {
 	handled := make(chan time.Time, 4)
+	m := newRecordedMetrics()
 	q := New("delays", nil, nil, func(context.Context, string) error {
 		handled <- time.Now()
 		return nil
-	})
-	var retries atomic.Int32
-	q.OnRetry(func(name string) {
-		if name != "delays" {
-			t.Errorf("OnRetry told %q", name)
-		}
-		retries.Add(1)
-	})
+	}, WithMetrics(m))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go q.Run(ctx, 1)
@@ -188,8 +182,8 @@ func TestDelayedKeyKeepsItsEarlierTime(t *testing.T) {
 	if n := len(handled); n != 0 {
 		t.Errorf("handled %d more times: a replaced wait still fired", n)
 	}
-	if n := retries.Load(); n != 3 {
-		t.Errorf("OnRetry told %d times, want 3", n)
+	if n := m.value("delays", "retries"); n != 3 {
+		t.Errorf("%v retries counted, want 3", n)
 	}
 }
 
@@ -213,7 +207,7 @@ func TestShutDownDropsWaitingKeys(t *testing.T) {
 	q.EnqueueAfter("late", time.Millisecond) // after shutdown: ignored, no panic
 }
 
-// An idle queue costs one goroutine whatever its workers; a busy one runs
+// An idle queue costs no goroutine whatever its workers; a busy one runs
 // at most that many keys at once.
 func TestWorkersStartOnDemandAndAreBounded(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -222,12 +216,15 @@ func TestWorkersStartOnDemandAndAreBounded(t *testing.T) {
 	const queues = 20
 	var wg sync.WaitGroup
 	for range queues {
-		q := New("idle", nil, nil, func(context.Context, string) error { return nil })
-		wg.Go(func() { q.Run(ctx, 8) })
+		q := New("idle", nil, nil, func(context.Context, string) error { return nil }, WithMetrics(newRecordedMetrics()))
+		q.Start(ctx, 8)
+		wg.Go(func() { <-ctx.Done(); q.Wait() })
+		q.Enqueue("once") // a worker comes and goes
 	}
 	time.Sleep(100 * time.Millisecond)
-	if extra := runtime.NumGoroutine() - before; extra > queues+5 {
-		t.Errorf("%d idle queues of 8 workers use %d goroutines, want about one each", queues, extra)
+	// The waiters above are the test's own: one per queue.
+	if extra := runtime.NumGoroutine() - before - queues; extra > 2 {
+		t.Errorf("%d idle queues of 8 workers use %d goroutines, want none", queues, extra)
 	}
 
 	var running, most atomic.Int32
@@ -262,4 +259,103 @@ func TestWorkersStartOnDemandAndAreBounded(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
+}
+
+// The queue reports client-go's work queue metrics with client-go's
+// meaning: a key added twice while waiting is one add; depth counts waiting
+// keys; unfinished work grows while a key is in hand and is zero after.
+func TestMetrics(t *testing.T) {
+	m := newRecordedMetrics()
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	q := New("m", nil, nil, func(context.Context, string) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	}, WithMetrics(m))
+	q.Enqueue("a")
+	q.Enqueue("a")
+	q.Enqueue("b")
+	if adds, depth := m.value("m", "adds"), m.value("m", "depth"); adds != 2 || depth != 2 {
+		t.Fatalf("adds %v, depth %v before Start; want 2 and 2", adds, depth)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	q.Start(ctx, 1)
+	<-started
+	time.Sleep(3 * unfinishedUpdatePeriod)
+	if depth, waited := m.value("m", "depth"), m.value("m", "latency"); depth != 1 || waited != 1 {
+		t.Errorf("depth %v, queue durations observed %v while a is in hand; want 1 and 1", depth, waited)
+	}
+	if u, l := m.value("m", "unfinished"), m.value("m", "longest"); u < unfinishedUpdatePeriod.Seconds() || l < unfinishedUpdatePeriod.Seconds() {
+		t.Errorf("unfinished work %vs, longest running %vs while a key was in hand for %s", u, l, 3*unfinishedUpdatePeriod)
+	}
+	release <- struct{}{}
+	<-started
+	release <- struct{}{}
+	cancel()
+	q.Wait()
+	if work, depth := m.value("m", "work"), m.value("m", "depth"); work != 2 || depth != 0 {
+		t.Errorf("work durations observed %v, depth %v after both keys; want 2 and 0", work, depth)
+	}
+	if u, l := m.value("m", "unfinished"), m.value("m", "longest"); u != 0 || l != 0 {
+		t.Errorf("unfinished work %v, longest running %v with nothing in hand; want 0 and 0", u, l)
+	}
+}
+
+// recordedMetrics is a workqueue.MetricsProvider that keeps each metric's
+// value (a histogram's: its count of observations).
+type recordedMetrics struct {
+	mu     sync.Mutex
+	values map[[2]string]float64
+}
+
+func newRecordedMetrics() *recordedMetrics {
+	return &recordedMetrics{values: map[[2]string]float64{}}
+}
+
+func (r *recordedMetrics) value(queue, metric string) float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.values[[2]string{queue, metric}]
+}
+
+type recordedMetric struct {
+	r   *recordedMetrics
+	key [2]string
+}
+
+func (m recordedMetric) change(f func(float64) float64) {
+	m.r.mu.Lock()
+	defer m.r.mu.Unlock()
+	m.r.values[m.key] = f(m.r.values[m.key])
+}
+
+func (m recordedMetric) Inc()              { m.change(func(v float64) float64 { return v + 1 }) }
+func (m recordedMetric) Dec()              { m.change(func(v float64) float64 { return v - 1 }) }
+func (m recordedMetric) Set(x float64)     { m.change(func(float64) float64 { return x }) }
+func (m recordedMetric) Observe(_ float64) { m.Inc() }
+
+func (r *recordedMetrics) metric(queue, name string) recordedMetric {
+	return recordedMetric{r, [2]string{queue, name}}
+}
+
+func (r *recordedMetrics) NewDepthMetric(q string) workqueue.GaugeMetric { return r.metric(q, "depth") }
+func (r *recordedMetrics) NewAddsMetric(q string) workqueue.CounterMetric {
+	return r.metric(q, "adds")
+}
+func (r *recordedMetrics) NewLatencyMetric(q string) workqueue.HistogramMetric {
+	return r.metric(q, "latency")
+}
+func (r *recordedMetrics) NewWorkDurationMetric(q string) workqueue.HistogramMetric {
+	return r.metric(q, "work")
+}
+func (r *recordedMetrics) NewUnfinishedWorkSecondsMetric(q string) workqueue.SettableGaugeMetric {
+	return r.metric(q, "unfinished")
+}
+func (r *recordedMetrics) NewLongestRunningProcessorSecondsMetric(q string) workqueue.SettableGaugeMetric {
+	return r.metric(q, "longest")
+}
+func (r *recordedMetrics) NewRetriesMetric(q string) workqueue.CounterMetric {
+	return r.metric(q, "retries")
 }

@@ -1,0 +1,48 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// every calls f now and then interval after each call returns, until ctx
+// ends, as wait.UntilWithContext does, but on a runtime timer: between calls
+// it holds no goroutine, which matters for a process running a thousand
+// nodes. The returned wait blocks until ctx has ended and no call is running.
+func every(ctx context.Context, interval time.Duration, f func(context.Context)) (wait func()) {
+	var (
+		mu    sync.Mutex
+		calls sync.WaitGroup // one per call scheduled or running
+		timer *time.Timer
+	)
+	tick := func() {
+		defer calls.Done()
+		if ctx.Err() != nil {
+			return
+		}
+		f(ctx)
+		mu.Lock()
+		defer mu.Unlock()
+		if ctx.Err() == nil {
+			calls.Add(1)
+			timer.Reset(interval)
+		}
+	}
+	mu.Lock()
+	calls.Add(1)
+	timer = time.AfterFunc(0, tick)
+	mu.Unlock()
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if timer.Stop() {
+			calls.Done()
+		}
+	})
+	return func() {
+		<-ctx.Done()
+		stop()
+		calls.Wait()
+	}
+}

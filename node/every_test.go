@@ -1,0 +1,66 @@
+package node
+
+import (
+	"context"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// every calls f at once and again after each interval, holds no goroutine
+// between calls, and its wait returns only after the call in progress when
+// ctx ends.
+func TestEvery(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var calls atomic.Int32
+	inCall := make(chan struct{})
+	release := make(chan struct{})
+	wait := every(ctx, 20*time.Millisecond, func(context.Context) {
+		if calls.Add(1) == 5 {
+			close(inCall)
+			<-release
+		}
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for calls.Load() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls in 5s at a 20ms interval", calls.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	<-inCall
+	cancel()
+	waited := make(chan struct{})
+	go func() { wait(); close(waited) }()
+	select {
+	case <-waited:
+		t.Fatal("wait returned while a call was running")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	<-waited
+	n := calls.Load()
+	time.Sleep(60 * time.Millisecond)
+	if calls.Load() != n {
+		t.Error("f was called after ctx ended")
+	}
+}
+
+// Between calls, every holds no goroutine.
+func TestEveryIdleHasNoGoroutine(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	before := runtime.NumGoroutine()
+	called := make(chan struct{})
+	wait := every(ctx, time.Hour, func(context.Context) { close(called) })
+	<-called
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines more than before while waiting for the next call, want none", runtime.NumGoroutine()-before)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	wait()
+}
