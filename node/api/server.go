@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -69,11 +70,44 @@ type ServeMux interface {
 }
 
 // PodHandler returns a handler serving the kubelet API routes of
-// AttachPodRoutes. It does no authentication: wrap it with WithAuth.
+// AttachPodRoutes. It does no authentication: wrap it with WithAuth. The
+// routes themselves are built once per process and shared by every handler
+// PodHandler returns, which finds its own configuration in the request's
+// context: a process serving a thousand nodes routes them with one tree.
 func PodHandler(p PodHandlerConfig, debug bool) http.Handler {
-	mux := http.NewServeMux()
-	AttachPodRoutes(p, mux, debug)
-	return mux
+	return podHandler{s: newServer(p), routes: sharedRoutes(debug)}
+}
+
+type podHandler struct {
+	s      *server
+	routes http.Handler
+}
+
+type serverKey struct{}
+
+func (h podHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.routes.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), serverKey{}, h.s)))
+}
+
+// sharedRoutes returns the process's route tree, with or without the debug
+// routes; each route serves the configuration its podHandler put in the
+// request's context.
+func sharedRoutes(debug bool) http.Handler {
+	i := 0
+	if debug {
+		i = 1
+	}
+	shared[i].once.Do(func() {
+		mux := http.NewServeMux()
+		attachRoutes(mux, debug, func(r *http.Request) *server { return r.Context().Value(serverKey{}).(*server) })
+		shared[i].mux = mux
+	})
+	return shared[i].mux
+}
+
+var shared [2]struct {
+	once sync.Once
+	mux  *http.ServeMux
 }
 
 // AttachPodRoutes registers the kubelet API routes on mux, each wrapped with
@@ -92,25 +126,38 @@ func PodHandler(p PodHandlerConfig, debug bool) http.Handler {
 // Routes whose handler function is nil answer 501 Not Implemented.
 func AttachPodRoutes(p PodHandlerConfig, mux ServeMux, debug bool) {
 	s := newServer(p)
-	mux = instrumentedMux{mux}
-	handle := func(pattern string, f http.HandlerFunc) { mux.Handle(pattern, f) }
+	attachRoutes(mux, debug, func(*http.Request) *server { return s })
+}
 
-	handle("GET /healthz", s.healthz)
-	handle("GET /pods", s.kubernetesPods)
+// attachRoutes registers the routes on mux, each serving the server that
+// serverOf gives for its request.
+func attachRoutes(mux ServeMux, debug bool, serverOf func(*http.Request) *server) {
+	mux = instrumentedMux{mux}
+	handle := func(pattern string, f func(*server, http.ResponseWriter, *http.Request)) {
+		mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { f(serverOf(r), w, r) }))
+	}
+
+	handle("GET /healthz", (*server).healthz)
+	handle("GET /pods", (*server).kubernetesPods)
 	if debug {
-		handle("GET /runningpods", s.pods)
-		handle("GET /runningpods/{$}", s.pods)
+		handle("GET /runningpods", (*server).pods)
+		handle("GET /runningpods/{$}", (*server).pods)
 	}
-	handle("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
+	handle("GET /containerLogs/{namespace}/{pod}/{container}", (*server).containerLogs)
 	for _, m := range []string{http.MethodGet, http.MethodPost} {
-		handle(m+" /exec/{namespace}/{pod}/{container}", s.exec)
-		handle(m+" /exec/{namespace}/{pod}/{uid}/{container}", s.exec)
-		handle(m+" /attach/{namespace}/{pod}/{container}", s.attach)
-		handle(m+" /attach/{namespace}/{pod}/{uid}/{container}", s.attach)
-		handle(m+" /portForward/{namespace}/{pod}", s.portForward)
-		handle(m+" /portForward/{namespace}/{pod}/{uid}", s.portForward)
+		handle(m+" /exec/{namespace}/{pod}/{container}", (*server).exec)
+		handle(m+" /exec/{namespace}/{pod}/{uid}/{container}", (*server).exec)
+		handle(m+" /attach/{namespace}/{pod}/{container}", (*server).attach)
+		handle(m+" /attach/{namespace}/{pod}/{uid}/{container}", (*server).attach)
+		handle(m+" /portForward/{namespace}/{pod}", (*server).portForward)
+		handle(m+" /portForward/{namespace}/{pod}/{uid}", (*server).portForward)
 	}
-	AttachPodMetricsRoutes(PodMetricsConfig{GetStatsSummary: p.GetStatsSummary, GetMetricsResource: p.GetMetricsResource}, mux)
+	handle("GET /stats/summary", func(s *server, w http.ResponseWriter, r *http.Request) {
+		HandlePodStatsSummary(s.cfg.GetStatsSummary)(w, r)
+	})
+	handle("GET "+MetricsResourceRouteSuffix, func(s *server, w http.ResponseWriter, r *http.Request) {
+		HandlePodMetricsResource(s.cfg.GetMetricsResource)(w, r)
+	})
 }
 
 // instrumentedMux wraps every handler registered on it with InstrumentHandler.

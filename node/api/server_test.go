@@ -307,3 +307,27 @@ func TestStreamingRequestsGetOnePod(t *testing.T) {
 		t.Errorf("exec with a failing getter: %d %q, want it let through to the upgrade", code, body)
 	}
 }
+
+// Handlers share one route tree, and each still serves its own provider.
+func TestPodHandlersServeTheirOwnConfig(t *testing.T) {
+	logsOf := func(node string) api.ContainerLogsHandlerFunc {
+		return func(context.Context, string, string, string, api.ContainerLogOpts) (io.ReadCloser, error) {
+			return io.NopCloser(strings.NewReader("logs of " + node)), nil
+		}
+	}
+	handlers := map[string]http.Handler{}
+	for _, node := range []string{"a", "b", "c"} {
+		handlers[node] = api.PodHandler(api.PodHandlerConfig{GetContainerLogs: logsOf(node)}, false)
+	}
+	for node, h := range handlers {
+		if code, body := do(t, h, "GET", "/containerLogs/ns/web/app"); code != 200 || body != "logs of "+node {
+			t.Errorf("node %s's handler answered %d %q", node, code, body)
+		}
+		if code, _ := do(t, h, "GET", "/runningpods/"); code != http.StatusNotFound {
+			t.Errorf("node %s's handler without debug routes answered /runningpods/ with %d", node, code)
+		}
+	}
+	if code, _ := do(t, api.PodHandler(api.PodHandlerConfig{}, true), "GET", "/runningpods/"); code != http.StatusNotImplemented {
+		t.Errorf("a handler with debug routes answered /runningpods/ with %d, want 501", code)
+	}
+}
