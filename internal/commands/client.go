@@ -49,6 +49,9 @@ func restConfig(o *ClientOptions, nodeName string) (*rest.Config, error) {
 	if o.KubeAPIContentType != apiruntime.ContentTypeJSON {
 		cfg.AcceptContentTypes += "," + apiruntime.ContentTypeJSON
 	}
+	if o.KubeAPIMaxInFlight > 0 {
+		cfg.Wrap(limitInFlight(int64(o.KubeAPIMaxInFlight)))
+	}
 	cfg.UserAgent = fmt.Sprintf("virtual-kubelet/%s (%s/%s) node/%s", version.Version, runtime.GOOS, runtime.GOARCH, nodeName)
 	return cfg, nil
 }

@@ -46,6 +46,8 @@ func TestBadInputIsOneLine(t *testing.T) {
 		{[]string{"--provider", "fake", "--kube-api-content-type", "text/yaml"}, `--kube-api-content-type "text/yaml"`},
 		{[]string{"--provider", "fake", "--listen-port", "70000"}, "--listen-port 70000 is not a port"},
 		{[]string{"--provider", "fake", "--node-count", "0"}, "--node-count must be at least 1, got 0"},
+		{[]string{"--provider", "fake", "--node-status-report-frequency", "0s"}, "--node-status-report-frequency must be positive, got 0s"},
+		{[]string{"--provider", "fake", "--kube-api-max-in-flight", "-1"}, "--kube-api-max-in-flight must not be negative, got -1"},
 		{[]string{"--provider", "fake", "--node-count", "3", "--listen-port", "65534"}, "--listen-port 65534 with --node-count 3 needs ports up to 65536"},
 		{[]string{"--provider", "fake", "--node-count", "2", "--nodename", "a-very-long-prefix-" + strings.Repeat("x", 236)}, "is not a valid node name"},
 		{[]string{"--provider", "fake", "--node-ip", "ten"}, `--node-ip "ten" is not an IP address`},

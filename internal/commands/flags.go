@@ -88,6 +88,7 @@ func (n *NodeOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&n.TaintValue, "taint-value", "", "value of the Node's taint; default: the provider's name")
 	fs.StringVar(&n.TaintEffect, "taint-effect", string(corev1.TaintEffectNoSchedule), "effect of the Node's taint: NoSchedule, PreferNoSchedule or NoExecute")
 	fs.BoolVar(&n.EnableNodeLease, "enable-node-lease", true, "heartbeat with a coordination.k8s.io/v1 Lease in kube-node-lease, as kubelets do")
+	fs.DurationVar(&n.StatusReportFrequency, "node-status-report-frequency", 5*time.Minute, "with --enable-node-lease, how often the node status is written when nothing in it changed, as the kubelet's nodeStatusReportFrequency (a change is written at once)")
 	fs.DurationVar(&n.StartupTimeout, "startup-timeout", 0, "give up if the node is not up within this time (0: wait forever); with --leader-elect, each node from its takeover: a node not up in time is handed over")
 	fs.BoolVar(&n.SharedPodWatch, "shared-pod-watch", false, "watch all bound pods once for the process (spec.nodeName!=) instead of each node its own (spec.nodeName=NODE), as with --node-count above 1 or --leader-elect: needs list and watch of all pods, which a node's own credentials do not give, but the API server then buffers up to 1,000 events for the watch instead of 10 and does not cut it off under a burst of thousands of pods (see BENCHMARKS.md)")
 }
@@ -96,6 +97,7 @@ func (c *ClientOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file (a list is merged, as kubectl does); without one, the in-cluster config")
 	fs.Float32Var(&c.KubeAPIQPS, "kube-api-qps", DefaultKubeAPIQPS, "queries per second to the API server (0: no client-side limit); by default at least 50 per node of --node-count")
 	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", DefaultKubeAPIBurst, "burst of queries to the API server; by default at least 100 per node of --node-count")
+	fs.IntVar(&c.KubeAPIMaxInFlight, "kube-api-max-in-flight", 1000, "requests in flight to the API server at once, watches aside, and as many lease renewals besides (0: no bound); more wait in the daemon (see BENCHMARKS.md)")
 	fs.StringVar(&c.KubeAPIContentType, "kube-api-content-type", runtime.ContentTypeProtobuf, "content type of requests to the API server: "+runtime.ContentTypeProtobuf+" (as the kubelet; smaller and cheaper to decode) or "+runtime.ContentTypeJSON)
 	fs.IntVar(&c.PodSyncWorkers, "pod-sync-workers", 50, "workers for each of the pod controller's queues (status writes wait on the API server: see BENCHMARKS.md)")
 	fs.DurationVar(&c.FullResyncPeriod, "full-resync-period", 0, "informers' resync period (0: none, rely on watch)")

@@ -148,6 +148,7 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 			}
 		},
 	}
+	cfg.NodeOptions = append(cfg.NodeOptions, node.WithNodeStatusUpdateInterval(o.Node.StatusReportFrequency))
 	if sh.pods != nil {
 		cfg.PodInformer = sh.pods.For(name)
 		cfg.NodeOptions = append(cfg.NodeOptions, node.WithNodeDeletions(sh.deletions))

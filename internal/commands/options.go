@@ -51,16 +51,22 @@ type NodeOptions struct {
 	TaintValue      string
 	TaintEffect     string
 	EnableNodeLease bool
-	StartupTimeout  time.Duration
-	SharedPodWatch  bool
+	// StatusReportFrequency is how often an unchanged node status is
+	// written while the lease carries the heartbeat.
+	StatusReportFrequency time.Duration
+	StartupTimeout        time.Duration
+	SharedPodWatch        bool
 }
 
 // ClientOptions configure the client of the API server and the controllers
 // that use it.
 type ClientOptions struct {
-	Kubeconfig         string
-	KubeAPIQPS         float32
-	KubeAPIBurst       int
+	Kubeconfig   string
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+	// KubeAPIMaxInFlight bounds the requests in flight to the API server,
+	// watches aside; 0 is no bound.
+	KubeAPIMaxInFlight int
 	KubeAPIContentType string
 	PodSyncWorkers     int
 	FullResyncPeriod   time.Duration
@@ -185,12 +191,18 @@ func (n *NodeOptions) validate() error {
 			return fmt.Errorf("--taint-key %q: %s", n.TaintKey, strings.Join(errs, "; "))
 		}
 	}
+	if n.StatusReportFrequency <= 0 {
+		return fmt.Errorf("--node-status-report-frequency must be positive, got %s", n.StatusReportFrequency)
+	}
 	return notNegative("startup-timeout", n.StartupTimeout)
 }
 
 func (c *ClientOptions) validate() error {
 	if c.PodSyncWorkers < 1 {
 		return fmt.Errorf("--pod-sync-workers must be at least 1, got %d", c.PodSyncWorkers)
+	}
+	if c.KubeAPIMaxInFlight < 0 {
+		return fmt.Errorf("--kube-api-max-in-flight must not be negative, got %d", c.KubeAPIMaxInFlight)
 	}
 	if c.KubeAPIQPS < 0 || c.KubeAPIBurst < 0 {
 		return errors.New("--kube-api-qps and --kube-api-burst must not be negative")

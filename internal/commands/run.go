@@ -50,6 +50,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	openConnection(ctx, client)
 	sh, err := startShared(ctx, o, client)
 	if err != nil {
 		return err
@@ -203,4 +204,16 @@ func (g *nodeGroup) err() error {
 		}
 	}
 	return nil
+}
+
+// openConnection makes one request before the nodes start, so that their
+// first burst of requests shares its HTTP/2 connection: a burst that finds
+// none dials a connection per request. A failure is left to the requests
+// that follow.
+func openConnection(ctx context.Context, client kubernetes.Interface) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := client.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
+		log.G(ctx).WithError(err).Debug("the API server did not answer /version")
+	}
 }
