@@ -9,7 +9,8 @@ import (
 // every calls f now and then interval after each call returns, until ctx
 // ends, as wait.UntilWithContext does, but on a runtime timer: between calls
 // it holds no goroutine, which matters for a process running a thousand
-// nodes. The returned wait blocks until ctx has ended and no call is running.
+// nodes. The returned wait blocks until ctx has ended and no call is running;
+// it does not wait out the interval.
 func every(ctx context.Context, interval time.Duration, f func(context.Context)) (wait func()) {
 	var (
 		mu    sync.Mutex
@@ -33,16 +34,15 @@ func every(ctx context.Context, interval time.Duration, f func(context.Context))
 	calls.Add(1)
 	timer = time.AfterFunc(0, tick)
 	mu.Unlock()
-	stop := context.AfterFunc(ctx, func() {
+	return func() {
+		<-ctx.Done()
+		// A call waiting for its time is not made: the timer is stopped
+		// here rather than left to fire after ctx ended.
 		mu.Lock()
-		defer mu.Unlock()
 		if timer.Stop() {
 			calls.Done()
 		}
-	})
-	return func() {
-		<-ctx.Done()
-		stop()
+		mu.Unlock()
 		calls.Wait()
 	}
 }

@@ -64,3 +64,28 @@ func TestEveryIdleHasNoGoroutine(t *testing.T) {
 	cancel()
 	wait()
 }
+
+// wait returns as soon as ctx ends, not when the next call would have been
+// due.
+func TestEveryWaitDoesNotWaitOutTheInterval(t *testing.T) {
+	for range 50 {
+		ctx, cancel := context.WithCancel(context.Background())
+		called := make(chan struct{})
+		wait := every(ctx, time.Hour, func(context.Context) {
+			select {
+			case <-called:
+			default:
+				close(called)
+			}
+		})
+		<-called
+		cancel()
+		returned := make(chan struct{})
+		go func() { wait(); close(returned) }()
+		select {
+		case <-returned:
+		case <-time.After(5 * time.Second):
+			t.Fatal("wait did not return 5s after ctx ended, with the next call due in an hour")
+		}
+	}
+}
