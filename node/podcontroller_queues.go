@@ -62,3 +62,21 @@ func (pc *PodController) SyncPodStatusFromProviderQueueItemsBeingProcessedLen() 
 func (pc *PodController) SyncPodStatusFromProviderQueueUnprocessedLen() int {
 	return pc.statusQueue.UnprocessedLen()
 }
+
+// queueOptions configures the controller's queues from cfg.
+func queueOptions(cfg PodControllerConfig) []queue.Option {
+	if cfg.QueueMetrics == nil {
+		return nil
+	}
+	return []queue.Option{queue.WithMetrics(cfg.QueueMetrics)}
+}
+
+// queues are the controller's work queues: the volume queue too, if there
+// is one.
+func (pc *PodController) queues() []*queue.Queue {
+	qs := []*queue.Queue{pc.syncQueue, pc.statusQueue, pc.deleteQueue}
+	if pc.volumes != nil {
+		qs = append(qs, pc.volumes.queue)
+	}
+	return qs
+}
