@@ -2,10 +2,13 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vkubelet/virtual-kubelet/internal/testing/poll"
 )
 
 // every calls f at once and again after each interval, holds no goroutine
@@ -22,13 +25,9 @@ func TestEvery(t *testing.T) {
 			<-release
 		}
 	})
-	deadline := time.Now().Add(5 * time.Second)
-	for calls.Load() < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d calls in 5s at a 20ms interval", calls.Load())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, 5*time.Second, "three calls at a 20ms interval", func() (bool, string) {
+		return calls.Load() >= 3, fmt.Sprintf("%d calls", calls.Load())
+	})
 	<-inCall
 	cancel()
 	waited := make(chan struct{})
@@ -54,13 +53,10 @@ func TestEveryIdleHasNoGoroutine(t *testing.T) {
 	called := make(chan struct{})
 	wait := every(ctx, time.Hour, func(context.Context) { close(called) })
 	<-called
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines more than before while waiting for the next call, want none", runtime.NumGoroutine()-before)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, 2*time.Second, "no goroutine while waiting for the next call", func() (bool, string) {
+		extra := runtime.NumGoroutine() - before
+		return extra <= 0, fmt.Sprintf("%d goroutines more than before", extra)
+	})
 	cancel()
 	wait()
 }

@@ -1,12 +1,15 @@
 package commands
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vkubelet/virtual-kubelet/internal/testing/poll"
 )
 
 // heldRoundTripper answers each request once release is closed, and counts
@@ -42,13 +45,9 @@ func TestInFlightLimit(t *testing.T) {
 	}
 	waitHeld := func(n int32) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for next.held.Load() != n {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d requests reached the server, want %d", next.held.Load(), n)
-			}
-			time.Sleep(time.Millisecond)
-		}
+		poll.Until(t, 5*time.Second, fmt.Sprintf("%d requests at the server", n), func() (bool, string) {
+			return next.held.Load() == n, fmt.Sprintf("%d requests reached the server", next.held.Load())
+		})
 	}
 	for _, pod := range []string{"a", "b", "c"} {
 		do("https://api/api/v1/namespaces/ns/pods/" + pod + "/status")

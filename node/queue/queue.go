@@ -131,7 +131,7 @@ func New(name string, limiter workqueue.TypedRateLimiter[any], retry ShouldRetry
 }
 
 // OnGiveUp sets f to be called with each key the retry policy gives up on,
-// so the caller can drop what it keeps for the key. Call it before Run.
+// so the caller can drop what it keeps for the key. Call it before Start.
 func (q *Queue) OnGiveUp(f func(ctx context.Context, key string)) { q.gaveUp = f }
 
 // Name returns the queue's name.
