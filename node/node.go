@@ -24,8 +24,9 @@ const (
 	// leases, how often the node status is written.
 	DefaultPingInterval = 10 * time.Second
 	// DefaultStatusUpdateInterval is how often the full node status is
-	// written when leases carry the heartbeat.
-	DefaultStatusUpdateInterval = 1 * time.Minute
+	// written when leases carry the heartbeat and nothing changed: the
+	// kubelet's nodeStatusReportFrequency.
+	DefaultStatusUpdateInterval = 5 * time.Minute
 )
 
 // NodeController deals with creating and managing a node object in
@@ -59,7 +60,9 @@ type NodeController struct { //nolint:revive
 
 	statusUpdates chan *corev1.Node
 	nodeDeleted   chan struct{}
-	deletions     NodeDeletions
+	// nodeStale says someone else changed a condition of ours.
+	nodeStale chan struct{}
+	watch     NodeWatch
 
 	started bool
 	ready   chan struct{}
@@ -96,6 +99,7 @@ func NewNodeController(p NodeProvider, node *corev1.Node, nodes v1.NodeInterface
 		statusInterval: DefaultStatusUpdateInterval,
 		statusUpdates:  make(chan *corev1.Node, 1),
 		nodeDeleted:    make(chan struct{}, 1),
+		nodeStale:      make(chan struct{}, 1),
 		ready:          make(chan struct{}),
 		done:           make(chan struct{}),
 	}
@@ -165,7 +169,10 @@ func (n *NodeController) Err() error {
 // Node, and what others set on it is kept.
 //
 // Run blocks until ctx ends or the error handler returns an error. A node
-// deleted from the API server meanwhile is registered again.
+// deleted from the API server meanwhile is registered again, and a
+// condition of the provider's that someone else changed (the node
+// lifecycle controller's Ready Unknown after missed heartbeats) is written
+// back as soon as the provider answers Ping.
 func (n *NodeController) Run(ctx context.Context) (retErr error) {
 	n.mu.Lock()
 	if n.started {
@@ -192,15 +199,15 @@ func (n *NodeController) Run(ctx context.Context) (retErr error) {
 		return err
 	}
 
-	if n.deletions != nil {
-		defer n.deletions.Subscribe(n.name, n.signalDeleted)()
+	if n.watch != nil {
+		defer n.watch.Subscribe(n.name, n.observed)()
 	} else {
 		var wg sync.WaitGroup
 		defer wg.Wait()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n.watchDeletion(ctx)
+			n.watchNode(ctx)
 		}()
 	}
 
@@ -262,7 +269,17 @@ func (n *NodeController) controlLoop(ctx context.Context) error {
 	}
 
 	healthy := true
+	// stale: a condition of ours was overwritten and is not written back
+	// yet. That waits for a healthy provider, and a failed write is tried
+	// again at the next tick.
+	stale := false
 	for {
+		if stale && healthy {
+			var err error
+			if stale, err = n.mendStatus(ctx); err != nil {
+				return err
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -294,6 +311,8 @@ func (n *NodeController) controlLoop(ctx context.Context) error {
 			if err := write(ctx); err != nil {
 				return err
 			}
+		case <-n.nodeStale:
+			stale = true
 		case <-n.nodeDeleted:
 			log.G(ctx).Warn("node was deleted from the API server; registering it again")
 			if err := n.register(ctx); err != nil {

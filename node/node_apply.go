@@ -158,6 +158,15 @@ func (n *NodeController) writeStatus(ctx context.Context) error {
 	return n.handleWriteError(ctx, span, "updating node status", n.applyStatus(ctx))
 }
 
+// mendStatus writes the status back after someone else changed a condition
+// of ours. It reports whether that is still to be done: the write failed.
+func (n *NodeController) mendStatus(ctx context.Context) (stale bool, err error) {
+	ctx, span := trace.StartSpan(ctx, "node.mendStatus")
+	defer span.End()
+	werr := n.applyStatus(ctx)
+	return werr != nil, n.handleWriteError(ctx, span, "writing the node status back", werr)
+}
+
 // handleWriteError hands a failed write to the error handler or, without
 // one, registers a node that is gone again and logs other errors, to be
 // retried at the next write.

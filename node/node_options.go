@@ -100,11 +100,11 @@ func WithNodeStatusUpdateInterval(d time.Duration) NodeControllerOpt {
 	}
 }
 
-// WithNodeDeletions makes the controller learn of its Node's deletion from
-// d instead of from a watch of its own.
-func WithNodeDeletions(d NodeDeletions) NodeControllerOpt {
+// WithNodeWatch makes the controller learn what the API server has for its
+// Node from w instead of from a watch of its own.
+func WithNodeWatch(w NodeWatch) NodeControllerOpt {
 	return func(n *NodeController) error {
-		n.deletions = d
+		n.watch = w
 		return nil
 	}
 }

@@ -3,16 +3,20 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 	"github.com/vkubelet/virtual-kubelet/node"
@@ -274,4 +278,120 @@ func TestDualStackAddresses(t *testing.T) {
 		got := getNode(t, c, name).Status.Addresses
 		return slices.Equal(got, []corev1.NodeAddress{v4, host}), fmt.Sprint(got)
 	})
+}
+
+// pingSwitch is a node provider whose Ping fails while down is set, and
+// which counts the pings it was asked.
+type pingSwitch struct {
+	*node.NaiveNodeProviderV2
+	down  atomic.Bool
+	pings atomic.Int64
+}
+
+func (p *pingSwitch) Ping(ctx context.Context) error {
+	p.pings.Add(1)
+	if p.down.Load() {
+		return errors.New("backend down")
+	}
+	return p.NaiveNodeProviderV2.Ping(ctx)
+}
+
+// waitPings waits until the controller has asked k more pings of p.
+func waitPings(t *testing.T, p *pingSwitch, k int64) {
+	t.Helper()
+	until := p.pings.Load() + k
+	eventually(t, fmt.Sprintf("%d more pings", k), func() (bool, string) {
+		return p.pings.Load() >= until, fmt.Sprint(p.pings.Load())
+	})
+}
+
+// setReady writes the Node's Ready condition as the node lifecycle
+// controller does when a node's heartbeats stop: an update of the status,
+// under its own field manager.
+func setReady(t *testing.T, c *testcluster.Cluster, name string, status corev1.ConditionStatus) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n := getNode(t, c, name)
+		for i := range n.Status.Conditions {
+			if n.Status.Conditions[i].Type == corev1.NodeReady {
+				n.Status.Conditions[i].Status = status
+				n.Status.Conditions[i].Reason = "NodeStatusUnknown"
+				n.Status.Conditions[i].Message = "Kubelet stopped posting node status."
+			}
+		}
+		_, err := c.Client.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{FieldManager: "node-lifecycle-test"})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readyStatus(n *corev1.Node) corev1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// TestOverwrittenReadyIsWrittenBack plays the node lifecycle controller,
+// which sets Ready to Unknown when a node's heartbeats stop. The node
+// writes its Ready back as soon as it sees that and its provider answers
+// Ping, an hour before its next status report, as the kubelet does; while
+// the provider is down it leaves Unknown alone. Both with the node's own
+// watch of its Node and with one shared by the nodes of a process.
+func TestOverwrittenReadyIsWrittenBack(t *testing.T) {
+	c := testcluster.Shared(t)
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared=%t", shared), func(t *testing.T) {
+			p := &pingSwitch{NaiveNodeProviderV2: node.NewNaiveNodeProvider()}
+			_, name := startNode(t, c, notifyingProvider{newTestProvider()}, func(cfg *nodeutil.Config) {
+				cfg.NodeProvider = p
+				cfg.NodeOptions = append(cfg.NodeOptions, node.WithNodeStatusUpdateInterval(time.Hour))
+				if shared {
+					cfg.NodeOptions = append(cfg.NodeOptions, node.WithNodeWatch(sharedNodeWatch(t, c, cfg.Node.Name)))
+				}
+			})
+			isReady := func(want corev1.ConditionStatus) func() (bool, string) {
+				return func() (bool, string) {
+					got := readyStatus(getNode(t, c, name))
+					return got == want, string(got)
+				}
+			}
+
+			setReady(t, c, name, corev1.ConditionUnknown)
+			eventually(t, "Ready True again", isReady(corev1.ConditionTrue))
+
+			p.down.Store(true)
+			waitPings(t, p, 2)
+			setReady(t, c, name, corev1.ConditionUnknown)
+			waitPings(t, p, 3)
+			if got := readyStatus(getNode(t, c, name)); got != corev1.ConditionUnknown {
+				t.Fatalf("Ready %q while the provider is down, want the lifecycle controller's Unknown left alone", got)
+			}
+			p.down.Store(false)
+			eventually(t, "Ready True once the provider is back", isReady(corev1.ConditionTrue))
+		})
+	}
+}
+
+// sharedNodeWatch is a nodeutil.NodeWatch on its own informer, seeing the
+// Node called name, stopped when the test ends.
+func sharedNodeWatch(t *testing.T, c *testcluster.Cluster, name string) *nodeutil.NodeWatch {
+	t.Helper()
+	factory := informers.NewSharedInformerFactoryWithOptions(c.Client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + name }))
+	w, err := nodeutil.NewNodeWatch(factory.Core().V1().Nodes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	factory.Start(ctx.Done())
+	t.Cleanup(func() {
+		cancel()
+		factory.Shutdown()
+	})
+	return w
 }

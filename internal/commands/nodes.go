@@ -28,8 +28,8 @@ type shared struct {
 	factory informers.SharedInformerFactory // ConfigMaps, Secrets, Services
 	// With one node, nil: it watches its own pods and Node.
 	pods      *nodeutil.PodsByNode
-	deletions *nodeutil.NodeDeletions
-	// nodes is the cache of the process's Nodes that deletions watches.
+	nodeWatch *nodeutil.NodeWatch
+	// nodes is the cache of the process's Nodes that nodeWatch watches.
 	nodes   corev1listers.NodeLister
 	objects *nodeutil.ObjectInformers
 	events  record.EventBroadcaster
@@ -40,8 +40,8 @@ type shared struct {
 // startShared starts what the nodes share: the ConfigMap, Secret and
 // Service informers, one event broadcaster, and with many nodes (or
 // replicas, whose nodes come and go, or --shared-pod-watch) one watch of
-// their pods, dispatched by node name, and one of their Nodes, for
-// deletions. Otherwise the informers' factory starts with the node.
+// their pods, dispatched by node name, and one of their Nodes. Otherwise
+// the informers' factory starts with the node.
 func startShared(ctx context.Context, o *Options, client kubernetes.Interface) (*shared, error) {
 	// One event broadcaster for all nodes: each has its own watchers and
 	// a thousand-event queue, 70 MB and 2,000 goroutines at 1,000 nodes.
@@ -64,7 +64,7 @@ func startShared(ctx context.Context, o *Options, client kubernetes.Interface) (
 	}
 	metrics.RegisterPodPhases(podFactory.Core().V1().Pods().Lister())
 	sh.nodes = nodeFactory.Core().V1().Nodes().Lister()
-	if sh.deletions, err = nodeutil.NewNodeDeletions(nodeFactory.Core().V1().Nodes()); err != nil {
+	if sh.nodeWatch, err = nodeutil.NewNodeWatch(nodeFactory.Core().V1().Nodes()); err != nil {
 		sh.stop()
 		return nil, err
 	}
@@ -151,7 +151,7 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 	cfg.NodeOptions = append(cfg.NodeOptions, node.WithNodeStatusUpdateInterval(o.Node.StatusReportFrequency))
 	if sh.pods != nil {
 		cfg.PodInformer = sh.pods.For(name)
-		cfg.NodeOptions = append(cfg.NodeOptions, node.WithNodeDeletions(sh.deletions))
+		cfg.NodeOptions = append(cfg.NodeOptions, node.WithNodeWatch(sh.nodeWatch))
 	}
 	n, err := nodeutil.New(cfg)
 	return n, p, err

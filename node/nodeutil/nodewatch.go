@@ -10,30 +10,33 @@ import (
 	"github.com/vkubelet/virtual-kubelet/node"
 )
 
-// NodeDeletions shares one Node informer among the node controllers of one
-// process (node.WithNodeDeletions): each would otherwise watch its own
-// Node, a thousand watches for a thousand nodes. The informer must see the
-// Nodes of every subscriber, e.g. by a label they all carry; the caller
-// starts it.
-type NodeDeletions struct {
+// NodeWatch shares one Node informer among the node controllers of one
+// process (node.WithNodeWatch): each would otherwise watch its own Node, a
+// thousand watches for a thousand nodes. The informer must see the Nodes
+// of every subscriber, e.g. by a label they all carry; the caller starts it.
+type NodeWatch struct {
 	mu   sync.RWMutex
-	subs map[string]map[*func()]struct{}
+	subs map[string]map[*func(*corev1.Node)]struct{}
 }
 
-var _ node.NodeDeletions = (*NodeDeletions)(nil)
+var _ node.NodeWatch = (*NodeWatch)(nil)
 
-// NewNodeDeletions dispatches the deletions nodes sees to the subscribers
-// of each Node's name.
-func NewNodeDeletions(nodes corev1informers.NodeInformer) (*NodeDeletions, error) {
-	d := &NodeDeletions{subs: map[string]map[*func()]struct{}{}}
-	_, err := nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: d.deleted})
+// NewNodeWatch dispatches what nodes sees to the subscribers of each Node's
+// name.
+func NewNodeWatch(nodes corev1informers.NodeInformer) (*NodeWatch, error) {
+	w := &NodeWatch{subs: map[string]map[*func(*corev1.Node)]struct{}{}}
+	_, err := nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { w.dispatch(obj, false) },
+		UpdateFunc: func(_, obj any) { w.dispatch(obj, false) },
+		DeleteFunc: func(obj any) { w.dispatch(obj, true) },
+	})
 	if err != nil {
 		return nil, err
 	}
-	return d, nil
+	return w, nil
 }
 
-func (d *NodeDeletions) deleted(obj any) {
+func (w *NodeWatch) dispatch(obj any, deleted bool) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
@@ -41,28 +44,32 @@ func (d *NodeDeletions) deleted(obj any) {
 	if !ok {
 		return
 	}
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	for f := range d.subs[n.Name] {
-		(*f)()
+	name, seen := n.Name, n
+	if deleted {
+		seen = nil
+	}
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	for f := range w.subs[name] {
+		(*f)(seen)
 	}
 }
 
-// Subscribe implements node.NodeDeletions.
-func (d *NodeDeletions) Subscribe(name string, deleted func()) func() {
-	key := &deleted
-	d.mu.Lock()
-	if d.subs[name] == nil {
-		d.subs[name] = map[*func()]struct{}{}
+// Subscribe implements node.NodeWatch.
+func (w *NodeWatch) Subscribe(name string, observed func(*corev1.Node)) func() {
+	key := &observed
+	w.mu.Lock()
+	if w.subs[name] == nil {
+		w.subs[name] = map[*func(*corev1.Node)]struct{}{}
 	}
-	d.subs[name][key] = struct{}{}
-	d.mu.Unlock()
+	w.subs[name][key] = struct{}{}
+	w.mu.Unlock()
 	return func() {
-		d.mu.Lock()
-		delete(d.subs[name], key)
-		if len(d.subs[name]) == 0 {
-			delete(d.subs, name)
+		w.mu.Lock()
+		delete(w.subs[name], key)
+		if len(w.subs[name]) == 0 {
+			delete(w.subs, name)
 		}
-		d.mu.Unlock()
+		w.mu.Unlock()
 	}
 }
