@@ -24,9 +24,10 @@ const (
 	// leases, how often the node status is written.
 	DefaultPingInterval = 10 * time.Second
 	// DefaultStatusUpdateInterval is how often the full node status is
-	// written when leases carry the heartbeat and nothing changed: the
-	// kubelet's nodeStatusReportFrequency.
-	DefaultStatusUpdateInterval = 5 * time.Minute
+	// written when leases carry the heartbeat and nothing changed. The
+	// kubelet's nodeStatusReportFrequency is 5 minutes, which the daemon
+	// uses; this default keeps the prior project's value.
+	DefaultStatusUpdateInterval = 1 * time.Minute
 )
 
 // NodeController deals with creating and managing a node object in

@@ -12,8 +12,14 @@ import (
 
 	"github.com/vkubelet/virtual-kubelet/internal/logging"
 	"github.com/vkubelet/virtual-kubelet/internal/tracing"
-	"github.com/vkubelet/virtual-kubelet/node"
 )
+
+// statusReportFrequency is the kubelet's nodeStatusReportFrequency. The
+// library's default (node.DefaultStatusUpdateInterval) is the prior
+// project's minute; the daemon writes the status as seldom as the kubelet,
+// which the node controller allows by putting an overwritten condition back
+// at once.
+const statusReportFrequency = 5 * time.Minute
 
 // flagGroup is a titled set of flags, shown together in --help.
 type flagGroup struct {
@@ -89,7 +95,7 @@ func (n *NodeOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&n.TaintValue, "taint-value", "", "value of the Node's taint; default: the provider's name")
 	fs.StringVar(&n.TaintEffect, "taint-effect", string(corev1.TaintEffectNoSchedule), "effect of the Node's taint: NoSchedule, PreferNoSchedule or NoExecute")
 	fs.BoolVar(&n.EnableNodeLease, "enable-node-lease", true, "heartbeat with a coordination.k8s.io/v1 Lease in kube-node-lease, as kubelets do")
-	fs.DurationVar(&n.StatusReportFrequency, "node-status-report-frequency", node.DefaultStatusUpdateInterval, "with --enable-node-lease, how often the node status is written when nothing in it changed, as the kubelet's nodeStatusReportFrequency; a change, or a condition someone else overwrote (Ready Unknown after an outage), is written at once")
+	fs.DurationVar(&n.StatusReportFrequency, "node-status-report-frequency", statusReportFrequency, "with --enable-node-lease, how often the node status is written when nothing in it changed, as the kubelet's nodeStatusReportFrequency; a change, or a condition someone else overwrote (Ready Unknown after an outage), is written at once")
 	fs.DurationVar(&n.StartupTimeout, "startup-timeout", 0, "give up if the node is not up within this time (0: wait forever); with --leader-elect, each node from its takeover: a node not up in time is handed over")
 	fs.BoolVar(&n.SharedPodWatch, "shared-pod-watch", false, "watch all bound pods once for the process (spec.nodeName!=) instead of each node its own (spec.nodeName=NODE), as with --node-count above 1 or --leader-elect: needs list and watch of all pods, which a node's own credentials do not give, but the API server then buffers up to 1,000 events for the watch instead of 10 and does not cut it off under a burst of thousands of pods (see BENCHMARKS.md)")
 }
