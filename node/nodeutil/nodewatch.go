@@ -1,8 +1,6 @@
 package nodeutil
 
 import (
-	"sync"
-
 	corev1 "k8s.io/api/core/v1"
 	corev1informers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -15,8 +13,7 @@ import (
 // thousand watches for a thousand nodes. The informer must see the Nodes
 // of every subscriber, e.g. by a label they all carry; the caller starts it.
 type NodeWatch struct {
-	mu   sync.RWMutex
-	subs map[string]map[*func(*corev1.Node)]struct{}
+	handlers *dispatcher
 }
 
 var _ node.NodeWatch = (*NodeWatch)(nil)
@@ -24,52 +21,33 @@ var _ node.NodeWatch = (*NodeWatch)(nil)
 // NewNodeWatch dispatches what nodes sees to the subscribers of each Node's
 // name.
 func NewNodeWatch(nodes corev1informers.NodeInformer) (*NodeWatch, error) {
-	w := &NodeWatch{subs: map[string]map[*func(*corev1.Node)]struct{}{}}
-	_, err := nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { w.dispatch(obj, false) },
-		UpdateFunc: func(_, obj any) { w.dispatch(obj, false) },
-		DeleteFunc: func(obj any) { w.dispatch(obj, true) },
-	})
+	// A subscriber learns of changes from its subscription on, not of the
+	// Node as the cache has it then.
+	d, err := newDispatcher(nodes.Informer(), nodeName, func(string) ([]any, error) { return nil, nil })
 	if err != nil {
 		return nil, err
 	}
-	return w, nil
+	return &NodeWatch{handlers: d}, nil
 }
 
-func (w *NodeWatch) dispatch(obj any, deleted bool) {
+func nodeName(obj any) string {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
-	n, ok := obj.(*corev1.Node)
-	if !ok {
-		return
+	if n, ok := obj.(*corev1.Node); ok {
+		return n.Name
 	}
-	name, seen := n.Name, n
-	if deleted {
-		seen = nil
-	}
-	w.mu.RLock()
-	defer w.mu.RUnlock()
-	for f := range w.subs[name] {
-		(*f)(seen)
-	}
+	return ""
 }
 
 // Subscribe implements node.NodeWatch.
 func (w *NodeWatch) Subscribe(name string, observed func(*corev1.Node)) func() {
-	key := &observed
-	w.mu.Lock()
-	if w.subs[name] == nil {
-		w.subs[name] = map[*func(*corev1.Node)]struct{}{}
-	}
-	w.subs[name][key] = struct{}{}
-	w.mu.Unlock()
-	return func() {
-		w.mu.Lock()
-		delete(w.subs[name], key)
-		if len(w.subs[name]) == 0 {
-			delete(w.subs, name)
-		}
-		w.mu.Unlock()
-	}
+	// add fails only when listing the key's objects does, and there are
+	// none to list.
+	reg, _ := w.handlers.add(name, cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { observed(obj.(*corev1.Node)) },
+		UpdateFunc: func(_, obj any) { observed(obj.(*corev1.Node)) },
+		DeleteFunc: func(any) { observed(nil) },
+	})
+	return func() { _ = w.handlers.remove(name, reg) }
 }
