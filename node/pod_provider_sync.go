@@ -112,9 +112,16 @@ func (pc *PodController) resyncWithProvider(ctx context.Context) {
 }
 
 // lost handles a pod the provider no longer has, found by polling or
-// resync: one to be created again is queued for it.
+// resync: one to be created again is queued for it. The caller's pod comes
+// from a list taken before the provider was asked; the cache's is used
+// instead, as its terminal status may have been written in between (and
+// the record's copy of it dropped once the informer had it).
 func (pc *PodController) lost(ctx context.Context, key string, pod *corev1.Pod, rec *podRecord) {
-	if pc.providerLost(ctx, key, pod, rec) {
+	cur, err := pc.cachedPod(key)
+	if cur == nil || err != nil || cur.UID != pod.UID {
+		return // gone since, or another pod of the name now
+	}
+	if pc.providerLost(ctx, key, cur, rec) {
 		pc.syncQueue.Enqueue(key)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 )
@@ -187,5 +188,42 @@ func TestNotifiedLossFollowsRestartPolicy(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLossIsDecidedOnTheCachedPod: a resync lists the pods before it asks
+// the provider about them. A deleting pod whose terminal status was written
+// in between, and which the provider has therefore dropped, is not lost;
+// one the cache still shows running is.
+func TestLossIsDecidedOnTheCachedPod(t *testing.T) {
+	pc := newTestController(t, nopProvider{})
+	indexer := pc.informer.Informer().GetIndexer()
+	now := metav1.Now()
+	listed := testPod("u1", corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{restarted("c", 0)}})
+	listed.DeletionTimestamp = &now
+	listed.Spec.Containers = []corev1.Container{{Name: "c"}}
+	done := listed.DeepCopy()
+	done.Status = podSucceeded
+	if err := indexer.Add(done); err != nil {
+		t.Fatal(err)
+	}
+	rec := pc.pods.get("ns/p")
+	rec.handedOver(listed)
+	rec.providerDeleted(30)
+
+	pc.lost(context.Background(), "ns/p", listed, rec)
+	if s := rec.view(); s.provider != nil {
+		t.Fatalf("a pod whose terminal status is written is marked %s/%s", s.provider.Status.Phase, s.provider.Status.Reason)
+	}
+	if n := len(pc.recorder.(*record.FakeRecorder).Events); n != 0 {
+		t.Fatalf("%d events for a pod that was not lost", n)
+	}
+
+	if err := indexer.Update(listed); err != nil {
+		t.Fatal(err)
+	}
+	pc.lost(context.Background(), "ns/p", listed, rec)
+	if s := rec.view(); s.provider == nil || s.provider.Status.Reason != ReasonProviderLost {
+		t.Errorf("a running pod the provider dropped is not marked lost: %+v", s.provider)
 	}
 }
