@@ -88,14 +88,15 @@ func Run(ctx context.Context, o *Options) error {
 	return runNodes(ctx, cancel, nodes, nodeIP, o.Node.StartupTimeout, servers.errs)
 }
 
-// observe sets up logs and spans; the returned func flushes the spans.
+// observe sets up logs and spans; the returned func flushes both.
 func observe(ctx context.Context, o *Options) (context.Context, func(), error) {
 	l := &o.Observability
-	if err := logging.Configure(l.LogLevel, nil); err != nil {
+	flushLogs, err := logging.Configure(l.LogLevel, nil)
+	if err != nil {
 		return ctx, nil, err
 	}
 	ctx = log.WithLogger(ctx, log.FromLogrus(logrus.WithFields(logrus.Fields{"node": o.Node.NodeName, "provider": o.Provider.Name})))
-	stop, err := tracing.Setup(tracing.Options{
+	stopTracing, err := tracing.Setup(tracing.Options{
 		Exporters:               l.TraceExporters,
 		ServiceName:             l.TraceServiceName,
 		SampleRate:              l.TraceSampleRate,
@@ -103,7 +104,11 @@ func observe(ctx context.Context, o *Options) (context.Context, func(), error) {
 		JaegerCollectorEndpoint: l.JaegerEndpoint,
 		JaegerAgentEndpoint:     l.JaegerAgentEndpoint,
 	})
-	return ctx, stop, err
+	if err != nil {
+		flushLogs()
+		return ctx, nil, err
+	}
+	return ctx, func() { stopTracing(); flushLogs() }, nil
 }
 
 // runNodes runs the nodes until ctx ends, one of them stops, or a server

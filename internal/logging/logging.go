@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	stdlog "log"
 	"os"
 	"strings"
 
@@ -17,19 +18,26 @@ import (
 // Levels are the accepted --log-level values.
 var Levels = []string{"trace", "debug", "info", "warn", "error", "fatal", "panic"}
 
-// Configure sets logrus' level and output, and makes klog log through it.
-func Configure(level string, out io.Writer) error {
+// Configure sets logrus' level and output, and makes klog and the standard
+// library's logger (net/http's server errors) log through it. Lines reach
+// out through a queue (see lineQueue); flush writes out the lines queued,
+// and later lines are written as they come: the daemon calls it before it
+// exits.
+func Configure(level string, out io.Writer) (flush func(), err error) {
 	lvl, err := logrus.ParseLevel(level)
 	if err != nil {
-		return fmt.Errorf("--log-level: %q is not one of %s", level, strings.Join(Levels, ", "))
+		return nil, fmt.Errorf("--log-level: %q is not one of %s", level, strings.Join(Levels, ", "))
 	}
 	logrus.SetLevel(lvl)
 	if out == nil {
 		out = os.Stderr
 	}
-	logrus.SetOutput(out)
+	q := newLineQueue(out, queuedLines)
+	logrus.SetOutput(q)
 	logrus.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
 	klog.SetLogger(logr.New(&klogSink{entry: logrus.NewEntry(logrus.StandardLogger())}))
+	stdlog.SetFlags(0)
+	stdlog.SetOutput(stdlibWriter{})
 	// klog decides V(n) against its own -v before reaching the sink.
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(fs)
@@ -40,7 +48,27 @@ func Configure(level string, out io.Writer) error {
 	case lvl >= logrus.DebugLevel:
 		v = "4"
 	}
-	return fs.Set("v", v)
+	if err := fs.Set("v", v); err != nil {
+		return nil, err
+	}
+	return q.flush, nil
+}
+
+// stdlibWriter takes the standard library logger's lines (net/http logs a
+// server's connection errors there) to logrus at info, as the Kubernetes
+// components take them to klog. A failed TLS handshake is a client's
+// business (a scanner, a client giving up under load) and is logged at
+// debug, as the API server does; a storm of them must not flood the log.
+type stdlibWriter struct{}
+
+func (stdlibWriter) Write(p []byte) (int, error) {
+	msg := strings.TrimSuffix(string(p), "\n")
+	lvl := logrus.InfoLevel
+	if strings.Contains(msg, "TLS handshake error") {
+		lvl = logrus.DebugLevel
+	}
+	logrus.WithField("logger", "stdlib").Log(lvl, msg)
+	return len(p), nil
 }
 
 // klogSink is a logr sink writing to logrus. klog's verbosity maps onto

@@ -1,7 +1,8 @@
 // Package metrics exposes the daemon's Prometheus metrics: the work queues'
 // (depth, latency, work duration, retries, under client-go's names), the API
 // client's (request latency and results by verb, through the component-base
-// adapter the kubelet uses), provider call latency and pods by phase.
+// adapter the kubelet uses), provider call latency, pods by phase and log
+// lines dropped.
 package metrics
 
 import (
@@ -15,6 +16,8 @@ import (
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/vkubelet/virtual-kubelet/internal/logging"
 
 	// Registered for its side effect: client-go's request metrics.
 	_ "k8s.io/component-base/metrics/prometheus/restclient"
@@ -30,8 +33,16 @@ var providerCallDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
 	StabilityLevel: metrics.ALPHA,
 }, []string{"method", "result"})
 
+// logLinesDropped is read from the log output's count at each scrape.
+var logLinesDropped = prometheus.NewCounterFunc(prometheus.CounterOpts{
+	Namespace: namespace,
+	Name:      "log_lines_dropped_total",
+	Help:      "Log lines dropped because the log output could not keep up.",
+}, func() float64 { return float64(logging.Dropped()) })
+
 func init() {
 	legacyregistry.MustRegister(providerCallDuration)
+	legacyregistry.RawMustRegister(logLinesDropped)
 }
 
 // ObserveProviderCall records one provider call; it is the pod controller's
