@@ -106,16 +106,19 @@ type podAllocation map[string]corev1.ResourceRequirements
 const podLevel = ""
 
 // allocationOf is the allocation of a pod given to the provider as its
-// spec is.
+// spec is. It shares the resource lists of pod, which is the informer's:
+// an allocation, like a cached pod, is never changed in place (with and
+// applyTo copy), and keeping the lists costs nothing while the pod keeps
+// them too.
 func allocationOf(pod *corev1.Pod) podAllocation {
 	a := podAllocation{}
 	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for _, c := range list {
-			a[c.Name] = *c.Resources.DeepCopy()
+			a[c.Name] = c.Resources
 		}
 	}
 	if pod.Spec.Resources != nil {
-		a[podLevel] = *pod.Spec.Resources.DeepCopy()
+		a[podLevel] = *pod.Spec.Resources
 	}
 	return a
 }

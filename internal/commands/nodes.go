@@ -53,7 +53,7 @@ func startShared(ctx context.Context, o *Options, client kubernetes.Interface) (
 	}
 	podFactory := informers.NewSharedInformerFactoryWithOptions(client, o.Client.FullResyncPeriod,
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.FieldSelector = "spec.nodeName!=" }),
-		informers.WithTransform(nodeutil.DropManagedFields))
+		informers.WithTransform(nodeutil.TrimPods))
 	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = nodeTypeLabel + "=" + nodeTypeValue }),
 		informers.WithTransform(nodeutil.DropManagedFields))

@@ -67,7 +67,7 @@ type Config struct {
 	// config (rate limiters, retry policies, intervals) before it is built.
 	ConfigurePodController func(*node.PodControllerConfig)
 	// TransformPods, if set, is the pod informer's transform function; by
-	// default managedFields are dropped, as nothing here reads them.
+	// default TrimPods.
 	TransformPods cache.TransformFunc
 	// InformerFactory, if set, provides the ConfigMap, Secret and Service
 	// informers, so a provider can share them; Run starts it and shuts it
@@ -123,7 +123,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	transform := cfg.TransformPods
 	if transform == nil {
-		transform = DropManagedFields
+		transform = TrimPods
 	}
 
 	n := &Node{cfg: cfg, ready: make(chan struct{}), done: make(chan struct{}), pods: cfg.PodInformer}

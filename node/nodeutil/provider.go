@@ -212,7 +212,7 @@ func NewNode(name string, newProvider NewProviderFunc, opts ...NodeOpt) (*Node, 
 	}
 
 	podFactory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.InformerResyncPeriod,
-		PodInformerFilter(name), informers.WithTransform(DropManagedFields))
+		PodInformerFilter(name), informers.WithTransform(TrimPods))
 	refFactory := NewInformerFactory(cfg.Client, cfg.InformerResyncPeriod)
 	core := refFactory.Core().V1()
 	pods := podFactory.Core().V1().Pods().Lister()

@@ -98,6 +98,10 @@ func newPodState(p *Provider, pod *corev1.Pod, scripts podScripts, ips []string)
 }
 
 func newContainerState(c corev1.Container, s script, waiting string) *containerState {
+	// The status shares the spec's resource lists: the mock replaces
+	// them on a resize and never changes them in place, and statuses
+	// hands out copies.
+	resources := c.Resources
 	return &containerState{
 		spec:   specOf(c),
 		script: s,
@@ -106,7 +110,7 @@ func newContainerState(c corev1.Container, s script, waiting string) *containerS
 			Image:     c.Image,
 			ImageID:   "mock://" + c.Image,
 			Started:   ptr.To(false),
-			Resources: c.Resources.DeepCopy(),
+			Resources: &resources,
 			State:     corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: waiting}},
 		},
 	}
