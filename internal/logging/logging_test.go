@@ -1,37 +1,19 @@
 package logging
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	stdlog "log"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/klog/v2"
+
+	"github.com/vkubelet/virtual-kubelet/internal/testing/childproc"
 )
-
-// syncBuffer is a buffer logged to and read from different goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // reset puts the logging back as a test found it.
 func reset(t *testing.T) {
@@ -43,13 +25,20 @@ func reset(t *testing.T) {
 	stdlog.SetOutput(os.Stderr)
 }
 
-func TestKlogGoesThroughLogrus(t *testing.T) {
-	var buf syncBuffer
-	flush, err := Configure("debug", &buf)
+// configured logs at level to the buffer it returns, until the test ends.
+func configured(t *testing.T, level string) (buf *childproc.Output, flush func()) {
+	t.Helper()
+	buf = &childproc.Output{}
+	flush, err := Configure(level, buf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { reset(t) })
+	return buf, flush
+}
+
+func TestKlogGoesThroughLogrus(t *testing.T) {
+	buf, flush := configured(t, "debug")
 	klog.InfoS("reflector started", "resource", "pods")
 	klog.V(3).InfoS("verbose detail")
 	klog.V(6).InfoS("too verbose")
@@ -80,12 +69,12 @@ func TestBadLevel(t *testing.T) {
 // stuckOutput blocks every write until released, as a full pipe or disk.
 type stuckOutput struct {
 	release chan struct{}
-	syncBuffer
+	childproc.Output
 }
 
 func (o *stuckOutput) Write(p []byte) (int, error) {
 	<-o.release
-	return o.syncBuffer.Write(p)
+	return o.Output.Write(p)
 }
 
 func TestLinesAreDroppedNotWaitedFor(t *testing.T) {
@@ -129,12 +118,7 @@ func TestLinesAreDroppedNotWaitedFor(t *testing.T) {
 }
 
 func TestStdlibLoggerGoesThroughLogrus(t *testing.T) {
-	var buf syncBuffer
-	flush, err := Configure("info", &buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { reset(t) })
+	buf, flush := configured(t, "info")
 	stdlog.Printf("http: panic serving 10.0.0.1:1234: boom")
 	stdlog.Printf("http: TLS handshake error from 10.0.0.1:1234: EOF")
 	flush()
