@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -98,8 +99,36 @@ type ContainerResize struct {
 
 // podAllocation is, by container name, the resources the provider was
 // given for a pod's containers, and under podLevel its pod-level ones
-// (spec.resources), if it has any: the kubelet's allocated resources.
-type podAllocation map[string]corev1.ResourceRequirements
+// (spec.resources), if it has any: the kubelet's allocated resources. Every
+// pod has one, and has a few containers: a slice is a tenth of a map's
+// size. nil is no allocation.
+type podAllocation []allocated
+
+// allocated is the resources allocated to a container, or to the pod.
+type allocated struct {
+	name      string
+	resources corev1.ResourceRequirements
+}
+
+// of returns the resources allocated to the container name, or under
+// podLevel to the pod.
+func (a podAllocation) of(name string) (corev1.ResourceRequirements, bool) {
+	for _, c := range a {
+		if c.name == name {
+			return c.resources, true
+		}
+	}
+	return corev1.ResourceRequirements{}, false
+}
+
+// set allocates r to the container name (or the pod), which a has.
+func (a podAllocation) set(name string, r corev1.ResourceRequirements) {
+	for i := range a {
+		if a[i].name == name {
+			a[i].resources = r
+		}
+	}
+}
 
 // podLevel is the allocation's key of the pod-level resources: no
 // container is named "".
@@ -111,14 +140,14 @@ const podLevel = ""
 // applyTo copy), and keeping the lists costs nothing while the pod keeps
 // them too.
 func allocationOf(pod *corev1.Pod) podAllocation {
-	a := podAllocation{}
+	a := make(podAllocation, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers)+1)
 	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for _, c := range list {
-			a[c.Name] = c.Resources
+			a = append(a, allocated{c.Name, c.Resources})
 		}
 	}
 	if pod.Spec.Resources != nil {
-		a[podLevel] = *pod.Spec.Resources
+		a = append(a, allocated{podLevel, *pod.Spec.Resources})
 	}
 	return a
 }
@@ -131,20 +160,20 @@ func allocationFromStatus(pod *corev1.Pod) podAllocation {
 	a := allocationOf(pod)
 	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
 		for _, cs := range list {
-			r, ok := a[cs.Name]
+			r, ok := a.of(cs.Name)
 			if !ok || cs.AllocatedResources == nil {
 				continue
 			}
-			r.Requests = cs.AllocatedResources.DeepCopy()
+			r.Requests = cs.AllocatedResources
 			if cs.Resources != nil {
-				r.Limits = cs.Resources.Limits.DeepCopy()
+				r.Limits = cs.Resources.Limits
 			}
-			a[cs.Name] = r
+			a.set(cs.Name, r)
 		}
 	}
-	if r, ok := a[podLevel]; ok && pod.Status.AllocatedResources != nil && pod.Status.Resources != nil {
-		r.Requests, r.Limits = pod.Status.AllocatedResources.DeepCopy(), pod.Status.Resources.Limits.DeepCopy()
-		a[podLevel] = r
+	if r, ok := a.of(podLevel); ok && pod.Status.AllocatedResources != nil && pod.Status.Resources != nil {
+		r.Requests, r.Limits = pod.Status.AllocatedResources, pod.Status.Resources.Limits
+		a.set(podLevel, r)
 	}
 	return a
 }
@@ -155,7 +184,7 @@ func (a podAllocation) changes(pod *corev1.Pod) []ContainerResize {
 	var out []ContainerResize
 	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for _, c := range list {
-			from, ok := a[c.Name]
+			from, ok := a.of(c.Name)
 			if !ok || apiequality.Semantic.DeepEqual(from, c.Resources) {
 				continue
 			}
@@ -168,7 +197,7 @@ func (a podAllocation) changes(pod *corev1.Pod) []ContainerResize {
 // podLevelChange is the change that takes a's pod-level resources to
 // pod's spec, nil when none.
 func (a podAllocation) podLevelChange(pod *corev1.Pod) *PodLevelResize {
-	from, ok := a[podLevel]
+	from, ok := a.of(podLevel)
 	if pod.Spec.Resources == nil || !ok || apiequality.Semantic.DeepEqual(from, *pod.Spec.Resources) {
 		return nil
 	}
@@ -177,15 +206,12 @@ func (a podAllocation) podLevelChange(pod *corev1.Pod) *PodLevelResize {
 
 // with is a with the resize req made.
 func (a podAllocation) with(req ResizeRequest) podAllocation {
-	out := make(podAllocation, len(a))
-	for name, r := range a {
-		out[name] = r
-	}
+	out := slices.Clone(a)
 	for _, ch := range req.Containers {
-		out[ch.Name] = ch.To
+		out.set(ch.Name, ch.To)
 	}
 	if req.PodLevel != nil {
-		out[podLevel] = req.PodLevel.To
+		out.set(podLevel, req.PodLevel.To)
 	}
 	return out
 }
@@ -196,7 +222,7 @@ func (a podAllocation) applyTo(pod *corev1.Pod) *corev1.Pod {
 	out := *pod
 	out.Spec.InitContainers = a.applyToContainers(pod.Spec.InitContainers)
 	out.Spec.Containers = a.applyToContainers(pod.Spec.Containers)
-	if r, ok := a[podLevel]; ok {
+	if r, ok := a.of(podLevel); ok {
 		out.Spec.Resources = r.DeepCopy()
 	}
 	return &out
@@ -209,7 +235,7 @@ func (a podAllocation) applyToContainers(list []corev1.Container) []corev1.Conta
 	out := make([]corev1.Container, len(list))
 	for i, c := range list {
 		out[i] = c
-		if r, ok := a[c.Name]; ok {
+		if r, ok := a.of(c.Name); ok {
 			out[i].Resources = *r.DeepCopy()
 		}
 	}
@@ -390,7 +416,7 @@ func withResizeStatus(pod *corev1.Pod, st podState, status corev1.PodStatus, cur
 	} {
 		for i := range lists[0] {
 			cs := &lists[0][i]
-			r, ok := alloc[cs.Name]
+			r, ok := alloc.of(cs.Name)
 			if !ok {
 				continue
 			}
@@ -421,7 +447,7 @@ func withResizeStatus(pod *corev1.Pod, st podState, status corev1.PodStatus, cur
 	default:
 		s.Resources = &effective
 	}
-	if _, ok := alloc[podLevel]; ok {
+	if _, ok := alloc.of(podLevel); ok {
 		applied = applied && resourcesApplied(effective, *s.Resources)
 	}
 	if rs.inProgress != 0 && applied {

@@ -92,11 +92,11 @@ func TestAllocationFromStatusAfterRestart(t *testing.T) {
 	pod := sizedPod(2, resources("150m", "300m", "64Mi"))
 	running := resources("100m", "200m", "64Mi")
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", AllocatedResources: running.Requests, Resources: &running}}
-	if got := allocationFromStatus(pod)["c"]; !apiequality.Semantic.DeepEqual(got, running) {
+	if got, _ := allocationFromStatus(pod).of("c"); !apiequality.Semantic.DeepEqual(got, running) {
 		t.Errorf("allocation = %v, want the reported %v", got, running)
 	}
 	pod.Status.ContainerStatuses[0].AllocatedResources = nil // written before resize support
-	if got := allocationFromStatus(pod)["c"]; !apiequality.Semantic.DeepEqual(got, pod.Spec.Containers[0].Resources) {
+	if got, _ := allocationFromStatus(pod).of("c"); !apiequality.Semantic.DeepEqual(got, pod.Spec.Containers[0].Resources) {
 		t.Errorf("allocation = %v, want the spec's", got)
 	}
 }
@@ -150,7 +150,7 @@ func TestResizeDecisions(t *testing.T) {
 				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
 			}
 			st := rec.view()
-			if got := st.allocationOf("u1")["c"]; !apiequality.Semantic.DeepEqual(got, tc.wantAlloc) {
+			if got, _ := st.allocationOf("u1").of("c"); !apiequality.Semantic.DeepEqual(got, tc.wantAlloc) {
 				t.Errorf("allocation = %v, want %v", got, tc.wantAlloc)
 			}
 			if err == nil && !apiequality.Semantic.DeepEqual(given.Spec.Containers[0].Resources, tc.wantAlloc) {
