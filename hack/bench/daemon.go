@@ -41,10 +41,16 @@ func freeAddr(ip string) (string, error) {
 }
 
 // freePorts finds count consecutive free ports on the loopback address ip,
-// for the kubelet APIs of --node-count nodes, and returns the first.
+// for the kubelet APIs of --node-count nodes, and returns the first. They
+// are below Linux's default ephemeral range (32768 up), where the kernel
+// would hand them to outgoing connections, or to freeAddr, meanwhile.
 func freePorts(ip string, count int) (int, error) {
+	const low, high = 20000, 32768
+	if count > high-low {
+		return 0, fmt.Errorf("%d consecutive ports do not fit below the ephemeral range", count)
+	}
 	for range 50 {
-		base := 20000 + rand.IntN(40000-count)
+		base := low + rand.IntN(high-low-count+1)
 		free := true
 		for p := base; p < base+count && free; p++ {
 			l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(p)))
@@ -86,14 +92,13 @@ type daemonSpec struct {
 // the daemons need no node host.
 func startDaemon(ctx context.Context, c config, s daemonSpec) (*benchDaemon, error) {
 	ip := cmp.Or(s.ip, "127.0.0.1")
-	port, err := freePorts(ip, s.nodes)
+	// The metrics port follows the kubelet APIs': one picked apart could
+	// land in their range before the daemon takes it.
+	port, err := freePorts(ip, s.nodes+1)
 	if err != nil {
 		return nil, err
 	}
-	metricsAddr, err := freeAddr(ip)
-	if err != nil {
-		return nil, err
-	}
+	metricsAddr := net.JoinHostPort(ip, strconv.Itoa(port+s.nodes))
 	args := append(append([]string{}, s.provider...),
 		"--nodename", s.name, "--kubeconfig", s.kubeconfig,
 		"--node-count", strconv.Itoa(s.nodes),
