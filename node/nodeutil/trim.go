@@ -17,13 +17,10 @@ import (
 // are read-only (whoever changes one copies it first), so sharing them is
 // safe.
 func TrimPods(obj any) (any, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return DropManagedFields(obj)
+	if pod, ok := obj.(*corev1.Pod); ok {
+		sharedResourceLists.sharePod(pod)
 	}
-	pod.ManagedFields = nil
-	sharedResourceLists.sharePod(pod)
-	return pod, nil
+	return DropManagedFields(obj)
 }
 
 // sharedResourceLists is the process's: informers of many nodes share it.
