@@ -28,16 +28,6 @@ func Configure(level string, out io.Writer) (flush func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("--log-level: %q is not one of %s", level, strings.Join(Levels, ", "))
 	}
-	logrus.SetLevel(lvl)
-	if out == nil {
-		out = os.Stderr
-	}
-	q := newLineQueue(out, queuedLines)
-	logrus.SetOutput(q)
-	logrus.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
-	klog.SetLogger(logr.New(&klogSink{entry: logrus.NewEntry(logrus.StandardLogger())}))
-	stdlog.SetFlags(0)
-	stdlog.SetOutput(stdlibWriter{})
 	// klog decides V(n) against its own -v before reaching the sink.
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(fs)
@@ -51,6 +41,16 @@ func Configure(level string, out io.Writer) (flush func(), err error) {
 	if err := fs.Set("v", v); err != nil {
 		return nil, err
 	}
+	logrus.SetLevel(lvl)
+	if out == nil {
+		out = os.Stderr
+	}
+	q := newLineQueue(out, queuedLines)
+	logrus.SetOutput(q)
+	logrus.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	klog.SetLogger(logr.New(&klogSink{entry: logrus.NewEntry(logrus.StandardLogger())}))
+	stdlog.SetFlags(0)
+	stdlog.SetOutput(stdlibWriter{})
 	return q.flush, nil
 }
 
