@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/vkubelet/virtual-kubelet/node/internal/smpatch"
 	"github.com/vkubelet/virtual-kubelet/node/log"
 )
 
@@ -94,28 +96,13 @@ func (pc *PodController) cachedPod(key string) (*corev1.Pod, error) {
 // informer has not caught up), carries the pod's UID as a precondition, and,
 // being a patch, cannot conflict.
 func (pc *PodController) writeStatus(ctx context.Context, pod *corev1.Pod, rec *podRecord, pp *corev1.Pod, status corev1.PodStatus) error {
-	base := rec.freshestStatus(pod)
-	oldJSON, err := json.Marshal(corev1.Pod{Status: *base})
+	patch, err := statusPatch(pod.UID, rec.freshestStatus(pod), &status)
 	if err != nil {
 		return err
 	}
-	newJSON, err := json.Marshal(corev1.Pod{Status: status})
-	if err != nil {
-		return err
-	}
-	if bytes.Equal(oldJSON, newJSON) {
+	if patch == nil {
 		rec.statusWritten(pp, nil)
 		return nil
-	}
-	// The UID only in the new object makes it part of the patch: a pod
-	// deleted and created again under the same name is not patched.
-	newJSON, err = json.Marshal(corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: pod.UID}, Status: status})
-	if err != nil {
-		return err
-	}
-	patch, err := strategicpatch.CreateTwoWayMergePatch(oldJSON, newJSON, corev1.Pod{})
-	if err != nil {
-		return err
 	}
 	updated, err := pc.client.Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	if err != nil {
@@ -187,10 +174,49 @@ func isTerminalStatus(s *corev1.PodStatus) bool {
 	return true
 }
 
+// statusPatch is the strategic merge patch of the pod's status from base
+// to status, or nil when they do not differ. The UID, only in the patch,
+// makes the API server refuse it for a pod deleted and created again under
+// the same name.
+func statusPatch(uid types.UID, base, status *corev1.PodStatus) ([]byte, error) {
+	diff, err := smpatch.Diff(base, status)
+	if errors.Is(err, smpatch.ErrUnsupported) {
+		return jsonStatusPatch(uid, base, status)
+	}
+	if err != nil || string(diff) == "{}" {
+		return nil, err
+	}
+	id, err := json.Marshal(uid)
+	if err != nil {
+		return nil, err
+	}
+	return fmt.Appendf(nil, `{"metadata":{"uid":%s},"status":%s}`, id, diff), nil
+}
+
+// jsonStatusPatch is statusPatch by the JSON round trip, for the fields
+// smpatch does not patch.
+func jsonStatusPatch(uid types.UID, base, status *corev1.PodStatus) ([]byte, error) {
+	oldJSON, err := json.Marshal(corev1.Pod{Status: *base})
+	if err != nil {
+		return nil, err
+	}
+	newJSON, err := json.Marshal(corev1.Pod{Status: *status})
+	if err != nil {
+		return nil, err
+	}
+	if bytes.Equal(oldJSON, newJSON) {
+		return nil, nil
+	}
+	newJSON, err = json.Marshal(corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}, Status: *status})
+	if err != nil {
+		return nil, err
+	}
+	return strategicpatch.CreateTwoWayMergePatch(oldJSON, newJSON, corev1.Pod{})
+}
+
 // statusEqual compares statuses as the API server stores them (times to the
 // second), so a provider's nanoseconds do not look like a change.
 func statusEqual(a, b *corev1.PodStatus) bool {
-	aj, err1 := json.Marshal(a)
-	bj, err2 := json.Marshal(b)
-	return err1 == nil && err2 == nil && bytes.Equal(aj, bj)
+	patch, err := statusPatch("", a, b)
+	return err == nil && patch == nil
 }
