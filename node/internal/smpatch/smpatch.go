@@ -105,28 +105,26 @@ func diffValue(obj *object, name string, o, n reflect.Value) error {
 		}
 		return encode(obj.member(name), n)
 	case o.Kind() == reflect.Struct:
-		var sub bytes.Buffer
-		if err := diffStruct(&sub, o, n); err != nil {
-			return err
-		}
-		if sub.Len() > 0 {
-			obj.member(name).Write(sub.Bytes())
-		}
-		return nil
+		return diffNested(obj, name, diffStruct, o, n)
 	case o.Kind() == reflect.Map && o.Type().Key().Kind() == reflect.String:
-		var sub bytes.Buffer
-		if err := diffMap(&sub, o, n); err != nil {
-			return err
-		}
-		if sub.Len() > 0 {
-			obj.member(name).Write(sub.Bytes())
-		}
-		return nil
+		return diffNested(obj, name, diffMap, o, n)
 	}
 	if equal(o, n) {
 		return nil
 	}
 	return fmt.Errorf("%w: %s of kind %s", ErrUnsupported, name, o.Kind())
+}
+
+// diffNested writes name's patch of an object, when it has one.
+func diffNested(obj *object, name string, diff func(*bytes.Buffer, reflect.Value, reflect.Value) error, o, n reflect.Value) error {
+	var sub bytes.Buffer
+	if err := diff(&sub, o, n); err != nil {
+		return err
+	}
+	if sub.Len() > 0 {
+		obj.member(name).Write(sub.Bytes())
+	}
+	return nil
 }
 
 // diffMap writes the patch of two string-keyed maps: changed and new keys,
