@@ -18,6 +18,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/vkubelet/virtual-kubelet/internal/logging"
+	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 
 	// Registered for its side effect: client-go's request metrics.
 	_ "k8s.io/component-base/metrics/prometheus/restclient"
@@ -28,7 +29,7 @@ const namespace = "virtual_kubelet"
 var providerCallDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
 	Namespace:      namespace,
 	Name:           "provider_call_duration_seconds",
-	Help:           "Duration of provider calls by method and result.",
+	Help:           "Duration of provider calls by method and result (success, not_found or error).",
 	Buckets:        []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 	StabilityLevel: metrics.ALPHA,
 }, []string{"method", "result"})
@@ -46,10 +47,15 @@ func init() {
 }
 
 // ObserveProviderCall records one provider call; it is the pod controller's
-// ProviderCallObserver.
+// ProviderCallObserver. A NotFound answer is its own result, not an error:
+// the controller asks about pods the provider may rightly have dropped (a
+// deleted pod, at each resync), and those answers would drown real errors.
 func ObserveProviderCall(method string, took time.Duration, err error) {
 	result := "success"
-	if err != nil {
+	switch {
+	case errdefs.IsNotFound(err):
+		result = "not_found"
+	case err != nil:
 		result = "error"
 	}
 	providerCallDuration.WithLabelValues(method, result).Observe(took.Seconds())
