@@ -218,10 +218,15 @@ func diffMergeList(obj *object, f *field, o, n reflect.Value) error {
 			list.WriteByte('}')
 		}
 	}
-	if list.Len() == 1 {
+	// With no element to patch, the list may still have been reordered:
+	// then the order directive alone is the patch.
+	reordered := false
+	for i, k := range keys {
+		reordered = reordered || oldAt[k] != i
+	}
+	if list.Len() == 1 && !reordered {
 		return nil
 	}
-	list.WriteByte(']')
 	order := obj.member("$setElementOrder/" + f.name)
 	order.WriteByte('[')
 	for i, k := range keys {
@@ -231,7 +236,10 @@ func diffMergeList(obj *object, f *field, o, n reflect.Value) error {
 		writeKeyed(order, f.mergeKey, k, false)
 	}
 	order.WriteByte(']')
-	obj.member(f.name).Write(list.Bytes())
+	if list.Len() > 1 {
+		list.WriteByte(']')
+		obj.member(f.name).Write(list.Bytes())
+	}
 	return nil
 }
 

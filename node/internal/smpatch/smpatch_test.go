@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,7 +170,7 @@ func (g statusGen) mutate(s corev1.PodStatus) corev1.PodStatus {
 // pod, with the API server's patch code, and asks for the same pod.
 func TestDiffAppliesAsTheJSONPatchDoes(t *testing.T) {
 	g := statusGen{rand.New(rand.NewPCG(1, 2))}
-	var unsupported, empty int
+	var unsupported, empty, reorderedOnly int
 	for i := range 5000 {
 		old := g.status()
 		var new corev1.PodStatus
@@ -178,11 +179,15 @@ func TestDiffAppliesAsTheJSONPatchDoes(t *testing.T) {
 		} else {
 			new = g.status()
 		}
-		if i%10 == 0 {
+		switch i % 10 {
+		case 0:
 			new = *old.DeepCopy() // unchanged but for the nanoseconds below
 			if new.StartTime != nil {
 				new.StartTime = ptr.To(metav1.NewTime(new.StartTime.Add(time.Duration(g.r.IntN(1000)))))
 			}
+		case 5:
+			new = *old.DeepCopy() // the same conditions in another order
+			g.r.Shuffle(len(new.Conditions), func(i, j int) { new.Conditions[i], new.Conditions[j] = new.Conditions[j], new.Conditions[i] })
 		}
 		ours, err := Diff(&old, &new)
 		if errors.Is(err, ErrUnsupported) {
@@ -207,6 +212,9 @@ func TestDiffAppliesAsTheJSONPatchDoes(t *testing.T) {
 			empty++
 			continue
 		}
+		if !strings.Contains(string(ours), `"conditions":`) && strings.Contains(string(ours), "$setElementOrder/conditions") {
+			reorderedOnly++
+		}
 		want := apply(t, oldJSON, lib)
 		got := apply(t, oldJSON, []byte(`{"status":`+string(ours)+`}`))
 		if got != want {
@@ -214,8 +222,8 @@ func TestDiffAppliesAsTheJSONPatchDoes(t *testing.T) {
 		}
 	}
 	// The cases must exercise every outcome.
-	if unsupported == 0 || empty < 500 {
-		t.Fatalf("%d unsupported and %d unchanged cases: the generator misses outcomes", unsupported, empty)
+	if unsupported == 0 || empty < 500 || reorderedOnly < 100 {
+		t.Fatalf("%d unsupported, %d unchanged and %d only reordered cases: the generator misses outcomes", unsupported, empty, reorderedOnly)
 	}
 }
 
