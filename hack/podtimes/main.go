@@ -17,10 +17,10 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
-	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -95,12 +95,7 @@ func record(seen map[string]map[string]*podTimes, typ watch.EventType, p *corev1
 }
 
 func report(w io.Writer, seen map[string]map[string]*podTimes) {
-	names := make([]string, 0, len(seen))
-	for name := range seen {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(seen)) {
 		pods := seen[name]
 		if len(pods) < 100 {
 			continue
@@ -148,12 +143,7 @@ func report(w io.Writer, seen map[string]map[string]*podTimes) {
 			at := func(q int) float64 { return d.values[len(d.values)*q/100] }
 			fmt.Fprintf(w, "  %-18s p10 %.2f p50 %.2f p90 %.2f p99 %.2f\n", d.name, at(10), at(50), at(90), at(99))
 		}
-		buckets := make([]int, 0, len(timeline))
-		for b := range timeline {
-			buckets = append(buckets, b)
-		}
-		sort.Ints(buckets)
-		for _, b := range buckets {
+		for _, b := range slices.Sorted(maps.Keys(timeline)) {
 			c := timeline[b]
 			fmt.Fprintf(w, "  t=%3ds deleting %5d terminal %5d gone %5d\n", b*5, c[0], c[1], c[2])
 		}
