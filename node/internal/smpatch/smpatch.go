@@ -32,6 +32,9 @@ var ErrUnsupported = errors.New("smpatch: field kind not supported")
 // Diff returns the members of the strategic merge patch that turns *old
 // into *new, as a JSON object; "{}" when nothing a patch can carry changed.
 func Diff[T any](old, new *T) ([]byte, error) {
+	if old == nil || new == nil {
+		return nil, errors.New("smpatch: a nil value has no patch")
+	}
 	o, n := reflect.ValueOf(old).Elem(), reflect.ValueOf(new).Elem()
 	if o.Kind() != reflect.Struct {
 		return nil, fmt.Errorf("%w: %s is not a struct", ErrUnsupported, o.Type())

@@ -296,3 +296,19 @@ func BenchmarkStatusPatch(b *testing.B) {
 		}
 	})
 }
+
+// TestDiffRefusesWhatItCannotPatch: nil values and non-structs are errors,
+// not panics.
+func TestDiffRefusesWhatItCannotPatch(t *testing.T) {
+	s := corev1.PodStatus{}
+	if _, err := Diff(nil, &s); err == nil {
+		t.Error("a nil old value gave no error")
+	}
+	if _, err := Diff(&s, nil); err == nil {
+		t.Error("a nil new value gave no error")
+	}
+	a, b := "a", "b"
+	if _, err := Diff(&a, &b); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("a string: %v, want ErrUnsupported", err)
+	}
+}
