@@ -166,6 +166,7 @@ func diffMap(b *bytes.Buffer, o, n reflect.Value) error {
 // elements, a delete directive for each removed one, and the order of the
 // new list, as CreateTwoWayMergePatch writes it.
 func diffMergeList(obj *object, f *field, o, n reflect.Value) error {
+	oldKeys := make([]string, o.Len())
 	oldAt := make(map[string]int, o.Len())
 	for i := range o.Len() {
 		k, err := f.keyOf(o.Index(i))
@@ -175,7 +176,7 @@ func diffMergeList(obj *object, f *field, o, n reflect.Value) error {
 		if _, dup := oldAt[k]; dup {
 			return fmt.Errorf("%w: %s has %s %s twice", ErrUnsupported, f.name, f.mergeKey, k)
 		}
-		oldAt[k] = i
+		oldAt[k], oldKeys[i] = i, k
 	}
 	var list bytes.Buffer
 	list.WriteByte('[')
@@ -206,18 +207,17 @@ func diffMergeList(obj *object, f *field, o, n reflect.Value) error {
 		if sub.Len() > 0 {
 			separate(&list)
 			// The element's own patch, with the key that finds it.
-			writeKeyed(&list, f.mergeKey, k, true)
+			list.WriteByte('{')
+			writeKey(&list, f.mergeKey, k)
+			list.WriteByte(',')
 			list.Write(sub.Bytes()[1:])
 		}
 	}
-	for i := range o.Len() {
-		k, _ := f.keyOf(o.Index(i))
+	for _, k := range oldKeys {
 		if !inNew[k] {
 			separate(&list)
 			list.WriteString(`{"$patch":"delete",`)
-			writeString(&list, f.mergeKey)
-			list.WriteByte(':')
-			list.WriteString(k)
+			writeKey(&list, f.mergeKey, k)
 			list.WriteByte('}')
 		}
 	}
@@ -236,7 +236,9 @@ func diffMergeList(obj *object, f *field, o, n reflect.Value) error {
 		if i > 0 {
 			order.WriteByte(',')
 		}
-		writeKeyed(order, f.mergeKey, k, false)
+		order.WriteByte('{')
+		writeKey(order, f.mergeKey, k)
+		order.WriteByte('}')
 	}
 	order.WriteByte(']')
 	if list.Len() > 1 {
@@ -391,18 +393,12 @@ func writeString(b *bytes.Buffer, s string) {
 	b.WriteByte('"')
 }
 
-// writeKeyed writes {key:k} for a merge list's element k, with more
-// members after it when open.
-func writeKeyed(b *bytes.Buffer, key, k string, open bool) {
-	b.WriteByte('{')
+// writeKey writes the member that names a merge list's element: the merge
+// key and k, its value already in JSON.
+func writeKey(b *bytes.Buffer, key, k string) {
 	writeString(b, key)
 	b.WriteByte(':')
 	b.WriteString(k)
-	if open {
-		b.WriteByte(',')
-	} else {
-		b.WriteByte('}')
-	}
 }
 
 // empty reports whether v leaves the field out of its JSON, or null.
