@@ -75,25 +75,6 @@ func TestTrimPodsSharesEqualResourceLists(t *testing.T) {
 	}
 }
 
-func TestListInternerStartsOverWhenFull(t *testing.T) {
-	in := newListInterner(2)
-	first := in.share(list("cpu", "1"))
-	in.share(list("cpu", "2"))
-	if !same(in.share(list("cpu", "1")), first) {
-		t.Fatal("a list is not shared while the interner has room")
-	}
-	in.share(list("cpu", "3")) // full: starts over
-	if len(in.lists) != 1 {
-		t.Fatalf("%d lists kept after starting over, want 1", len(in.lists))
-	}
-	if same(in.share(list("cpu", "1")), first) {
-		t.Error("a list from before starting over is still kept")
-	}
-	if got := in.share(nil); got != nil {
-		t.Errorf("share(nil) = %v", got)
-	}
-}
-
 func TestTrimPodsLeavesOtherObjectsToDropManagedFields(t *testing.T) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}}
 	out, err := TrimPods(cm)

@@ -1,0 +1,195 @@
+// Package intern keeps one instance of the values that many pods repeat,
+// so that a process holding thousands of pods holds each such value once:
+// strings, resource lists, label and annotation maps, volume sources and
+// tolerations. The pods of one Deployment differ in little more than their
+// names, UIDs, IPs and times.
+//
+// Shared values are read-only, as any object from an informer's cache is:
+// whoever changes one copies it first.
+package intern
+
+import (
+	"slices"
+	"strconv"
+	"sync"
+	"unique"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// maxKey is the longest key a table keeps: longer values (a large
+// annotation) are seldom repeated, and the table would hold a second copy.
+const maxKey = 4096
+
+// Table hands out one instance of each distinct value it is given, by a
+// key that is equal exactly when the values are. It keeps at most max
+// values; when full it starts over, so values no pod has any more are not
+// kept for ever.
+type Table[V any] struct {
+	mu     sync.Mutex
+	values map[string]V
+	max    int
+}
+
+// NewTable returns an empty table that keeps at most max values.
+func NewTable[V any](max int) *Table[V] {
+	return &Table[V]{values: make(map[string]V), max: max}
+}
+
+// Share returns the instance kept under key, v itself (now kept) the first
+// time. Only a value it keeps copies the key.
+func (t *Table[V]) Share(key []byte, v V) V {
+	if len(key) > maxKey {
+		return v
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s, ok := t.values[string(key)]; ok {
+		return s
+	}
+	if len(t.values) >= t.max {
+		clear(t.values)
+	}
+	t.values[string(key)] = v
+	return v
+}
+
+// Len is the number of values kept.
+func (t *Table[V]) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.values)
+}
+
+// The process's tables: the informers of all its nodes and its providers
+// share them, so a provider's copy of a value is the cache's instance too.
+var (
+	resourceLists = NewTable[corev1.ResourceList](4096)
+	stringMaps    = NewTable[map[string]string](4096)
+	volumeSources = NewTable[corev1.VolumeSource](4096)
+	tolerations   = NewTable[[]corev1.Toleration](1024)
+)
+
+// String returns the process's instance of s. Strings are kept weakly
+// (package unique): one no pod holds any more is dropped at a collection.
+func String(s string) string {
+	if s == "" {
+		return s
+	}
+	return unique.Make(s).Value()
+}
+
+// ResourceList returns the process's instance of a list equal to l: equal
+// quantities written otherwise (0.1 and 100m) are the same list.
+func ResourceList(l corev1.ResourceList) corev1.ResourceList {
+	if len(l) == 0 {
+		return l
+	}
+	var names [8]string
+	var buf [256]byte
+	var number [64]byte
+	key := buf[:0]
+	for _, name := range sortedKeys(names[:0], l) {
+		q := l[corev1.ResourceName(name)]
+		digits, exponent := q.AsCanonicalBytes(number[:0])
+		key = appendField(key, name)
+		key = appendBytes(key, digits)
+		key = strconv.AppendInt(key, int64(exponent), 10)
+		key = append(key, byte(q.Format[0]), ';')
+	}
+	return resourceLists.Share(key, l)
+}
+
+// Requirements shares r's lists in place.
+func Requirements(r *corev1.ResourceRequirements) {
+	if r != nil {
+		r.Requests, r.Limits = ResourceList(r.Requests), ResourceList(r.Limits)
+	}
+}
+
+// StringMap returns the process's instance of a map equal to m (labels,
+// annotations, a node selector).
+func StringMap(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return m
+	}
+	var names [8]string
+	var buf [256]byte
+	key := buf[:0]
+	for _, k := range sortedKeys(names[:0], m) {
+		key = appendField(key, k)
+		key = appendField(key, m[k])
+	}
+	return stringMaps.Share(key, m)
+}
+
+// VolumeSource returns a source equal to s whose pointers are the process's
+// instances: every pod of a namespace mounts the same token projection.
+func VolumeSource(s corev1.VolumeSource) corev1.VolumeSource {
+	var buf [256]byte
+	key, ok := marshal(buf[:], &s)
+	if !ok {
+		return s
+	}
+	return volumeSources.Share(key, s)
+}
+
+// Tolerations returns the process's instance of a list equal to l.
+func Tolerations(l []corev1.Toleration) []corev1.Toleration {
+	if len(l) == 0 {
+		return l
+	}
+	var buf, one [256]byte
+	key := buf[:0]
+	for i := range l {
+		wire, ok := marshal(one[:], &l[i])
+		if !ok {
+			return l
+		}
+		key = appendBytes(key, wire)
+	}
+	return tolerations.Share(key, l)
+}
+
+// message is a generated protobuf message of the core API.
+type message interface {
+	Size() int
+	MarshalToSizedBuffer([]byte) (int, error)
+}
+
+// marshal encodes m into buf when it fits; the wire form of two messages
+// is equal exactly when they are.
+func marshal(buf []byte, m message) ([]byte, bool) {
+	n := m.Size()
+	if n > len(buf) {
+		return nil, false
+	}
+	if _, err := m.MarshalToSizedBuffer(buf[:n]); err != nil {
+		return nil, false
+	}
+	return buf[:n], true
+}
+
+// sortedKeys appends m's keys to into, sorted.
+func sortedKeys[K ~string, V any](into []string, m map[K]V) []string {
+	for k := range m {
+		into = append(into, string(k))
+	}
+	slices.Sort(into)
+	return into
+}
+
+// appendField appends s length-first, so that no two sequences of fields
+// make the same key.
+func appendField(b []byte, s string) []byte {
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, ':')
+	return append(b, s...)
+}
+
+// appendBytes is appendField for bytes.
+func appendBytes(b, s []byte) []byte {
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, ':')
+	return append(b, s...)
+}

@@ -1,0 +1,153 @@
+package intern
+
+import (
+	"reflect"
+	"testing"
+	"unsafe"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// decoded is a pod of a Deployment as a watch delivers it: every value its
+// own allocation, whatever other pods hold.
+func decoded(t *testing.T, name, ip string) *corev1.Pod {
+	t.Helper()
+	volume := "kube-api-access-" + name
+	cpu := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: "team-a-production",
+			Labels:          map[string]string{"app": "web", "pod-template-hash": "5d8f7c9b6"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-5d8f7c9b6", Controller: ptr.To(true)}},
+		},
+		Spec: corev1.PodSpec{
+			NodeName: "virtual-node-0001", SchedulerName: "default-scheduler",
+			Containers: []corev1.Container{{
+				Name: "web", Image: "registry.example.com/web:1.2.3", Resources: corev1.ResourceRequirements{Requests: cpu},
+				Env:          []corev1.EnvVar{{Name: "LISTEN_ADDRESS", Value: "0.0.0.0:8080"}},
+				VolumeMounts: []corev1.VolumeMount{{Name: volume, MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}},
+			}},
+			Tolerations: []corev1.Toleration{{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)}},
+			Volumes: []corev1.Volume{{Name: volume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{ExpirationSeconds: ptr.To[int64](3607), Path: "token"}}},
+			}}}},
+		},
+		Status: corev1.PodStatus{
+			Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue}},
+			ContainerStatuses: []corev1.ContainerStatus{{
+				Name: "web", Image: "registry.example.com/web:1.2.3", AllocatedResources: cpu,
+				VolumeMounts: []corev1.VolumeMountStatus{{Name: volume, MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}},
+			}},
+		},
+	}
+	// A round trip through the wire gives each value its own memory.
+	wire, err := pod.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &corev1.Pod{}
+	if err := out.Unmarshal(wire); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sameMap[M any](a, b M) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+func sameString(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+
+func TestPodSharesWhatPodsRepeatAndChangesNothing(t *testing.T) {
+	a, b := decoded(t, "web-1", "10.0.0.1"), decoded(t, "web-2", "10.0.0.2")
+	wantA, wantB := a.DeepCopy(), b.DeepCopy()
+	Pod(a)
+	Pod(b)
+	if !equality.Semantic.DeepEqual(a, wantA) || !equality.Semantic.DeepEqual(b, wantB) {
+		t.Fatal("interning changed a pod")
+	}
+
+	shared := map[string]bool{
+		"labels":            sameMap(a.Labels, b.Labels),
+		"namespace":         sameString(a.Namespace, b.Namespace),
+		"owner":             sameString(a.OwnerReferences[0].Name, b.OwnerReferences[0].Name),
+		"node name":         sameString(a.Spec.NodeName, b.Spec.NodeName),
+		"image":             sameString(a.Spec.Containers[0].Image, b.Spec.Containers[0].Image),
+		"env value":         sameString(a.Spec.Containers[0].Env[0].Value, b.Spec.Containers[0].Env[0].Value),
+		"mount path":        sameString(a.Spec.Containers[0].VolumeMounts[0].MountPath, b.Spec.Containers[0].VolumeMounts[0].MountPath),
+		"requests":          sameMap(a.Spec.Containers[0].Resources.Requests, b.Spec.Containers[0].Resources.Requests),
+		"status resources":  sameMap(a.Status.ContainerStatuses[0].AllocatedResources, b.Spec.Containers[0].Resources.Requests),
+		"tolerations":       &a.Spec.Tolerations[0] == &b.Spec.Tolerations[0],
+		"volume source":     a.Spec.Volumes[0].Projected == b.Spec.Volumes[0].Projected,
+		"condition type":    sameString(string(a.Status.Conditions[0].Type), string(b.Status.Conditions[0].Type)),
+		"status image":      sameString(a.Status.ContainerStatuses[0].Image, b.Spec.Containers[0].Image),
+		"mount name in pod": sameString(a.Spec.Containers[0].VolumeMounts[0].Name, a.Spec.Volumes[0].Name),
+		"status mount name": sameString(a.Status.ContainerStatuses[0].VolumeMounts[0].Name, a.Spec.Volumes[0].Name),
+		"pod IP in pod":     sameString(a.Status.PodIPs[0].IP, a.Status.PodIP),
+	}
+	for what, ok := range shared {
+		if !ok {
+			t.Errorf("%s: not shared", what)
+		}
+	}
+	if sameString(a.Status.PodIP, b.Status.PodIP) || sameString(a.Name, b.Name) {
+		t.Error("values of one pod are shared with another")
+	}
+}
+
+func TestKeysTellDifferentValuesApart(t *testing.T) {
+	if sameMap(StringMap(map[string]string{"a": "b=c"}), StringMap(map[string]string{"a=b": "c"})) {
+		t.Error("two maps that differ in where a key ends are shared")
+	}
+	if sameMap(StringMap(map[string]string{"a": "1", "b": "2"}), StringMap(map[string]string{"a": "1"})) {
+		t.Error("a map and its subset are shared")
+	}
+	list := func(cpu string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}
+	}
+	if !sameMap(ResourceList(list("100m")), ResourceList(list("0.1"))) {
+		t.Error("100m and 0.1 are not the same list")
+	}
+	if sameMap(ResourceList(list("100m")), ResourceList(list("200m"))) {
+		t.Error("100m and 200m are shared")
+	}
+	// Equal in value, written differently by String: 1Gi and 1073741824.
+	gi, bytes := corev1.ResourceList{"memory": resource.MustParse("1Gi")}, corev1.ResourceList{"memory": resource.MustParse("1073741824")}
+	if sameMap(ResourceList(gi), ResourceList(bytes)) {
+		t.Error("a binary and a decimal quantity are shared: the pod would read back 1073741824 for 1Gi")
+	}
+	one := func(seconds int64) []corev1.Toleration {
+		return []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists, TolerationSeconds: &seconds}}
+	}
+	if x, y := Tolerations(one(300)), Tolerations(one(60)); &x[0] == &y[0] {
+		t.Error("tolerations of different seconds are shared")
+	}
+	if got := StringMap(nil); got != nil {
+		t.Errorf("StringMap(nil) = %v", got)
+	}
+}
+
+func TestTableStartsOverWhenFull(t *testing.T) {
+	table := NewTable[*int](2)
+	first := new(int)
+	if table.Share([]byte("1"), first) != first || table.Share([]byte("1"), new(int)) != first {
+		t.Fatal("a value is not shared while the table has room")
+	}
+	table.Share([]byte("2"), new(int))
+	table.Share([]byte("3"), new(int)) // full: starts over
+	if n := table.Len(); n != 1 {
+		t.Fatalf("%d values kept after starting over, want 1", n)
+	}
+	if table.Share([]byte("1"), new(int)) == first {
+		t.Error("a value from before starting over is still kept")
+	}
+	long := make([]byte, maxKey+1)
+	if v := new(int); table.Share(long, v) != v || table.Len() != 2 {
+		t.Error("a value with a key over maxKey is kept")
+	}
+}
