@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/vkubelet/virtual-kubelet/internal/intern"
 	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
@@ -321,16 +322,20 @@ type containerSpec struct {
 	restartPolicy *corev1.ContainerRestartPolicy
 }
 
+// infoOf and specOf keep the process's instances of the maps a pod's copy
+// repeats (package intern), so the mock's record of a pod adds little to
+// the informer's: the mock never changes them in place.
 func infoOf(pod *corev1.Pod) *podInfo {
 	info := &podInfo{
 		namespace: pod.Namespace, name: pod.Name, uid: pod.UID,
-		labels: pod.Labels, annotations: pod.Annotations, created: pod.CreationTimestamp,
+		labels: intern.StringMap(pod.Labels), annotations: intern.StringMap(pod.Annotations), created: pod.CreationTimestamp,
 		nodeName: pod.Spec.NodeName, restartPolicy: pod.Spec.RestartPolicy,
 	}
 	return info
 }
 
 func specOf(c corev1.Container) containerSpec {
+	intern.Requirements(&c.Resources)
 	return containerSpec{name: c.Name, image: c.Image, command: c.Command, args: c.Args, env: c.Env, ports: c.Ports, mounts: c.VolumeMounts, resources: c.Resources, restartPolicy: c.RestartPolicy}
 }
 

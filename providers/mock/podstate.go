@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/vkubelet/virtual-kubelet/internal/intern"
 )
 
 // podState is a pod as the mock runs it. Every method expects the
@@ -83,6 +85,7 @@ type instance struct{ start, end time.Time }
 
 func newPodState(p *Provider, pod *corev1.Pod, scripts podScripts, ips []string) *podState {
 	ps := &podState{p: p, pod: infoOf(pod), ips: ips, created: p.clock.Now(), resources: pod.Spec.Resources.DeepCopy()}
+	intern.Requirements(ps.resources)
 	// Containers wait to be created; with init containers, the later ones
 	// wait for the pod's initialisation.
 	waiting := "ContainerCreating"
@@ -101,20 +104,24 @@ func newContainerState(c corev1.Container, s script, waiting string) *containerS
 	// The status shares the spec's resource lists: the mock replaces
 	// them on a resize and never changes them in place, and statuses
 	// hands out copies.
-	resources := c.Resources
+	spec := specOf(c)
+	resources := spec.resources
 	return &containerState{
-		spec:   specOf(c),
+		spec:   spec,
 		script: s,
 		status: corev1.ContainerStatus{
 			Name:      c.Name,
 			Image:     c.Image,
-			ImageID:   "mock://" + c.Image,
+			ImageID:   imageID(c.Image),
 			Started:   ptr.To(false),
 			Resources: &resources,
 			State:     corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: waiting}},
 		},
 	}
 }
+
+// imageID is the image ID the mock reports for image.
+func imageID(image string) string { return intern.String("mock://" + image) }
 
 // container finds an app or init container by name.
 func (ps *podState) container(name string) *containerState {
@@ -368,14 +375,14 @@ func (ps *podState) stopSidecars() {
 // new resources are applied (see updateResources). It reports whether the
 // status changed.
 func (ps *podState) update(pod *corev1.Pod) bool {
-	ps.pod.labels, ps.pod.annotations = pod.Labels, pod.Annotations
+	ps.pod.labels, ps.pod.annotations = intern.StringMap(pod.Labels), intern.StringMap(pod.Annotations)
 	changed := ps.addEphemeral(pod)
 	for _, spec := range pod.Spec.Containers {
 		c := ps.container(spec.Name)
 		if c == nil || c.spec.image == spec.Image {
 			continue
 		}
-		c.spec, c.status.Image, c.status.ImageID = specOf(spec), spec.Image, "mock://"+spec.Image
+		c.spec, c.status.Image, c.status.ImageID = specOf(spec), spec.Image, imageID(spec.Image)
 		ps.restart(c)
 		changed = true
 	}
