@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -358,4 +360,40 @@ func (r *recordedMetrics) NewLongestRunningProcessorSecondsMetric(q string) work
 }
 func (r *recordedMetrics) NewRetriesMetric(q string) workqueue.CounterMetric {
 	return r.metric(q, "retries")
+}
+
+// Keys waiting for different times are handled in the order of their
+// times, none before it, whatever the order they were added in.
+func TestDelayedKeysComeInTimeOrder(t *testing.T) {
+	const n = 20
+	type handling struct {
+		key string
+		at  time.Time
+	}
+	handled := make(chan handling, n)
+	q := New("order", nil, nil, func(_ context.Context, key string) error {
+		handled <- handling{key, time.Now()}
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go q.Run(ctx, 1)
+	start := time.Now()
+	delay := func(i int) time.Duration { return time.Duration(20+15*i) * time.Millisecond }
+	for _, i := range rand.Perm(n) {
+		q.EnqueueAfter(fmt.Sprint(i), delay(i))
+	}
+	for want := range n {
+		select {
+		case h := <-handled:
+			if h.key != fmt.Sprint(want) {
+				t.Fatalf("handled %s, want %d next", h.key, want)
+			}
+			if h.at.Sub(start) < delay(want) {
+				t.Errorf("key %d handled after %s, before its %s", want, h.at.Sub(start), delay(want))
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("key %d never handled", want)
+		}
+	}
 }
