@@ -95,7 +95,7 @@ func ResourceList(l corev1.ResourceList) corev1.ResourceList {
 		key = appendField(key, name)
 		key = appendBytes(key, digits)
 		key = strconv.AppendInt(key, int64(exponent), 10)
-		key = append(key, byte(q.Format[0]), ';')
+		key = appendField(key, string(q.Format))
 	}
 	return resourceLists.Share(key, l)
 }

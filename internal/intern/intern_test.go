@@ -121,6 +121,10 @@ func TestKeysTellDifferentValuesApart(t *testing.T) {
 	if sameMap(ResourceList(gi), ResourceList(bytes)) {
 		t.Error("a binary and a decimal quantity are shared: the pod would read back 1073741824 for 1Gi")
 	}
+	// 1e3 and 1k are one value in two formats of the same first letter.
+	if sameMap(ResourceList(list("1e3")), ResourceList(list("1k"))) {
+		t.Error("an exponent and an SI quantity are shared")
+	}
 	one := func(seconds int64) []corev1.Toleration {
 		return []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists, TolerationSeconds: &seconds}}
 	}
