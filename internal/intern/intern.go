@@ -21,24 +21,24 @@ import (
 // annotation) are seldom repeated, and the table would hold a second copy.
 const maxKey = 4096
 
-// Table hands out one instance of each distinct value it is given, by a
+// table hands out one instance of each distinct value it is given, by a
 // key that is equal exactly when the values are. It keeps at most max
 // values; when full it starts over, so values no pod has any more are not
 // kept for ever.
-type Table[V any] struct {
+type table[V any] struct {
 	mu     sync.Mutex
 	values map[string]V
 	max    int
 }
 
-// NewTable returns an empty table that keeps at most max values.
-func NewTable[V any](max int) *Table[V] {
-	return &Table[V]{values: make(map[string]V), max: max}
+// newTable returns an empty table that keeps at most max values.
+func newTable[V any](max int) *table[V] {
+	return &table[V]{values: make(map[string]V), max: max}
 }
 
-// Share returns the instance kept under key, v itself (now kept) the first
+// share returns the instance kept under key, v itself (now kept) the first
 // time. Only a value it keeps copies the key.
-func (t *Table[V]) Share(key []byte, v V) V {
+func (t *table[V]) share(key []byte, v V) V {
 	if len(key) > maxKey {
 		return v
 	}
@@ -54,20 +54,13 @@ func (t *Table[V]) Share(key []byte, v V) V {
 	return v
 }
 
-// Len is the number of values kept.
-func (t *Table[V]) Len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.values)
-}
-
 // The process's tables: the informers of all its nodes and its providers
 // share them, so a provider's copy of a value is the cache's instance too.
 var (
-	resourceLists = NewTable[corev1.ResourceList](4096)
-	stringMaps    = NewTable[map[string]string](4096)
-	volumeSources = NewTable[corev1.VolumeSource](4096)
-	tolerations   = NewTable[[]corev1.Toleration](1024)
+	resourceLists = newTable[corev1.ResourceList](4096)
+	stringMaps    = newTable[map[string]string](4096)
+	volumeSources = newTable[corev1.VolumeSource](4096)
+	tolerations   = newTable[[]corev1.Toleration](1024)
 )
 
 // String returns the process's instance of s. Strings are kept weakly
@@ -97,7 +90,7 @@ func ResourceList(l corev1.ResourceList) corev1.ResourceList {
 		key = strconv.AppendInt(key, int64(exponent), 10)
 		key = appendField(key, string(q.Format))
 	}
-	return resourceLists.Share(key, l)
+	return resourceLists.share(key, l)
 }
 
 // Requirements shares r's lists in place.
@@ -120,7 +113,7 @@ func StringMap(m map[string]string) map[string]string {
 		key = appendField(key, k)
 		key = appendField(key, m[k])
 	}
-	return stringMaps.Share(key, m)
+	return stringMaps.share(key, m)
 }
 
 // VolumeSource returns a source equal to s whose pointers are the process's
@@ -131,7 +124,7 @@ func VolumeSource(s corev1.VolumeSource) corev1.VolumeSource {
 	if !ok {
 		return s
 	}
-	return volumeSources.Share(key, s)
+	return volumeSources.share(key, s)
 }
 
 // Tolerations returns the process's instance of a list equal to l.
@@ -148,7 +141,7 @@ func Tolerations(l []corev1.Toleration) []corev1.Toleration {
 		}
 		key = appendBytes(key, wire)
 	}
-	return tolerations.Share(key, l)
+	return tolerations.share(key, l)
 }
 
 // message is a generated protobuf message of the core API.

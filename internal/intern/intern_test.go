@@ -137,21 +137,21 @@ func TestKeysTellDifferentValuesApart(t *testing.T) {
 }
 
 func TestTableStartsOverWhenFull(t *testing.T) {
-	table := NewTable[*int](2)
+	shared := newTable[*int](2)
 	first := new(int)
-	if table.Share([]byte("1"), first) != first || table.Share([]byte("1"), new(int)) != first {
+	if shared.share([]byte("1"), first) != first || shared.share([]byte("1"), new(int)) != first {
 		t.Fatal("a value is not shared while the table has room")
 	}
-	table.Share([]byte("2"), new(int))
-	table.Share([]byte("3"), new(int)) // full: starts over
-	if n := table.Len(); n != 1 {
+	shared.share([]byte("2"), new(int))
+	shared.share([]byte("3"), new(int)) // full: starts over
+	if n := len(shared.values); n != 1 {
 		t.Fatalf("%d values kept after starting over, want 1", n)
 	}
-	if table.Share([]byte("1"), new(int)) == first {
+	if shared.share([]byte("1"), new(int)) == first {
 		t.Error("a value from before starting over is still kept")
 	}
 	long := make([]byte, maxKey+1)
-	if v := new(int); table.Share(long, v) != v || table.Len() != 2 {
+	if v := new(int); shared.share(long, v) != v || len(shared.values) != 2 {
 		t.Error("a value with a key over maxKey is kept")
 	}
 }
