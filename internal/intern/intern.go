@@ -118,13 +118,19 @@ func StringMap(m map[string]string) map[string]string {
 
 // VolumeSource returns a source equal to s whose pointers are the process's
 // instances: every pod of a namespace mounts the same token projection.
+// The key is the source's protobuf encoding, equal exactly when the sources
+// are; the generated methods are called on the concrete types so that the
+// buffers stay on the stack.
 func VolumeSource(s corev1.VolumeSource) corev1.VolumeSource {
 	var buf [256]byte
-	key, ok := marshal(buf[:], &s)
-	if !ok {
+	n := s.Size()
+	if n > len(buf) {
 		return s
 	}
-	return volumeSources.share(key, s)
+	if _, err := s.MarshalToSizedBuffer(buf[:n]); err != nil {
+		return s
+	}
+	return volumeSources.share(buf[:n], s)
 }
 
 // Tolerations returns the process's instance of a list equal to l.
@@ -135,32 +141,16 @@ func Tolerations(l []corev1.Toleration) []corev1.Toleration {
 	var buf, one [256]byte
 	key := buf[:0]
 	for i := range l {
-		wire, ok := marshal(one[:], &l[i])
-		if !ok {
+		n := l[i].Size()
+		if n > len(one) {
 			return l
 		}
-		key = appendBytes(key, wire)
+		if _, err := l[i].MarshalToSizedBuffer(one[:n]); err != nil {
+			return l
+		}
+		key = appendBytes(key, one[:n])
 	}
 	return tolerations.share(key, l)
-}
-
-// message is a generated protobuf message of the core API.
-type message interface {
-	Size() int
-	MarshalToSizedBuffer([]byte) (int, error)
-}
-
-// marshal encodes m into buf when it fits; the wire form of two messages
-// is equal exactly when they are.
-func marshal(buf []byte, m message) ([]byte, bool) {
-	n := m.Size()
-	if n > len(buf) {
-		return nil, false
-	}
-	if _, err := m.MarshalToSizedBuffer(buf[:n]); err != nil {
-		return nil, false
-	}
-	return buf[:n], true
 }
 
 // sortedKeys appends m's keys to into, sorted.
