@@ -1,8 +1,8 @@
 // Package intern keeps one instance of the values that many pods repeat,
 // so that a process holding thousands of pods holds each such value once:
-// strings, resource lists, label and annotation maps, volume sources and
-// tolerations. The pods of one Deployment differ in little more than their
-// names, UIDs, IPs and times.
+// strings, resource lists, label and annotation maps, volume sources,
+// tolerations, security contexts, affinity and probes. The pods of one
+// Deployment differ in little more than their names, UIDs, IPs and times.
 //
 // Shared values are read-only, as any object from an informer's cache is:
 // whoever changes one copies it first.
@@ -61,6 +61,12 @@ var (
 	stringMaps    = newTable[map[string]string](4096)
 	volumeSources = newTable[corev1.VolumeSource](4096)
 	tolerations   = newTable[[]corev1.Toleration](1024)
+	// What the pods of a Deployment repeat from its template, nil in most
+	// other pods: each is a few allocations when decoded.
+	podSecurityContexts = newTable[*corev1.PodSecurityContext](1024)
+	securityContexts    = newTable[*corev1.SecurityContext](1024)
+	affinities          = newTable[*corev1.Affinity](1024)
+	probes              = newTable[*corev1.Probe](1024)
 )
 
 // String returns the process's instance of s. Strings are kept weakly
@@ -151,6 +157,32 @@ func Tolerations(l []corev1.Toleration) []corev1.Toleration {
 		key = appendBytes(key, one[:n])
 	}
 	return tolerations.share(key, l)
+}
+
+// message is a generated protobuf message of the core API.
+type message interface {
+	Size() int
+	MarshalToSizedBuffer([]byte) (int, error)
+}
+
+// sharePointer returns the instance in t of a value equal to *p, keyed by
+// its protobuf encoding; nil for nil.
+func sharePointer[T any, P interface {
+	*T
+	message
+}](t *table[P], p P) P {
+	if p == nil {
+		return nil
+	}
+	n := p.Size()
+	if n > maxKey {
+		return p
+	}
+	key := make([]byte, n)
+	if _, err := p.MarshalToSizedBuffer(key); err != nil {
+		return p
+	}
+	return t.share(key, p)
 }
 
 // sortedKeys appends m's keys to into, sorted.

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 )
 
@@ -30,6 +31,17 @@ func decoded(t *testing.T, name, ip string) *corev1.Pod {
 				Name: "web", Image: "registry.example.com/web:1.2.3", Resources: corev1.ResourceRequirements{Requests: cpu},
 				Env:          []corev1.EnvVar{{Name: "LISTEN_ADDRESS", Value: "0.0.0.0:8080"}},
 				VolumeMounts: []corev1.VolumeMount{{Name: volume, MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}},
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}},
+				LivenessProbe:  &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromInt32(8080)}}},
+			}},
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true)},
+			Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 100, PodAffinityTerm: corev1.PodAffinityTerm{
+					TopologyKey: "kubernetes.io/hostname", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+				}}},
 			}},
 			Tolerations: []corev1.Toleration{{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)}},
 			Volumes: []corev1.Volume{{Name: volume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
@@ -84,6 +96,10 @@ func TestPodSharesWhatPodsRepeatAndChangesNothing(t *testing.T) {
 		"status resources":  sameMap(a.Status.ContainerStatuses[0].AllocatedResources, b.Spec.Containers[0].Resources.Requests),
 		"tolerations":       &a.Spec.Tolerations[0] == &b.Spec.Tolerations[0],
 		"volume source":     a.Spec.Volumes[0].Projected == b.Spec.Volumes[0].Projected,
+		"pod security":      a.Spec.SecurityContext == b.Spec.SecurityContext,
+		"affinity":          a.Spec.Affinity == b.Spec.Affinity,
+		"security context":  a.Spec.Containers[0].SecurityContext == b.Spec.Containers[0].SecurityContext,
+		"readiness probe":   a.Spec.Containers[0].ReadinessProbe == b.Spec.Containers[0].ReadinessProbe,
 		"condition type":    sameString(string(a.Status.Conditions[0].Type), string(b.Status.Conditions[0].Type)),
 		"status image":      sameString(a.Status.ContainerStatuses[0].Image, b.Spec.Containers[0].Image),
 		"mount name in pod": sameString(a.Spec.Containers[0].VolumeMounts[0].Name, a.Spec.Volumes[0].Name),
@@ -94,6 +110,9 @@ func TestPodSharesWhatPodsRepeatAndChangesNothing(t *testing.T) {
 		if !ok {
 			t.Errorf("%s: not shared", what)
 		}
+	}
+	if a.Spec.Containers[0].LivenessProbe == a.Spec.Containers[0].ReadinessProbe {
+		t.Error("two different probes are shared")
 	}
 	if sameString(a.Status.PodIP, b.Status.PodIP) || sameString(a.Name, b.Name) {
 		t.Error("values of one pod are shared with another")

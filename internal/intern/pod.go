@@ -24,6 +24,8 @@ func spec(s *corev1.PodSpec) {
 	s.DNSPolicy, s.RestartPolicy = corev1.DNSPolicy(String(string(s.DNSPolicy))), corev1.RestartPolicy(String(string(s.RestartPolicy)))
 	s.NodeSelector = StringMap(s.NodeSelector)
 	s.Tolerations = Tolerations(s.Tolerations)
+	s.SecurityContext = sharePointer(podSecurityContexts, s.SecurityContext)
+	s.Affinity = sharePointer(affinities, s.Affinity)
 	for i := range s.Volumes {
 		s.Volumes[i].VolumeSource = VolumeSource(s.Volumes[i].VolumeSource)
 	}
@@ -56,6 +58,10 @@ func container(c *corev1.Container, volumes []corev1.Volume) {
 		m.Name, m.MountPath, m.SubPath = volumeName(m.Name, volumes), String(m.MountPath), String(m.SubPath)
 	}
 	Requirements(&c.Resources)
+	c.SecurityContext = sharePointer(securityContexts, c.SecurityContext)
+	c.LivenessProbe = sharePointer(probes, c.LivenessProbe)
+	c.ReadinessProbe = sharePointer(probes, c.ReadinessProbe)
+	c.StartupProbe = sharePointer(probes, c.StartupProbe)
 }
 
 // volumeName is the name of the pod's volume called name. Volume names are
