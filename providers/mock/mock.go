@@ -166,10 +166,12 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 	if !ok {
 		return errdefs.NotFoundf("pod %s/%s is not in the mock provider", pod.Namespace, pod.Name)
 	}
-	if ps.update(pod) {
-		p.changed(ps)
-	}
-	p.persist(ctx, p.state.updated(ps))
+	ps.during(p.clock.Now(), func() {
+		if ps.update(pod) {
+			p.changed(ps)
+		}
+		p.persist(ctx, p.state.updated(ps))
+	})
 	return nil
 }
 

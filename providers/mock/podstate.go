@@ -36,6 +36,9 @@ type podState struct {
 	// ephemeral are the containers kubectl debug added; they run once.
 	ephemeral []*containerState
 	deleted   bool
+	// at is the time of the transition being made (see during); zero
+	// between transitions.
+	at time.Time
 }
 
 // containerState is one container's runtime state.
@@ -149,28 +152,50 @@ func (c *containerState) isSidecar() bool {
 
 // begin starts the containers now or after the scripted start delay.
 func (ps *podState) begin() {
-	delay := time.Duration(0)
-	if v, ok := ps.pod.annotations[AnnotationStartDelay]; ok {
-		// parseScript validated it.
-		delay, _ = time.ParseDuration(v)
+	ps.during(ps.created, func() {
+		delay := time.Duration(0)
+		if v, ok := ps.pod.annotations[AnnotationStartDelay]; ok {
+			// parseScript validated it.
+			delay, _ = time.ParseDuration(v)
+		}
+		if delay == 0 {
+			ps.start()
+			return
+		}
+		ps.startTimer = ps.after(delay, ps.start)
+	})
+}
+
+// during makes the transition f at t: every time f stamps is t. A timer's
+// transition is made at the time it was set for, not the moment it fires,
+// so that a pod replayed from the state directory (by another replica, or
+// after a restart) reports the same times as the pod that ran.
+func (ps *podState) during(t time.Time, f func()) {
+	prev := ps.at
+	ps.at = t
+	defer func() { ps.at = prev }()
+	f()
+}
+
+// now is the time of the transition being made, else the clock's.
+func (ps *podState) now() time.Time {
+	if !ps.at.IsZero() {
+		return ps.at
 	}
-	if delay == 0 {
-		ps.start()
-		return
-	}
-	ps.startTimer = ps.after(delay, ps.start)
+	return ps.p.clock.Now()
 }
 
 // after runs f after d under the provider's lock and reports the change,
 // unless the pod has been deleted meanwhile.
 func (ps *podState) after(d time.Duration, f func()) stoppable {
+	at := ps.now().Add(d)
 	return ps.p.clock.AfterFunc(d, func() {
 		ps.p.mu.Lock()
 		defer ps.p.mu.Unlock()
 		if ps.deleted {
 			return
 		}
-		f()
+		ps.during(at, f)
 		ps.p.changed(ps)
 	})
 }
@@ -214,7 +239,7 @@ func (ps *podState) containerID(name string) string {
 
 // run starts one instance of the container.
 func (ps *podState) run(c *containerState) {
-	now := ps.p.clock.Now()
+	now := ps.now()
 	c.ran = true
 	c.status.ContainerID = ps.containerID(c.spec.name)
 	if c.script.failStart != "" {
@@ -244,7 +269,7 @@ func (ps *podState) run(c *containerState) {
 
 // exit ends the running instance with code.
 func (ps *podState) exit(c *containerState, code int32) {
-	now := ps.p.clock.Now()
+	now := ps.now()
 	c.instances[len(c.instances)-1].end = now
 	reason := "Completed"
 	if code != 0 {
@@ -396,10 +421,10 @@ func (ps *podState) restart(c *containerState) {
 		return
 	}
 	c.stopTimer()
-	c.instances[len(c.instances)-1].end = ps.p.clock.Now()
+	c.instances[len(c.instances)-1].end = ps.now()
 	c.status.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 		ExitCode: 0, Reason: "Completed", StartedAt: c.status.State.Running.StartedAt,
-		FinishedAt: metav1.NewTime(ps.p.clock.Now()), ContainerID: c.status.ContainerID,
+		FinishedAt: metav1.NewTime(ps.now()), ContainerID: c.status.ContainerID,
 	}}
 	c.status.RestartCount++
 	ps.run(c)
@@ -410,7 +435,7 @@ func (ps *podState) restart(c *containerState) {
 func (ps *podState) kill() {
 	ps.stopTimers()
 	ps.deleted = true
-	now := ps.p.clock.Now()
+	now := ps.now()
 	ps.started, ps.initPos = true, len(ps.init)
 	for _, c := range ps.all() {
 		if !c.ran {

@@ -88,7 +88,7 @@ func (s *stateDir) updated(ps *podState) error {
 	if apiequality.Semantic.DeepEqual(last, pod) {
 		return nil
 	}
-	f.Updates = append(f.Updates, podUpdate{At: ps.p.clock.Now(), Pod: pod})
+	f.Updates = append(f.Updates, podUpdate{At: ps.now(), Pod: pod})
 	return s.write(f)
 }
 

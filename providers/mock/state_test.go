@@ -381,3 +381,69 @@ func BenchmarkStateDir(b *testing.B) {
 		crash(q)
 	})
 }
+
+// A replica that takes over a node replays its pods from the shared state
+// directory while the first still runs them: both must report the same
+// start and finish times, to the nanosecond, or the API server sees the
+// pod restart (a second boundary between the two is enough).
+func TestReplayedTimesAreThoseThePodReported(t *testing.T) {
+	config := fmt.Sprintf(`{"vk0": {"stateDir": %q}}`, filepath.Join(t.TempDir(), "state"))
+	p, err := newProviderWithConfig(t, config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pods := []*corev1.Pod{
+		testPod("now", nil, corev1.RestartPolicyAlways),
+		testPod("delayed", map[string]string{AnnotationStartDelay: "30ms"}, corev1.RestartPolicyAlways),
+		// Starts at 0, 20, 50 and 100 ms, then 190: still between the
+		// two when the first provider stops.
+		testPod("restarting", map[string]string{AnnotationRunFor: "10ms", AnnotationRestartDelay: "10ms", AnnotationExitCode: "1"}, corev1.RestartPolicyAlways),
+		testPod("updated", nil, corev1.RestartPolicyAlways),
+	}
+	for _, pod := range pods {
+		if err := p.CreatePod(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	upgrade := testPod("updated", nil, corev1.RestartPolicyAlways)
+	upgrade.Spec.Containers[0].Image = "busybox:2"
+	if err := p.UpdatePod(ctx, upgrade); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(130 * time.Millisecond)
+
+	// The replica replays while the first provider's pods stand still.
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q, err := newProviderWithConfig(t, config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer crash(q)
+	for _, pod := range pods {
+		ran := p.pods[podKey("ns", pod.Name)].status()
+		replayed, err := q.GetPodStatus(ctx, "ns", pod.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		was, is := ran.ContainerStatuses[0], replayed.ContainerStatuses[0]
+		if !sameState(was.State, is.State) || !sameState(was.LastTerminationState, is.LastTerminationState) {
+			t.Errorf("%s: ran as %+v / last %+v, replayed as %+v / last %+v", pod.Name, was.State, was.LastTerminationState, is.State, is.LastTerminationState)
+		}
+	}
+}
+
+// sameState compares the times of two container states to the nanosecond.
+func sameState(a, b corev1.ContainerState) bool {
+	switch {
+	case a.Running != nil && b.Running != nil:
+		return a.Running.StartedAt.Equal(&b.Running.StartedAt)
+	case a.Terminated != nil && b.Terminated != nil:
+		return a.Terminated.StartedAt.Equal(&b.Terminated.StartedAt) && a.Terminated.FinishedAt.Equal(&b.Terminated.FinishedAt)
+	case a.Waiting != nil && b.Waiting != nil:
+		return a.Waiting.Reason == b.Waiting.Reason
+	}
+	return a.Running == nil && b.Running == nil && a.Terminated == nil && b.Terminated == nil && a.Waiting == nil && b.Waiting == nil
+}
