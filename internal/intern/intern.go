@@ -92,7 +92,7 @@ func ResourceList(l corev1.ResourceList) corev1.ResourceList {
 		q := l[corev1.ResourceName(name)]
 		digits, exponent := q.AsCanonicalBytes(number[:0])
 		key = appendField(key, name)
-		key = appendBytes(key, digits)
+		key = appendField(key, digits)
 		key = strconv.AppendInt(key, int64(exponent), 10)
 		key = appendField(key, string(q.Format))
 	}
@@ -154,7 +154,7 @@ func Tolerations(l []corev1.Toleration) []corev1.Toleration {
 		if _, err := l[i].MarshalToSizedBuffer(one[:n]); err != nil {
 			return l
 		}
-		key = appendBytes(key, one[:n])
+		key = appendField(key, one[:n])
 	}
 	return tolerations.share(key, l)
 }
@@ -196,14 +196,7 @@ func sortedKeys[K ~string, V any](into []string, m map[K]V) []string {
 
 // appendField appends s length-first, so that no two sequences of fields
 // make the same key.
-func appendField(b []byte, s string) []byte {
-	b = strconv.AppendInt(b, int64(len(s)), 10)
-	b = append(b, ':')
-	return append(b, s...)
-}
-
-// appendBytes is appendField for bytes.
-func appendBytes(b, s []byte) []byte {
+func appendField[S string | []byte](b []byte, s S) []byte {
 	b = strconv.AppendInt(b, int64(len(s)), 10)
 	b = append(b, ':')
 	return append(b, s...)
