@@ -54,6 +54,19 @@ type PodVolumeHandler interface {
 	SetPodVolumes(ctx context.Context, pod *corev1.Pod, contents *volume.Contents) error
 }
 
+// TokenOnReadHandler is a PodVolumeHandler that reads its pods'
+// service-account tokens rarely if ever, as a simulator does. When
+// ReadsTokensOnRead says so, the controller requests no token to start a
+// pod: each token file comes with volume.File.Token set and no Data, and
+// File.Read requests the token when the provider reads it (and again once
+// it is due for renewal), so a pod costs a TokenRequest only if its token
+// is read. A provider that writes the files for real containers to read
+// wants the tokens at once, and should not implement this.
+type TokenOnReadHandler interface {
+	PodVolumeHandler
+	ReadsTokensOnRead() bool
+}
+
 // podVolumes is the controller's volume state; nil when the provider does
 // not implement PodVolumeHandler.
 type podVolumes struct {
@@ -93,6 +106,9 @@ func newPodVolumes(pc *PodController, cfg PodControllerConfig) *podVolumes {
 	}
 	if cfg.ServiceAccountClient != nil {
 		v.resolver.Tokens = volume.NewTokens(cfg.ServiceAccountClient, cfg.ServiceAccountTokenMaxAge)
+	}
+	if r, ok := h.(TokenOnReadHandler); ok {
+		v.resolver.TokensOnRead = r.ReadsTokensOnRead()
 	}
 	v.queue = queue.New(SyncPodVolumesQueue, nil, retryUntilPermanent, pc.syncPodVolumes, queueOptions(cfg)...)
 	return v

@@ -2,6 +2,8 @@ package main_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,7 +23,10 @@ import (
 // TestPodFilesThroughKubectl is what a newcomer tries on the mock: read the
 // pod's service-account token, ca.crt and namespace, and a ConfigMap file
 // with kubectl exec, see a ConfigMap update arrive, kubectl cp both ways,
-// and kubectl debug -it into an ephemeral container.
+// and kubectl debug -it into an ephemeral container. The mock in process
+// reads tokens on read, so its pod's token is issued when first read; a
+// plugin gets the files with the tokens in them, issued before the pod
+// starts.
 func TestPodFilesThroughKubectl(t *testing.T) { forEachTransport(t, testPodFilesThroughKubectl) }
 
 func testPodFilesThroughKubectl(t *testing.T, via transport) {
@@ -52,9 +57,16 @@ func testPodFilesThroughKubectl(t *testing.T, via transport) {
 		t.Fatal(err)
 	}
 	waitPod(t, c.Client, ns, "hello", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	// A token issued from here on says so in its issue time, to the second.
+	running := time.Now()
+	time.Sleep(time.Until(running.Truncate(time.Second).Add(time.Second)))
 
 	const sa = "/var/run/secrets/kubernetes.io/serviceaccount/"
 	token := kubectl(t, c, "-n", ns, "exec", "hello", "--", "cat", sa+"token")
+	issuedOnRead := issuedAt(t, token) > running.Unix()
+	if want := via.name == "in-process"; issuedOnRead != want {
+		t.Errorf("token issued at %d, the pod Running at %s: issued on read %v, want %v", issuedAt(t, token), running.Format(time.RFC3339Nano), issuedOnRead, want)
+	}
 	tr, err := c.Client.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
 		Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
 	if err != nil {
@@ -144,4 +156,25 @@ func testPodFilesThroughKubectl(t *testing.T, via transport) {
 	if out, err := c.Kubectl(ctx, "-n", ns, "exec", "plain", "--", "cat", sa+"token"); err == nil || !strings.Contains(out, "No such file") {
 		t.Errorf("automountServiceAccountToken: false, yet a token: %v %q", err, out)
 	}
+}
+
+// issuedAt is the issue time (iat, Unix seconds) in a service-account
+// token's claims.
+func issuedAt(t *testing.T, token string) int64 {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		t.Fatalf("not a JWT: %q", token)
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	var claims struct {
+		IssuedAt int64 `json:"iat"`
+	}
+	if err == nil {
+		err = json.Unmarshal(payload, &claims)
+	}
+	if err != nil || claims.IssuedAt == 0 {
+		t.Fatalf("the token's claims %q: %v", payload, err)
+	}
+	return claims.IssuedAt
 }

@@ -52,6 +52,14 @@ type tokenKey struct {
 	expirationSeconds        int64
 }
 
+func newTokenKey(pod *corev1.Pod, audience string, expirationSeconds int64) tokenKey {
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	return tokenKey{serviceAccount: sa, audience: audience, expirationSeconds: expirationSeconds}
+}
+
 // NewTokens returns a token source using client. maxAge is the age at which
 // a token is renewed even if it is valid much longer; 0 means
 // DefaultTokenMaxAge.
@@ -67,11 +75,7 @@ func NewTokens(client corev1client.ServiceAccountsGetter, maxAge time.Duration) 
 // server's own) and valid for about expirationSeconds. A cached token is
 // returned until its RefreshAt.
 func (t *Tokens) Get(ctx context.Context, pod *corev1.Pod, audience string, expirationSeconds int64) (Token, error) {
-	sa := pod.Spec.ServiceAccountName
-	if sa == "" {
-		sa = "default"
-	}
-	key := tokenKey{serviceAccount: sa, audience: audience, expirationSeconds: expirationSeconds}
+	key := newTokenKey(pod, audience, expirationSeconds)
 	t.mu.Lock()
 	tok, ok := t.cached(pod.UID, key)
 	t.mu.Unlock()
@@ -79,22 +83,75 @@ func (t *Tokens) Get(ctx context.Context, pod *corev1.Pod, audience string, expi
 		return tok, nil
 	}
 
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		ExpirationSeconds: &expirationSeconds,
-		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-	}}
-	if audience != "" {
-		req.Spec.Audiences = []string{audience}
-	}
-	requested := t.now()
-	issued, err := t.client.ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+	tok, err := t.request(ctx, podRef{namespace: pod.Namespace, name: pod.Name, uid: pod.UID}, key)
 	if err != nil {
-		return Token{}, fmt.Errorf("requesting a token for service account %s/%s: %w", pod.Namespace, sa, err)
+		return Token{}, err
 	}
-	tok = t.token(issued, requested)
 	t.mu.Lock()
 	t.store(pod.UID, key, tok)
 	t.mu.Unlock()
+	return tok, nil
+}
+
+// podRef is what a token is bound to.
+type podRef struct {
+	namespace, name string
+	uid             types.UID
+}
+
+// request asks the API server for a token of key's service account bound
+// to pod.
+func (t *Tokens) request(ctx context.Context, pod podRef, key tokenKey) (Token, error) {
+	expirationSeconds := key.expirationSeconds
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: &expirationSeconds,
+		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.name, UID: pod.uid},
+	}}
+	if key.audience != "" {
+		req.Spec.Audiences = []string{key.audience}
+	}
+	requested := t.now()
+	issued, err := t.client.ServiceAccounts(pod.namespace).CreateToken(ctx, key.serviceAccount, req, metav1.CreateOptions{})
+	if err != nil {
+		return Token{}, fmt.Errorf("requesting a token for service account %s/%s: %w", pod.namespace, key.serviceAccount, err)
+	}
+	return t.token(issued, requested), nil
+}
+
+// OnRead returns a source of the token Get would return, which requests
+// it only when it is read. The source keeps its token itself, not t, so it
+// needs no Forget: it goes when its holder drops it.
+func (t *Tokens) OnRead(pod *corev1.Pod, audience string, expirationSeconds int64) *TokenSource {
+	return &TokenSource{tokens: t, pod: podRef{namespace: pod.Namespace, name: pod.Name, uid: pod.UID}, key: newTokenKey(pod, audience, expirationSeconds)}
+}
+
+// TokenSource is one projected service-account token of a pod, requested
+// from the API server when it is first read and again once it is due for
+// renewal: what a reader sees is what a kubelet's file would hold at that
+// moment. It is safe for concurrent use; concurrent readers share one
+// request.
+type TokenSource struct {
+	tokens *Tokens
+	pod    podRef
+	key    tokenKey
+
+	mu  sync.Mutex
+	tok Token
+}
+
+// Token returns the current token, requesting one if there is none yet or
+// the last is due for renewal.
+func (s *TokenSource) Token(ctx context.Context) (Token, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tok.Token != "" && s.tokens.now().Before(s.tok.RefreshAt) {
+		return s.tok, nil
+	}
+	tok, err := s.tokens.request(ctx, s.pod, s.key)
+	if err != nil {
+		return Token{}, err
+	}
+	s.tok = tok
 	return tok, nil
 }
 

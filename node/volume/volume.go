@@ -53,10 +53,28 @@ type File struct {
 	// starting with "/" or containing "..".
 	Path string
 	// Data is the file's content. A string, so the files of many pods
-	// share the bytes of the ConfigMap or token they came from.
+	// share the bytes of the ConfigMap or token they came from. It is
+	// empty for a token requested on read (Token set): use Read.
 	Data string
 	// Mode holds the file's permission bits.
 	Mode int32
+	// Token, set only when the Resolver has TokensOnRead, is the
+	// service-account token this file holds, requested when it is read.
+	Token *TokenSource
+}
+
+// Read returns the file's content: Data, or for a token requested on read,
+// the token as of now (which asks the API server for one the first time
+// and once the last is due for renewal).
+func (f File) Read(ctx context.Context) (string, error) {
+	if f.Token == nil {
+		return f.Data, nil
+	}
+	tok, err := f.Token.Token(ctx)
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", f.Path, err)
+	}
+	return tok.Token, nil
 }
 
 // Volume is the resolved content of one of the pod's volumes.
@@ -82,8 +100,9 @@ type Contents struct {
 	// volumes of other kinds are not in it.
 	Volumes []Volume
 	// RefreshAt is when the earliest service-account token in the volumes
-	// is due for renewal (zero without tokens): the kubelet renews a token
-	// at 80% of its lifetime, or once it is 24 hours old.
+	// is due for renewal (zero without tokens, or with tokens requested on
+	// read, which renew themselves): the kubelet renews a token at 80% of
+	// its lifetime, or once it is 24 hours old.
 	RefreshAt time.Time
 	// Sources name the mutable ConfigMaps and Secrets the volumes were
 	// read from, as "ConfigMap/NAME" or "Secret/NAME". A change to one of
@@ -103,7 +122,8 @@ func (c *Contents) Volume(name string) *Volume {
 }
 
 // Sum is a digest of the files (paths, modes and data), to tell whether
-// contents changed without keeping them.
+// contents changed without keeping them. A token requested on read counts
+// by its path and mode alone: its renewals are not changes to deliver.
 func (c *Contents) Sum() [sha256.Size]byte {
 	h := sha256.New()
 	for _, v := range c.Volumes {
@@ -133,6 +153,10 @@ type Resolver struct {
 	// Tokens issues service-account tokens; without it a
 	// serviceAccountToken projection is an *InvalidError.
 	Tokens *Tokens
+	// TokensOnRead makes token files a File.Token to read, not a token
+	// requested now, for a reader that needs them rarely if ever (a
+	// simulator): a pod then costs no TokenRequest until it is read.
+	TokensOnRead bool
 	// Node, if set, returns the node the pod runs on: a downward API
 	// limits.* reference to a limit the container does not set resolves to
 	// the node's allocatable amount.
@@ -347,6 +371,9 @@ func (res *resolution) token(p *corev1.ServiceAccountTokenProjection, mode int32
 	expiration := int64(3600)
 	if p.ExpirationSeconds != nil {
 		expiration = *p.ExpirationSeconds
+	}
+	if res.r.TokensOnRead {
+		return []File{{Path: cleanPath(p.Path), Mode: mode, Token: res.r.Tokens.OnRead(res.pod, p.Audience, expiration)}}, nil
 	}
 	tok, err := res.r.Tokens.Get(res.ctx, res.pod, p.Audience, expiration)
 	if err != nil {

@@ -200,6 +200,64 @@ func TestTokenRenewal(t *testing.T) {
 	}
 }
 
+// TestTokensOnRead: with TokensOnRead, resolving a pod's token volume asks
+// for no token; the first read does, later reads share it until it is due
+// for renewal, and its renewals are not changes of the contents.
+func TestTokensOnRead(t *testing.T) {
+	var requests []*authenticationv1.TokenRequest
+	now := time.Now()
+	clock := func() time.Time { return now }
+	tokens := NewTokens(tokenClient(clock, &requests).CoreV1(), time.Hour)
+	tokens.now = clock
+	r := Resolver{Tokens: tokens, TokensOnRead: true}
+	pod := testPod()
+	pod.Spec.Volumes = []corev1.Volume{{Name: "vault", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+			Audience: "vault", ExpirationSeconds: ptr.To[int64](600), Path: "./token"}}}}}}}
+	ctx := context.Background()
+	contents, err := r.Resolve(ctx, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(requests) != 0 || !contents.RefreshAt.IsZero() {
+		t.Fatalf("resolving requested %d tokens and set RefreshAt %v; want none until read", len(requests), contents.RefreshAt)
+	}
+	f, ok := contents.Volumes[0].File("token")
+	if !ok || f.Data != "" || f.Token == nil || f.Mode != DefaultMode {
+		t.Fatalf("token file %+v, want one to read", f)
+	}
+	sum := contents.Sum()
+	read := func() string {
+		t.Helper()
+		data, err := f.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	first := read()
+	if first != "token-1-for-runner" || len(requests) != 1 {
+		t.Fatalf("first read %q after %d requests", first, len(requests))
+	}
+	if req := requests[0]; req.Spec.Audiences[0] != "vault" || *req.Spec.ExpirationSeconds != 600 || req.Spec.BoundObjectRef.UID != pod.UID {
+		t.Errorf("token requested as %+v", req.Spec)
+	}
+	now = now.Add(479 * time.Second)
+	if read() != first || len(requests) != 1 {
+		t.Error("a read before 80% of the token's lifetime requested another")
+	}
+	now = now.Add(time.Second)
+	if second := read(); second == first || len(requests) != 2 {
+		t.Errorf("the read at 80%% of its lifetime got %q after %d requests; want a renewed token", second, len(requests))
+	}
+	if contents.Sum() != sum {
+		t.Error("a renewal changed the contents' digest")
+	}
+	if plain := (File{Path: "a", Data: "x"}); func() string { d, _ := plain.Read(ctx); return d }() != "x" {
+		t.Error("Read of a plain file is not its Data")
+	}
+}
+
 func TestResolveErrors(t *testing.T) {
 	cms, secrets := listers(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "settings"}, Data: map[string]string{"a": "1"}})
 	r := &Resolver{ConfigMaps: cms, Secrets: secrets}

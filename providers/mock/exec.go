@@ -176,9 +176,13 @@ func (s *session) run(cmd []string) int {
 		fmt.Fprintln(s.stdout, strings.Join(args, " "))
 	case "cat":
 		for _, file := range args {
-			content, ok := s.file(file)
-			if !ok {
+			content, ok, err := s.file(file)
+			switch {
+			case !ok:
 				fmt.Fprintf(s.stderr, "cat: %s: No such file or directory\n", file)
+				return 1
+			case err != nil:
+				fmt.Fprintf(s.stderr, "cat: %v\n", err)
 				return 1
 			}
 			fmt.Fprint(s.stdout, content)
@@ -256,23 +260,39 @@ func (s *session) run(cmd []string) int {
 	return 0
 }
 
-// file returns the content of the few files the mock's containers have.
-func (s *session) file(name string) (string, bool) {
+// file returns the content of the few files the mock's containers have,
+// and whether name is one. Reading can fail where a kubelet's file could
+// not: a service-account token is requested when it is first read.
+func (s *session) file(name string) (string, bool, error) {
 	switch name {
 	case "/etc/hostname":
-		return s.pod.name + "\n", true
+		return s.pod.name + "\n", true, nil
 	case "/etc/resolv.conf":
 		// What the kubelet writes for dnsPolicy ClusterFirst.
 		ns, d := s.pod.namespace, s.domain
-		return fmt.Sprintf("search %s.svc.%s svc.%s %s\noptions ndots:5\n", ns, d, d, d), true
+		return fmt.Sprintf("search %s.svc.%s svc.%s %s\noptions ndots:5\n", ns, d, d, d), true, nil
 	}
 	if f, ok := s.fs.read(name); ok {
-		return string(f.data), true
+		return string(f.data), true, nil
 	}
 	if f, ok := s.mounted(name); ok {
-		return f.Data, true
+		data, err := f.Read(s.ctx)
+		return data, true, err
 	}
-	return "", false
+	return "", false, nil
+}
+
+// isFile reports whether name is a file, without reading it.
+func (s *session) isFile(name string) bool {
+	switch name {
+	case "/etc/hostname", "/etc/resolv.conf":
+		return true
+	}
+	if _, ok := s.fs.read(name); ok {
+		return true
+	}
+	_, ok := s.mounted(name)
+	return ok
 }
 
 // script runs ';'-separated built-in commands, words split on blanks.

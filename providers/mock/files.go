@@ -129,7 +129,7 @@ func (s *session) test(args []string) int {
 		fmt.Fprintln(s.stderr, "test: the mock supports test -e|-f|-d PATH")
 		return 2
 	}
-	_, isFile := s.file(path.Clean(args[1]))
+	isFile := s.isFile(path.Clean(args[1]))
 	isDir := s.isDir(args[1])
 	ok := false
 	switch args[0] {
@@ -180,7 +180,7 @@ func (s *session) tar(args []string) int {
 func (s *session) tarCreate(name string) int {
 	name = path.Join("/", name)
 	var files []string
-	if _, ok := s.file(name); ok {
+	if s.isFile(name) {
 		files = []string{name}
 	} else {
 		for _, f := range s.tree() {
@@ -195,7 +195,11 @@ func (s *session) tarCreate(name string) int {
 	}
 	tw := tar.NewWriter(s.stdout)
 	for _, f := range files {
-		data, _ := s.file(f)
+		data, _, err := s.file(f)
+		if err != nil {
+			fmt.Fprintf(s.stderr, "tar: %v\n", err)
+			return 2
+		}
 		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(f, "/"), Mode: s.fileMode(f), Size: int64(len(data)), ModTime: time.Now()}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return 2

@@ -34,6 +34,11 @@ func (p *Provider) SetPodVolumes(_ context.Context, pod *corev1.Pod, contents *v
 	return nil
 }
 
+// ReadsTokensOnRead implements node.TokenOnReadHandler: a mock pod's
+// token is requested when something reads it (kubectl exec cat), not for
+// every pod it starts.
+func (p *Provider) ReadsTokensOnRead() bool { return true }
+
 // forgetVolumes drops the files of the pod's volumes, unless they are a
 // newer pod's of the same name.
 func (p *Provider) forgetVolumes(pod *corev1.Pod) {
