@@ -32,6 +32,9 @@ type phaseResult struct {
 	Latencies          []time.Duration // create -> Running, sorted
 	// GoneP50 and GoneP99 are of each pod's delete request -> gone.
 	GoneP50, GoneP99 time.Duration
+	// RunningCPU and GoneCPU are where the machine's CPU went from the
+	// first create to all Running, and from the first delete to all gone.
+	RunningCPU, GoneCPU cpuUse
 }
 
 // tracker watches the pods of one namespace and records, per pod, when it
@@ -169,6 +172,7 @@ func benchPod(name, node string) *corev1.Pod {
 // afterRunning, if set, runs once all are Running, outside the timings.
 func runPass(ctx context.Context, client kubernetes.Interface, ns string, nodes []string, n, workers int, t *tracker, afterRunning func()) (*phaseResult, error) {
 	t.watch(ctx, client, ns)
+	cpu := readMachineCPU()
 	start := time.Now()
 	res := &phaseResult{Start: start}
 	if err := parallel(ctx, n, workers, func(i int) error {
@@ -185,6 +189,7 @@ func runPass(ctx context.Context, client kubernetes.Interface, ns string, nodes 
 		return nil, err
 	}
 	res.AllRunning = time.Since(start)
+	res.RunningCPU = readMachineCPU().since(cpu)
 	res.Latencies = t.latencies(t.created, t.running)
 	res.P50, res.P99 = percentiles(res.Latencies)
 	if afterRunning != nil {
@@ -193,6 +198,7 @@ func runPass(ctx context.Context, client kubernetes.Interface, ns string, nodes 
 
 	// One graceful delete per pod, as the garbage collector deletes a
 	// ReplicaSet's pods (a DeleteCollection of thousands times out).
+	cpu = readMachineCPU()
 	start = time.Now()
 	res.DeleteStart = start
 	if err := parallel(ctx, n, workers, func(i int) error {
@@ -212,6 +218,7 @@ func runPass(ctx context.Context, client kubernetes.Interface, ns string, nodes 
 		return nil, err
 	}
 	res.AllGone = time.Since(start)
+	res.GoneCPU = readMachineCPU().since(cpu)
 	res.GoneP50, res.GoneP99 = percentiles(t.latencies(t.deleting, t.gone))
 	return res, nil
 }

@@ -200,13 +200,7 @@ func (d *benchDaemon) usage() processUsage {
 	var u processUsage
 	pid := d.Cmd.Process.Pid
 	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-		// Fields after the command name, which is in parentheses.
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-		if len(fields) > 12 {
-			utime, _ := strconv.ParseInt(fields[11], 10, 64)
-			stime, _ := strconv.ParseInt(fields[12], 10, 64)
-			u.CPU = time.Duration(utime+stime) * time.Second / 100 // USER_HZ
-		}
+		_, u.CPU, _ = parseStat(string(stat))
 	}
 	if f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
 		defer f.Close()

@@ -32,6 +32,7 @@ func report(results []*result) string {
 		}
 	}
 	for _, r := range results {
+		writeMachineCPU(&b, r)
 		fmt.Fprintf(&b, "\nN=%d, daemon pass:\n\n", r.N)
 		fmt.Fprintf(&b, "- API server pod requests (all clients) during the pass: %s\n", formatCounts(r.APICalls))
 		writeDaemonStats(&b, r.Client, r.ProviderCalls, r.Queues)
@@ -48,6 +49,28 @@ func report(results []*result) string {
 		}
 	}
 	return b.String()
+}
+
+// writeMachineCPU lists where the machine's CPU went in each phase of
+// each pass: the passes are CPU-bound, and a ratio's cause is there.
+func writeMachineCPU(b *strings.Builder, r *result) {
+	type namedPass struct {
+		name string
+		pass *phaseResult
+	}
+	passes := []namedPass{{"floor", r.Floor}, {"B's floor", r.FloorB}, {"daemon", r.Daemon}}
+	if r.Kwok != nil {
+		passes = append(passes, namedPass{"kwok", r.Kwok.Pass})
+	}
+	if r.Plugin != nil {
+		passes = append(passes, namedPass{"out of process", r.Plugin.Pass})
+	}
+	fmt.Fprintf(b, "\nN=%d, where the machine's CPU went (every process, by name):\n\n", r.N)
+	for _, p := range passes {
+		if p.pass != nil {
+			fmt.Fprintf(b, "- %s, create→Running: %s\n- %s, delete→gone: %s\n", p.name, p.pass.RunningCPU, p.name, p.pass.GoneCPU)
+		}
+	}
 }
 
 // writeDaemonStats lists a daemon's API requests, provider calls and queues.
