@@ -83,7 +83,7 @@ func (t *Tokens) Get(ctx context.Context, pod *corev1.Pod, audience string, expi
 		return tok, nil
 	}
 
-	tok, err := t.request(ctx, podRef{namespace: pod.Namespace, name: pod.Name, uid: pod.UID}, key)
+	tok, err := t.request(ctx, refOf(pod), key)
 	if err != nil {
 		return Token{}, err
 	}
@@ -97,6 +97,10 @@ func (t *Tokens) Get(ctx context.Context, pod *corev1.Pod, audience string, expi
 type podRef struct {
 	namespace, name string
 	uid             types.UID
+}
+
+func refOf(pod *corev1.Pod) podRef {
+	return podRef{namespace: pod.Namespace, name: pod.Name, uid: pod.UID}
 }
 
 // request asks the API server for a token of key's service account bound
@@ -122,7 +126,7 @@ func (t *Tokens) request(ctx context.Context, pod podRef, key tokenKey) (Token, 
 // it only when it is read. The source keeps its token itself, not t, so it
 // needs no Forget: it goes when its holder drops it.
 func (t *Tokens) OnRead(pod *corev1.Pod, audience string, expirationSeconds int64) *TokenSource {
-	return &TokenSource{tokens: t, pod: podRef{namespace: pod.Namespace, name: pod.Name, uid: pod.UID}, key: newTokenKey(pod, audience, expirationSeconds)}
+	return &TokenSource{tokens: t, pod: refOf(pod), key: newTokenKey(pod, audience, expirationSeconds)}
 }
 
 // TokenSource is one projected service-account token of a pod, requested

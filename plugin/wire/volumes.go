@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,12 @@ func VolumesToProto(pod *corev1.Pod, contents *volume.Contents) (*pb.SetPodVolum
 	for _, v := range contents.Volumes {
 		pv := &pb.Volume{Name: v.Name, Files: make([]*pb.File, 0, len(v.Files))}
 		for _, f := range v.Files {
+			if f.Token != nil {
+				// Its Read cannot cross the process boundary; a plugin
+				// gets its tokens in Data (its provider is no
+				// TokenOnReadHandler).
+				return nil, fmt.Errorf("volume %q: file %q is a token to request on read, which a plugin cannot do", v.Name, f.Path)
+			}
 			pv.Files = append(pv.Files, &pb.File{Path: f.Path, Data: []byte(f.Data), Mode: f.Mode})
 		}
 		req.Volumes = append(req.Volumes, pv)
