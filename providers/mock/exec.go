@@ -260,17 +260,25 @@ func (s *session) run(cmd []string) int {
 	return 0
 }
 
+// builtin is the content of the files the mock gives every container.
+func (s *session) builtin(name string) (string, bool) {
+	switch name {
+	case "/etc/hostname":
+		return s.pod.name + "\n", true
+	case "/etc/resolv.conf":
+		// What the kubelet writes for dnsPolicy ClusterFirst.
+		ns, d := s.pod.namespace, s.domain
+		return fmt.Sprintf("search %s.svc.%s svc.%s %s\noptions ndots:5\n", ns, d, d, d), true
+	}
+	return "", false
+}
+
 // file returns the content of the few files the mock's containers have,
 // and whether name is one. Reading can fail where a kubelet's file could
 // not: a service-account token is requested when it is first read.
 func (s *session) file(name string) (string, bool, error) {
-	switch name {
-	case "/etc/hostname":
-		return s.pod.name + "\n", true, nil
-	case "/etc/resolv.conf":
-		// What the kubelet writes for dnsPolicy ClusterFirst.
-		ns, d := s.pod.namespace, s.domain
-		return fmt.Sprintf("search %s.svc.%s svc.%s %s\noptions ndots:5\n", ns, d, d, d), true, nil
+	if content, ok := s.builtin(name); ok {
+		return content, true, nil
 	}
 	if f, ok := s.fs.read(name); ok {
 		return string(f.data), true, nil
@@ -284,8 +292,7 @@ func (s *session) file(name string) (string, bool, error) {
 
 // isFile reports whether name is a file, without reading it.
 func (s *session) isFile(name string) bool {
-	switch name {
-	case "/etc/hostname", "/etc/resolv.conf":
+	if _, ok := s.builtin(name); ok {
 		return true
 	}
 	if _, ok := s.fs.read(name); ok {
