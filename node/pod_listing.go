@@ -40,13 +40,17 @@ func (l *startListing) taken(pods []*corev1.Pod, sighted func(key string) bool) 
 	}
 }
 
-// lacks reports whether the listing shows the provider did not have key;
-// false when it had it or before the listing was taken. The key leaves
-// the listing: it is looked up once.
-func (l *startListing) lacks(key string) bool {
+// lacksAtFirstLookUp records a look-up of key (lookedUp, which reports
+// whether it is the first) and reports whether it is the first and the
+// listing shows the provider did not have key; false when it had it or
+// before the listing was taken. The key leaves the listing: it is looked
+// up once. Both happen under the listing's lock, as taken's check of what
+// was looked up does: a key looked up between the two would be left out of
+// the listing and then found lacking in it, though the provider had it.
+func (l *startListing) lacksAtFirstLookUp(key string, lookedUp func() (first bool)) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.keys == nil {
+	if !lookedUp() || l.keys == nil {
 		return false
 	}
 	_, had := l.keys[key]

@@ -259,7 +259,7 @@ func (pc *PodController) resolveEnv(pod *corev1.Pod) (*corev1.Pod, error) {
 // the key's first look-up and the listing of the provider's pods at the
 // start shows it did not have it.
 func (pc *PodController) lookUp(ctx context.Context, pod *corev1.Pod, rec *podRecord) (*corev1.Pod, error) {
-	if rec.lookedUp() && pc.listing.lacks(podKey(pod)) {
+	if pc.listing.lacksAtFirstLookUp(podKey(pod), rec.lookedUp) {
 		return nil, errdefs.NotFound("not among the provider's pods")
 	}
 	var existing *corev1.Pod
