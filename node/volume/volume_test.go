@@ -49,6 +49,22 @@ func tokenClient(now func() time.Time, requests *[]*authenticationv1.TokenReques
 	return client
 }
 
+// tokenFake is a Tokens over tokenClient on a clock that stands at now
+// until a test moves it; requests are what it asked for.
+type tokenFake struct {
+	tokens   *Tokens
+	requests []*authenticationv1.TokenRequest
+	now      time.Time
+}
+
+func newTokenFake(maxAge time.Duration) *tokenFake {
+	f := &tokenFake{now: time.Now()}
+	clock := func() time.Time { return f.now }
+	f.tokens = NewTokens(tokenClient(clock, &f.requests).CoreV1(), maxAge)
+	f.tokens.now = clock
+	return f
+}
+
 func testPod() *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "uid-1",
@@ -77,11 +93,8 @@ func TestResolveKinds(t *testing.T) {
 			Data: map[string]string{"x": "y"}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "creds"}, Data: map[string][]byte{"password": []byte("s3cret")}},
 	)
-	var requests []*authenticationv1.TokenRequest
-	now := time.Now()
-	clock := func() time.Time { return now }
-	tokens := NewTokens(tokenClient(clock, &requests).CoreV1(), 0)
-	tokens.now = clock
+	f := newTokenFake(0)
+	tokens := f.tokens
 	r := &Resolver{ConfigMaps: cms, Secrets: secrets, Tokens: tokens}
 
 	pod := testPod()
@@ -140,31 +153,28 @@ func TestResolveKinds(t *testing.T) {
 	if fmt.Sprint(got.Sources) != "[ConfigMap/settings Secret/creds Secret/nope]" {
 		t.Errorf("sources %v: want the mutable objects read, the missing optional one too, not the immutable one", got.Sources)
 	}
-	if len(requests) != 1 {
-		t.Fatalf("%d token requests", len(requests))
+	if len(f.requests) != 1 {
+		t.Fatalf("%d token requests", len(f.requests))
 	}
-	ref := requests[0].Spec.BoundObjectRef
-	if ref == nil || ref.Kind != "Pod" || ref.Name != "web" || ref.UID != "uid-1" || len(requests[0].Spec.Audiences) != 0 ||
-		*requests[0].Spec.ExpirationSeconds != 3607 {
-		t.Errorf("token request %+v", requests[0].Spec)
+	ref := f.requests[0].Spec.BoundObjectRef
+	if ref == nil || ref.Kind != "Pod" || ref.Name != "web" || ref.UID != "uid-1" || len(f.requests[0].Spec.Audiences) != 0 ||
+		*f.requests[0].Spec.ExpirationSeconds != 3607 {
+		t.Errorf("token request %+v", f.requests[0].Spec)
 	}
 	// 80% of 3607s.
-	if want := now.Add(3607 * time.Second * 8 / 10); !got.RefreshAt.Equal(want) {
+	if want := f.now.Add(3607 * time.Second * 8 / 10); !got.RefreshAt.Equal(want) {
 		t.Errorf("RefreshAt %s, want %s", got.RefreshAt, want)
 	}
 	sum := got.Sum()
 	again, err := r.Resolve(context.Background(), pod)
-	if err != nil || again.Sum() != sum || len(requests) != 1 {
-		t.Errorf("a second resolve before the refresh time must reuse the token: %v, %d requests", err, len(requests))
+	if err != nil || again.Sum() != sum || len(f.requests) != 1 {
+		t.Errorf("a second resolve before the refresh time must reuse the token: %v, %d requests", err, len(f.requests))
 	}
 }
 
 func TestTokenRenewal(t *testing.T) {
-	var requests []*authenticationv1.TokenRequest
-	now := time.Now()
-	clock := func() time.Time { return now }
-	tokens := NewTokens(tokenClient(clock, &requests).CoreV1(), time.Hour)
-	tokens.now = clock
+	f := newTokenFake(time.Hour)
+	tokens := f.tokens
 	pod := testPod()
 	get := func(exp int64) Token {
 		tok, err := tokens.Get(context.Background(), pod, "vault", exp)
@@ -174,29 +184,29 @@ func TestTokenRenewal(t *testing.T) {
 		return tok
 	}
 	first := get(600)
-	if !first.RefreshAt.Equal(now.Add(480*time.Second)) || requests[0].Spec.Audiences[0] != "vault" {
-		t.Fatalf("a 600s token is due at 80%%: %s", first.RefreshAt.Sub(now))
+	if !first.RefreshAt.Equal(f.now.Add(480*time.Second)) || f.requests[0].Spec.Audiences[0] != "vault" {
+		t.Fatalf("a 600s token is due at 80%%: %s", first.RefreshAt.Sub(f.now))
 	}
-	now = now.Add(479 * time.Second)
+	f.now = f.now.Add(479 * time.Second)
 	if get(600) != first {
 		t.Error("renewed before 80% of its lifetime")
 	}
-	now = now.Add(time.Second)
+	f.now = f.now.Add(time.Second)
 	second := get(600)
-	if second == first || len(requests) != 2 {
+	if second == first || len(f.requests) != 2 {
 		t.Error("not renewed at 80% of its lifetime")
 	}
 	long := get(48 * 3600)
-	if !long.RefreshAt.Equal(now.Add(time.Hour)) {
-		t.Errorf("a 48h token is due at the maximum age: %s", long.RefreshAt.Sub(now))
+	if !long.RefreshAt.Equal(f.now.Add(time.Hour)) {
+		t.Errorf("a 48h token is due at the maximum age: %s", long.RefreshAt.Sub(f.now))
 	}
-	if get(600) != second || get(48*3600) != long || len(requests) != 3 {
-		t.Errorf("a pod's two projections do not each keep their token: %d requests", len(requests))
+	if get(600) != second || get(48*3600) != long || len(f.requests) != 3 {
+		t.Errorf("a pod's two projections do not each keep their token: %d requests", len(f.requests))
 	}
 	tokens.Forget(pod.UID)
 	get(600)
-	if len(requests) != 4 {
-		t.Errorf("a forgotten pod's token was reused: %d requests", len(requests))
+	if len(f.requests) != 4 {
+		t.Errorf("a forgotten pod's token was reused: %d requests", len(f.requests))
 	}
 }
 
@@ -204,11 +214,8 @@ func TestTokenRenewal(t *testing.T) {
 // for no token; the first read does, later reads share it until it is due
 // for renewal, and its renewals are not changes of the contents.
 func TestTokensOnRead(t *testing.T) {
-	var requests []*authenticationv1.TokenRequest
-	now := time.Now()
-	clock := func() time.Time { return now }
-	tokens := NewTokens(tokenClient(clock, &requests).CoreV1(), time.Hour)
-	tokens.now = clock
+	f := newTokenFake(time.Hour)
+	tokens := f.tokens
 	r := Resolver{Tokens: tokens, TokensOnRead: true}
 	pod := testPod()
 	pod.Spec.Volumes = []corev1.Volume{{Name: "vault", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
@@ -219,36 +226,36 @@ func TestTokensOnRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(requests) != 0 || !contents.RefreshAt.IsZero() {
-		t.Fatalf("resolving requested %d tokens and set RefreshAt %v; want none until read", len(requests), contents.RefreshAt)
+	if len(f.requests) != 0 || !contents.RefreshAt.IsZero() {
+		t.Fatalf("resolving requested %d tokens and set RefreshAt %v; want none until read", len(f.requests), contents.RefreshAt)
 	}
-	f, ok := contents.Volumes[0].File("token")
-	if !ok || f.Data != "" || f.Token == nil || f.Mode != DefaultMode {
-		t.Fatalf("token file %+v, want one to read", f)
+	file, ok := contents.Volumes[0].File("token")
+	if !ok || file.Data != "" || file.Token == nil || file.Mode != DefaultMode {
+		t.Fatalf("token file %+v, want one to read", file)
 	}
 	sum := contents.Sum()
 	read := func() string {
 		t.Helper()
-		data, err := f.Read(ctx)
+		data, err := file.Read(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return data
 	}
 	first := read()
-	if first != "token-1-for-runner" || len(requests) != 1 {
-		t.Fatalf("first read %q after %d requests", first, len(requests))
+	if first != "token-1-for-runner" || len(f.requests) != 1 {
+		t.Fatalf("first read %q after %d requests", first, len(f.requests))
 	}
-	if req := requests[0]; req.Spec.Audiences[0] != "vault" || *req.Spec.ExpirationSeconds != 600 || req.Spec.BoundObjectRef.UID != pod.UID {
+	if req := f.requests[0]; req.Spec.Audiences[0] != "vault" || *req.Spec.ExpirationSeconds != 600 || req.Spec.BoundObjectRef.UID != pod.UID {
 		t.Errorf("token requested as %+v", req.Spec)
 	}
-	now = now.Add(479 * time.Second)
-	if read() != first || len(requests) != 1 {
+	f.now = f.now.Add(479 * time.Second)
+	if read() != first || len(f.requests) != 1 {
 		t.Error("a read before 80% of the token's lifetime requested another")
 	}
-	now = now.Add(time.Second)
-	if second := read(); second == first || len(requests) != 2 {
-		t.Errorf("the read at 80%% of its lifetime got %q after %d requests; want a renewed token", second, len(requests))
+	f.now = f.now.Add(time.Second)
+	if second := read(); second == first || len(f.requests) != 2 {
+		t.Errorf("the read at 80%% of its lifetime got %q after %d requests; want a renewed token", second, len(f.requests))
 	}
 	if contents.Sum() != sum {
 		t.Error("a renewal changed the contents' digest")
