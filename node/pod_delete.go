@@ -6,9 +6,6 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"k8s.io/utils/ptr"
 
 	"github.com/vkubelet/virtual-kubelet/node/log"
 )
@@ -37,10 +34,7 @@ func (pc *PodController) deletePodFromKubernetes(ctx context.Context, key string
 	// Recorded before the request: the object's delete event can reach the
 	// sync queue before the request returns, and must find the pod stopped.
 	rec.objectDeleted(pod.UID)
-	err = pc.client.Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
-		GracePeriodSeconds: ptr.To[int64](0),
-		Preconditions:      &metav1.Preconditions{UID: &pod.UID},
-	})
+	err = pc.writer.remove(ctx, pod)
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // gone, or a new pod of the same name that is not ours to delete
 	}

@@ -104,11 +104,11 @@ func (pc *PodController) writeStatus(ctx context.Context, pod *corev1.Pod, rec *
 		rec.statusWritten(pp, nil)
 		return nil
 	}
-	updated, err := pc.client.Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	resourceVersion, err := pc.writer.patchStatus(ctx, pod, patch)
 	if err != nil {
 		return fmt.Errorf("writing pod status: %w", err)
 	}
-	rec.statusWritten(pp, updated)
+	rec.statusWritten(pp, &patchedStatus{resourceVersion: resourceVersion, status: status})
 	// Under load the informer can deliver our write before we get here; no
 	// later event would then drop the record, and every pod would keep a
 	// copy of its status. The cache is updated before handlers run, so
@@ -116,7 +116,7 @@ func (pc *PodController) writeStatus(ctx context.Context, pod *corev1.Pod, rec *
 	if cur, err := pc.lister.Pods(pod.Namespace).Get(pod.Name); err == nil {
 		rec.informerSaw(cur.ResourceVersion)
 	}
-	log.G(ctx).WithField("phase", updated.Status.Phase).Debug("pod status written")
+	log.G(ctx).WithField("phase", status.Phase).Debug("pod status written")
 	return nil
 }
 

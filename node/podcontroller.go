@@ -180,7 +180,7 @@ type PodControllerConfig struct {
 // PodController is the controller implementation for Pod resources.
 type PodController struct {
 	provider    PodLifecycleHandler
-	client      corev1client.PodsGetter
+	writer      podWriter
 	informer    corev1informers.PodInformer
 	lister      corev1listers.PodLister
 	recorder    record.EventRecorder
@@ -234,7 +234,7 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 	}
 	pc := &PodController{
 		provider:       cfg.Provider,
-		client:         cfg.PodClient,
+		writer:         newPodWriter(cfg.PodClient),
 		informer:       cfg.PodInformer,
 		lister:         cfg.PodLister,
 		recorder:       cfg.EventRecorder,

@@ -133,6 +133,9 @@ func withStatus(pod *corev1.Pod, status corev1.PodStatus) *corev1.Pod {
 	return p
 }
 
+// patchedStatus is a status we wrote, at the resource version the API
+// server gave it. It is the status we sent, not the API server's: a patch
+// leaves what others wrote meanwhile, which the informer brings.
 type patchedStatus struct {
 	resourceVersion string
 	status          corev1.PodStatus
@@ -289,13 +292,14 @@ func (r *podRecord) stopForcedWith(pp *corev1.Pod) {
 }
 
 // statusWritten records that the provider's view pp is in the API server:
-// updated, our write's answer (nil when nothing needed writing), is the
-// freshest status until the informer catches up, and pp is dropped unless a
-// newer view arrived meanwhile.
-func (r *podRecord) statusWritten(pp, updated *corev1.Pod) {
+// written, the status we wrote and the resource version the API server
+// gave it (nil when nothing needed writing), is the freshest status until
+// the informer catches up, and pp is dropped unless a newer view arrived
+// meanwhile.
+func (r *podRecord) statusWritten(pp *corev1.Pod, written *patchedStatus) {
 	r.update(func(s *podState) {
-		if updated != nil {
-			s.patched = &patchedStatus{resourceVersion: updated.ResourceVersion, status: updated.Status}
+		if written != nil {
+			s.patched = written
 		}
 		if pp != nil && s.provider == pp {
 			s.provider = nil

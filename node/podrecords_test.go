@@ -71,7 +71,7 @@ func TestPodRecordTransitions(t *testing.T) {
 			r.providerReported(testPod("u1", podRunning))
 			writing := r.view().provider
 			r.probeChanged(testPod("u1", podSucceeded))
-			r.statusWritten(writing, testPod("u1", podRunning))
+			r.statusWritten(writing, &patchedStatus{status: podRunning})
 		},
 		check: func(t *testing.T, s podState) {
 			if s.provider == nil || s.provider.Status.Phase != corev1.PodRunning {
@@ -113,9 +113,7 @@ func TestPodRecordTransitions(t *testing.T) {
 		steps: func(r *podRecord) {
 			r.providerReported(testPod("u1", podRunning))
 			pp := r.view().provider
-			written := testPod("u1", podRunning)
-			written.ResourceVersion = "12"
-			r.statusWritten(pp, written)
+			r.statusWritten(pp, &patchedStatus{resourceVersion: "12", status: podRunning})
 			r.informerSaw("11")
 		},
 		check: func(t *testing.T, s podState) {
@@ -145,9 +143,7 @@ func TestPodRecordTransitions(t *testing.T) {
 	}, {
 		name: "informerSaw our write: the copy is dropped",
 		steps: func(r *podRecord) {
-			written := testPod("u1", podRunning)
-			written.ResourceVersion = "12"
-			r.statusWritten(nil, written)
+			r.statusWritten(nil, &patchedStatus{resourceVersion: "12", status: podRunning})
 			r.informerSaw("12")
 		},
 		check: func(t *testing.T, s podState) {
@@ -174,9 +170,7 @@ func TestPodRecordTransitions(t *testing.T) {
 
 func TestFreshestStatus(t *testing.T) {
 	r := &podRecord{}
-	written := testPod("u1", podRunning)
-	written.ResourceVersion = "12"
-	r.statusWritten(nil, written)
+	r.statusWritten(nil, &patchedStatus{resourceVersion: "12", status: podRunning})
 
 	stale := testPod("u1", corev1.PodStatus{Phase: corev1.PodPending})
 	stale.ResourceVersion = "11"
