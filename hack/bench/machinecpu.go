@@ -107,3 +107,29 @@ func (u cpuUse) String() string {
 	share := total.Seconds() / u.Wall.Seconds() / float64(runtime.NumCPU()) * 100
 	return fmt.Sprintf("%.1fs of CPU in %.1fs (%.0f%% of %d cores): %s", total.Seconds(), u.Wall.Seconds(), share, runtime.NumCPU(), strings.Join(parts, ", "))
 }
+
+// sameWork names the processes whose work is the same in every pass: the
+// pods have their node set, so the scheduler only follows them, and the
+// controller-manager sees the same pods and one node's lease either way.
+var sameWork = []string{"kube-scheduler", "kube-controller"} // the kernel keeps 15 bytes of a name
+
+// sameWorkCPU is the CPU u's phase spent on sameWork.
+func (u cpuUse) sameWorkCPU() time.Duration {
+	var d time.Duration
+	for _, name := range sameWork {
+		d += u.ByName[name]
+	}
+	return d
+}
+
+// speedAgainst compares the CPU the same work took in u and in floor. The
+// passes run minutes apart on a shared machine, whose speed drifts: when
+// the same work takes 1.4x the CPU, every process ran slower, and the
+// phase's time ratio carries that drift too.
+func (u cpuUse) speedAgainst(floor cpuUse) string {
+	f, o := floor.sameWorkCPU(), u.sameWorkCPU()
+	if f <= 0 || o <= 0 {
+		return "not measured"
+	}
+	return fmt.Sprintf("%.1fs against the floor's %.1fs (%.2fx)", o.Seconds(), f.Seconds(), o.Seconds()/f.Seconds())
+}

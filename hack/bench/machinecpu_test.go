@@ -43,3 +43,16 @@ func TestMachineCPUSeesWork(t *testing.T) {
 		t.Errorf("cpuUse.String() = %q", got)
 	}
 }
+
+// The same work's CPU is compared with the floor's, and a phase without
+// it is said to be unmeasured rather than given a ratio.
+func TestSpeedAgainstFloor(t *testing.T) {
+	floor := cpuUse{Wall: time.Minute, ByName: map[string]time.Duration{"kube-scheduler": 7 * time.Second, "kube-controller": 9 * time.Second, "kube-apiserver": 70 * time.Second}}
+	slower := cpuUse{Wall: time.Minute, ByName: map[string]time.Duration{"kube-scheduler": 10 * time.Second, "kube-controller": 12 * time.Second, "kube-apiserver": 95 * time.Second}}
+	if got, want := slower.speedAgainst(floor), "22.0s against the floor's 16.0s (1.38x)"; got != want {
+		t.Errorf("speedAgainst = %q, want %q", got, want)
+	}
+	if got := slower.speedAgainst(cpuUse{}); got != "not measured" {
+		t.Errorf("against an unmeasured floor: %q", got)
+	}
+}
