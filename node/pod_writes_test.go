@@ -12,6 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
@@ -144,5 +147,39 @@ func TestPodWriterWithFakeClient(t *testing.T) {
 	}
 	if _, err := client.CoreV1().Pods("ns").Get(context.Background(), "p", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("after remove: %v", err)
+	}
+}
+
+// A reply is read for its resource version whether the API server sent the
+// metadata or, unable to transform it, the whole pod, in protobuf or JSON;
+// anything else is an error naming the reply.
+func TestResourceVersionOfReply(t *testing.T) {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(corev1.AddToScheme(scheme))
+	metav1.AddMetaToScheme(scheme)
+	codecs := serializer.NewCodecFactory(scheme)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", ResourceVersion: "41"}}
+	partial := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", ResourceVersion: "42"}}
+	for _, mediaType := range []string{runtime.ContentTypeProtobuf, runtime.ContentTypeJSON} {
+		info, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), mediaType)
+		if !ok {
+			t.Fatalf("no serializer for %s", mediaType)
+		}
+		for obj, want := range map[runtime.Object]string{pod: "41", partial: "42"} {
+			gv := corev1.SchemeGroupVersion
+			if obj == partial {
+				gv = metav1.SchemeGroupVersion
+			}
+			raw, err := runtime.Encode(codecs.EncoderForVersion(info.Serializer, gv), obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := resourceVersionOf(raw); err != nil || got != want {
+				t.Errorf("%s %T: got %q, %v; want %q", mediaType, obj, got, err, want)
+			}
+		}
+	}
+	if _, err := resourceVersionOf([]byte("<html>")); err == nil || !strings.Contains(err.Error(), "decoding the API server's reply") {
+		t.Errorf("a reply that is no object: %v", err)
 	}
 }

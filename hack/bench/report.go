@@ -73,7 +73,6 @@ func writeMachineCPU(b *strings.Builder, r *result) {
 	}
 	fmt.Fprintf(b, "\nThe same work in every pass (%s), to read the time ratios against: a pass whose same work took more CPU than the floor's ran on a slower machine.\n\n", strings.Join(sameWork, ", "))
 	for _, p := range passes[2:] { // after the floors
-
 		if p.pass != nil && r.Floor != nil {
 			fmt.Fprintf(b, "- %s, create→Running: %s; delete→gone: %s\n", p.name, p.pass.RunningCPU.speedAgainst(r.Floor.RunningCPU), p.pass.GoneCPU.speedAgainst(r.Floor.GoneCPU))
 		}
