@@ -35,12 +35,12 @@ type podWriter struct {
 const metadataOnly = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1," +
 	"application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 
-// replyDecoder decodes either reply: the metadata, or the whole pod.
-var replyDecoder = func() runtime.Decoder {
+// replyCodecs know either reply: the metadata, or the whole pod.
+var replyCodecs = func() serializer.CodecFactory {
 	s := runtime.NewScheme()
 	utilruntime.Must(corev1.AddToScheme(s))
 	metav1.AddMetaToScheme(s)
-	return serializer.NewCodecFactory(s).UniversalDeserializer()
+	return serializer.NewCodecFactory(s)
 }()
 
 // newPodWriter writes through pods, and through its REST client when it
@@ -77,7 +77,7 @@ func (w podWriter) patchStatus(ctx context.Context, pod *corev1.Pod, patch []byt
 // resourceVersionOf reads the resource version from a reply, the object's
 // metadata or the object.
 func resourceVersionOf(reply []byte) (string, error) {
-	obj, err := runtime.Decode(replyDecoder, reply)
+	obj, err := runtime.Decode(replyCodecs.UniversalDeserializer(), reply)
 	if err != nil {
 		return "", fmt.Errorf("decoding the API server's reply: %w", err)
 	}

@@ -13,8 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
@@ -154,14 +152,10 @@ func TestPodWriterWithFakeClient(t *testing.T) {
 // metadata or, unable to transform it, the whole pod, in protobuf or JSON;
 // anything else is an error naming the reply.
 func TestResourceVersionOfReply(t *testing.T) {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(corev1.AddToScheme(scheme))
-	metav1.AddMetaToScheme(scheme)
-	codecs := serializer.NewCodecFactory(scheme)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", ResourceVersion: "41"}}
 	partial := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", ResourceVersion: "42"}}
 	for _, mediaType := range []string{runtime.ContentTypeProtobuf, runtime.ContentTypeJSON} {
-		info, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), mediaType)
+		info, ok := runtime.SerializerInfoForMediaType(replyCodecs.SupportedMediaTypes(), mediaType)
 		if !ok {
 			t.Fatalf("no serializer for %s", mediaType)
 		}
@@ -170,7 +164,7 @@ func TestResourceVersionOfReply(t *testing.T) {
 			if obj == partial {
 				gv = metav1.SchemeGroupVersion
 			}
-			raw, err := runtime.Encode(codecs.EncoderForVersion(info.Serializer, gv), obj)
+			raw, err := runtime.Encode(replyCodecs.EncoderForVersion(info.Serializer, gv), obj)
 			if err != nil {
 				t.Fatal(err)
 			}
