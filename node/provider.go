@@ -60,11 +60,14 @@ type (
 	PortForwardProvider interface {
 		PortForward(ctx context.Context, namespace, podName string, port int32, stream io.ReadWriteCloser) error
 	}
-	// StatsProvider serves /stats/summary and /metrics/resource (kubectl
-	// top, through metrics-server). api.MetricsResourceFromSummary builds
-	// the latter from the former.
+	// StatsProvider serves /stats/summary, and from it /metrics/resource
+	// (kubectl top, through metrics-server) in the kubelet's format.
 	StatsProvider interface {
 		GetStatsSummary(context.Context) (*statsv1alpha1.Summary, error)
+	}
+	// MetricsResourceProvider serves /metrics/resource from metric families
+	// of its own, in place of those written from its stats summary.
+	MetricsResourceProvider interface {
 		GetMetricsResource(context.Context) ([]*dto.MetricFamily, error)
 	}
 	// NodeDecorator adds labels and taints of the provider's own (from its
@@ -197,7 +200,9 @@ func PodHandlerConfigOf(p PodLifecycleHandler) api.PodHandlerConfig {
 	}
 	if sp, ok := p.(StatsProvider); ok && declares(p, CapabilityStats) {
 		cfg.GetStatsSummary = sp.GetStatsSummary
-		cfg.GetMetricsResource = sp.GetMetricsResource
+	}
+	if mp, ok := p.(MetricsResourceProvider); ok && declares(p, CapabilityStats) {
+		cfg.GetMetricsResource = mp.GetMetricsResource
 	}
 	return cfg
 }

@@ -5,9 +5,11 @@ import (
 	"io"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/api"
@@ -54,6 +56,31 @@ func TestPodHandlerConfigOfDeclarer(t *testing.T) {
 	}
 	if cfg.RunInContainer != nil {
 		t.Error("a capability the provider has but does not declare is routed")
+	}
+}
+
+// summaryOnly has a stats summary; withFamilies has metric families too.
+type summaryOnly struct{ *testProvider }
+
+func (summaryOnly) GetStatsSummary(context.Context) (*statsv1alpha1.Summary, error) {
+	return &statsv1alpha1.Summary{}, nil
+}
+
+type withFamilies struct{ summaryOnly }
+
+func (withFamilies) GetMetricsResource(context.Context) ([]*dto.MetricFamily, error) { return nil, nil }
+
+// TestPodHandlerConfigOfStats: a summary serves both stats routes (the
+// resource metrics are written from it); families of the provider's own
+// take the place of those.
+func TestPodHandlerConfigOfStats(t *testing.T) {
+	summary := node.PodHandlerConfigOf(summaryOnly{newTestProvider()})
+	if summary.GetStatsSummary == nil || summary.GetMetricsResource != nil {
+		t.Errorf("summary only: summary %t, families %t", summary.GetStatsSummary != nil, summary.GetMetricsResource != nil)
+	}
+	both := node.PodHandlerConfigOf(withFamilies{summaryOnly{newTestProvider()}})
+	if both.GetStatsSummary == nil || both.GetMetricsResource == nil {
+		t.Errorf("with families: summary %t, families %t", both.GetStatsSummary != nil, both.GetMetricsResource != nil)
 	}
 }
 

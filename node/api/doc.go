@@ -13,14 +13,13 @@
 //
 //	mux := http.NewServeMux()
 //	api.AttachPodRoutes(api.PodHandlerConfig{
-//		RunInContainer:     p.RunInContainer,
-//		AttachToContainer:  p.AttachToContainer,
-//		GetContainerLogs:   p.GetContainerLogs,
-//		GetPods:            p.GetPods,
-//		GetPod:             p.GetPod,
-//		GetStatsSummary:    p.GetStatsSummary,
-//		GetMetricsResource: api.MetricsResourceFromSummary(p.GetStatsSummary),
-//		PortForward:        p.PortForward,
+//		RunInContainer:    p.RunInContainer,
+//		AttachToContainer: p.AttachToContainer,
+//		GetContainerLogs:  p.GetContainerLogs,
+//		GetPods:           p.GetPods,
+//		GetPod:            p.GetPod,
+//		GetStatsSummary:   p.GetStatsSummary,
+//		PortForward:       p.PortForward,
 //	}, mux, false)
 //
 // The routes are those of the kubelet: /containerLogs, /exec, /attach,
@@ -28,9 +27,9 @@
 // with debug true /runningpods/. The Handle* functions serve one route
 // each, for a mux built by hand. A route whose function is nil answers 501
 // Not Implemented. /metrics/resource, which metrics-server scrapes for
-// `kubectl top` and the HorizontalPodAutoscaler, serves the metric families
-// GetMetricsResource returns; MetricsResourceFromSummary builds them from
-// the stats summary in the kubelet's format. An
+// `kubectl top` and the HorizontalPodAutoscaler, is written from the stats
+// summary in the kubelet's format, one sample at a time; a provider with
+// metric families of its own sets GetMetricsResource instead. An
 // error of kind errdefs.NotFound answers 404, errdefs.InvalidInput 400,
 // errdefs.NotImplemented 501.
 //

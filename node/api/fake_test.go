@@ -69,10 +69,9 @@ func (f *fakeProvider) config() api.PodHandlerConfig {
 		GetContainerLogs:  f.GetContainerLogs,
 		GetPods:           f.GetPods,
 		GetPod:            f.GetPod,
-		GetStatsSummary:   f.GetStatsSummary,
-		// The one line a provider with a summary needs.
-		GetMetricsResource: api.MetricsResourceFromSummary(f.GetStatsSummary),
-		PortForward:        f.PortForward,
+		// Also serves /metrics/resource, which has no function of its own.
+		GetStatsSummary: f.GetStatsSummary,
+		PortForward:     f.PortForward,
 	}
 }
 

@@ -6,12 +6,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
 
@@ -68,11 +71,25 @@ func value(m *dto.Metric) float64 {
 	return m.GetUntyped().GetValue()
 }
 
+// metricsRoutes serves /metrics/resource for a provider with summary get,
+// both ways: written from the summary (no GetMetricsResource) and from the
+// families MetricsResourceFromSummary builds.
+func metricsRoutes(get api.PodStatsSummaryHandlerFunc) map[string]http.Handler {
+	return map[string]http.Handler{
+		"from the summary": api.PodHandler(api.PodHandlerConfig{GetStatsSummary: get}, false),
+		"from families":    api.PodHandler(api.PodHandlerConfig{GetStatsSummary: get, GetMetricsResource: api.MetricsResourceFromSummary(get)}, false),
+	}
+}
+
 func TestResourceMetrics(t *testing.T) {
 	f := newFakeProvider()
 	f.addPod(fakePod("ns", "web", "app", "sidecar"))
-	h := api.PodHandler(f.config(), true)
+	for way, h := range metricsRoutes(f.GetStatsSummary) {
+		t.Run(way, func(t *testing.T) { testResourceMetrics(t, h) })
+	}
+}
 
+func testResourceMetrics(t *testing.T, h http.Handler) {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", api.MetricsResourceRouteSuffix, nil))
 	code, body := rec.Code, rec.Body.String()
@@ -133,16 +150,18 @@ func TestResourceMetrics(t *testing.T) {
 func TestResourceMetricsScrapeError(t *testing.T) {
 	f := newFakeProvider()
 	f.summaryErr = errors.New("no stats")
-	code, body := do(t, api.PodHandler(f.config(), true), "GET", "/metrics/resource")
-	if code != 200 {
-		t.Fatalf("%d %s", code, body)
-	}
-	families := parseMetrics(t, body)
-	if v := value(sample(t, families, "resource_scrape_error", nil)); v != 1 {
-		t.Errorf("resource_scrape_error = %v, want 1", v)
-	}
-	if len(families) != 1 {
-		t.Errorf("metrics besides resource_scrape_error: %v", names(families))
+	for way, h := range metricsRoutes(f.GetStatsSummary) {
+		code, body := do(t, h, "GET", "/metrics/resource")
+		if code != 200 {
+			t.Fatalf("%s: %d %s", way, code, body)
+		}
+		families := parseMetrics(t, body)
+		if v := value(sample(t, families, "resource_scrape_error", nil)); v != 1 {
+			t.Errorf("%s: resource_scrape_error = %v, want 1", way, v)
+		}
+		if len(families) != 1 {
+			t.Errorf("%s: metrics besides resource_scrape_error: %v", way, names(families))
+		}
 	}
 }
 
@@ -160,8 +179,13 @@ func TestResourceMetricsOddSummary(t *testing.T) {
 		},
 	}
 	get := func(context.Context) (*statsv1alpha1.Summary, error) { return summary, nil }
-	cfg := api.PodHandlerConfig{GetMetricsResource: api.MetricsResourceFromSummary(get)}
-	code, body := do(t, api.PodHandler(cfg, true), "GET", "/metrics/resource")
+	for way, h := range metricsRoutes(get) {
+		t.Run(way, func(t *testing.T) { testOddSummary(t, h) })
+	}
+}
+
+func testOddSummary(t *testing.T, h http.Handler) {
+	code, body := do(t, h, "GET", "/metrics/resource")
 	if code != 200 {
 		t.Fatalf("%d %s", code, body)
 	}
@@ -261,6 +285,9 @@ func TestMetricsRoutes(t *testing.T) {
 	metrics := api.MetricsResourceFromSummary(f.GetStatsSummary)
 	mux := http.NewServeMux()
 	api.AttachPodMetricsRoutes(api.PodMetricsConfig{GetStatsSummary: f.GetStatsSummary, GetMetricsResource: metrics}, mux)
+	summaryOnly, neither := http.NewServeMux(), http.NewServeMux()
+	api.AttachPodMetricsRoutes(api.PodMetricsConfig{GetStatsSummary: f.GetStatsSummary}, summaryOnly)
+	api.AttachPodMetricsRoutes(api.PodMetricsConfig{}, neither)
 	for _, c := range []struct {
 		name string
 		h    http.Handler
@@ -276,6 +303,10 @@ func TestMetricsRoutes(t *testing.T) {
 		{"metrics handler without function", api.PodMetricsResourceHandler(nil), "/metrics/resource", 501, "resource metrics is not implemented"},
 		{"attached summary", mux, "/stats/summary?only_cpu_and_memory=true", 200, `"workingSetBytes":1073741824`},
 		{"attached metrics", mux, "/metrics/resource", 200, "node_memory_working_set_bytes 1.073741824e+09"},
+		{"attached summary alone", summaryOnly, "/metrics/resource", 200, `container_cpu_usage_seconds_total{container="app",namespace="ns",pod="web"} 1`},
+		{"summary-written handler", api.HandleMetricsResourceFromSummary(f.GetStatsSummary), "/metrics/resource", 200, "node_memory_working_set_bytes 1.073741824e+09"},
+		{"summary-written handler without function", api.HandleMetricsResourceFromSummary(nil), "/metrics/resource", 501, "resource metrics is not implemented"},
+		{"attached without either", neither, "/metrics/resource", 501, "resource metrics is not implemented"},
 	} {
 		code, body := do(t, c.h, "GET", c.path)
 		if code != c.code || !strings.Contains(body, c.want) {
@@ -285,4 +316,90 @@ func TestMetricsRoutes(t *testing.T) {
 	if code, _ := do(t, mux, "POST", "/metrics/resource"); code != http.StatusMethodNotAllowed {
 		t.Errorf("POST /metrics/resource: %d", code)
 	}
+}
+
+// TestResourceMetricsText: the exposition written from a summary, byte for
+// byte as the kubelet's metrics library writes it: families in name order
+// (those without samples left out), label values escaped, timestamps in
+// milliseconds. Pods go by namespace and name and containers by name.
+func TestResourceMetricsText(t *testing.T) {
+	at := metav1.NewTime(time.UnixMilli(1778051289123))
+	cpu := func(ns uint64) *statsv1alpha1.CPUStats {
+		return &statsv1alpha1.CPUStats{Time: at, UsageCoreNanoSeconds: ptr.To(ns)}
+	}
+	summary := &statsv1alpha1.Summary{
+		Node: statsv1alpha1.NodeStats{CPU: cpu(2_500_000_000)},
+		Pods: []statsv1alpha1.PodStats{
+			{PodRef: statsv1alpha1.PodReference{Name: "web", Namespace: "b"}, CPU: cpu(1e9),
+				Containers: []statsv1alpha1.ContainerStats{{Name: "z", CPU: cpu(5e8)}, {Name: "a", CPU: cpu(25e7)}}},
+			{PodRef: statsv1alpha1.PodReference{Name: "q\"uo\\te\n", Namespace: "a"}, CPU: cpu(0)},
+		},
+	}
+	want := `# HELP container_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the container in core-seconds
+# TYPE container_cpu_usage_seconds_total counter
+container_cpu_usage_seconds_total{container="a",namespace="b",pod="web"} 0.25 1778051289123
+container_cpu_usage_seconds_total{container="z",namespace="b",pod="web"} 0.5 1778051289123
+# HELP node_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the node in core-seconds
+# TYPE node_cpu_usage_seconds_total counter
+node_cpu_usage_seconds_total 2.5 1778051289123
+# HELP pod_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the pod in core-seconds
+# TYPE pod_cpu_usage_seconds_total counter
+pod_cpu_usage_seconds_total{namespace="a",pod="q\"uo\\te\n"} 0 1778051289123
+pod_cpu_usage_seconds_total{namespace="b",pod="web"} 1 1778051289123
+# HELP resource_scrape_error [STABLE] 1 if there was an error while getting container metrics, 0 otherwise
+# TYPE resource_scrape_error gauge
+resource_scrape_error 0
+`
+	get := func(context.Context) (*statsv1alpha1.Summary, error) { return summary, nil }
+	for way, h := range metricsRoutes(get) {
+		if code, body := do(t, h, "GET", "/metrics/resource"); code != 200 || body != want {
+			t.Errorf("%s: %d\n%s\nwant\n%s", way, code, body, want)
+		}
+	}
+}
+
+// BenchmarkMetricsResource10000 is a scrape of a node of 10,000 pods of one
+// container, both ways: the bytes a scrape allocates are what metrics-server
+// adds to the daemon's heap every 15 s.
+func BenchmarkMetricsResource10000(b *testing.B) {
+	at := metav1.NewTime(time.UnixMilli(1778051289123))
+	summary := &statsv1alpha1.Summary{Node: statsv1alpha1.NodeStats{CPU: &statsv1alpha1.CPUStats{Time: at, UsageCoreNanoSeconds: ptr.To[uint64](1)}}}
+	for i := range 10000 {
+		cpu := &statsv1alpha1.CPUStats{Time: at, UsageCoreNanoSeconds: ptr.To(uint64(i) * 1e6)}
+		mem := &statsv1alpha1.MemoryStats{Time: at, WorkingSetBytes: ptr.To(uint64(i) << 10)}
+		summary.Pods = append(summary.Pods, statsv1alpha1.PodStats{
+			PodRef: statsv1alpha1.PodReference{Name: "pod-" + strconv.Itoa(i), Namespace: "bench"}, CPU: cpu, Memory: mem,
+			Containers: []statsv1alpha1.ContainerStats{{Name: "app", StartTime: at, CPU: cpu, Memory: mem}},
+		})
+	}
+	get := func(context.Context) (*statsv1alpha1.Summary, error) { return summary, nil }
+	for _, way := range []string{"from the summary", "from families"} {
+		h := metricsRoutes(get)[way]
+		b.Run(way, func(b *testing.B) {
+			b.ReportAllocs()
+			req := httptest.NewRequest("GET", api.MetricsResourceRouteSuffix, nil)
+			for b.Loop() {
+				w := &discardingWriter{header: http.Header{}}
+				h.ServeHTTP(w, req)
+				if w.code != 0 || w.written < 1<<20 {
+					b.Fatalf("status %d, %d bytes", w.code, w.written)
+				}
+			}
+		})
+	}
+}
+
+// discardingWriter is a ResponseWriter that counts the body and keeps none
+// of it, as a connection to metrics-server does.
+type discardingWriter struct {
+	header  http.Header
+	code    int
+	written int
+}
+
+func (w *discardingWriter) Header() http.Header  { return w.header }
+func (w *discardingWriter) WriteHeader(code int) { w.code = code }
+func (w *discardingWriter) Write(b []byte) (int, error) {
+	w.written += len(b)
+	return len(b), nil
 }

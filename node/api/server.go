@@ -48,8 +48,8 @@ type PodHandlerConfig struct {
 	GetPodsFromKubernetes PodListerFunc
 	// GetStatsSummary serves /stats/summary.
 	GetStatsSummary PodStatsSummaryHandlerFunc
-	// GetMetricsResource serves /metrics/resource; MetricsResourceFromSummary
-	// builds it from GetStatsSummary.
+	// GetMetricsResource serves /metrics/resource; when it is nil, the
+	// route is written from GetStatsSummary in the kubelet's format.
 	GetMetricsResource PodMetricsResourceHandlerFunc
 	// PortForward serves /portForward.
 	PortForward PortForwardHandlerFunc
@@ -156,7 +156,7 @@ func attachRoutes(mux ServeMux, debug bool, serverOf func(*http.Request) *server
 		HandlePodStatsSummary(s.cfg.GetStatsSummary)(w, r)
 	})
 	handle("GET "+MetricsResourceRouteSuffix, func(s *server, w http.ResponseWriter, r *http.Request) {
-		HandlePodMetricsResource(s.cfg.GetMetricsResource)(w, r)
+		metricsResourceHandler(s.cfg.GetStatsSummary, s.cfg.GetMetricsResource)(w, r)
 	})
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 
-	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
@@ -103,10 +102,4 @@ func (p *Provider) GetStatsSummary(ctx context.Context) (*statsv1alpha1.Summary,
 		return nil, fmt.Errorf("StatsSummary answer: malformed stats summary JSON (%d bytes): %v", len(resp.GetSummaryJson()), err)
 	}
 	return &summary, nil
-}
-
-// GetMetricsResource implements node.StatsProvider from the summary, as
-// the kubelet's /metrics/resource is.
-func (p *Provider) GetMetricsResource(ctx context.Context) ([]*dto.MetricFamily, error) {
-	return api.MetricsResourceFromSummary(p.GetStatsSummary)(ctx)
 }

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,8 +15,6 @@ import (
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 	"k8s.io/utils/ptr"
-
-	"github.com/vkubelet/virtual-kubelet/node/api"
 )
 
 // remoteStats turns B's metrics.k8s.io samples into a kubelet stats summary.
@@ -135,10 +132,4 @@ func (s *remoteStats) podStats(remote *corev1.Pod, ref statsv1alpha1.PodReferenc
 	pod.CPU = &statsv1alpha1.CPUStats{Time: m.Timestamp, UsageNanoCores: ptr.To(podCPU), UsageCoreNanoSeconds: ptr.To(podCPUTime)}
 	pod.Memory = &statsv1alpha1.MemoryStats{Time: m.Timestamp, WorkingSetBytes: ptr.To(podMem)}
 	return pod
-}
-
-// GetMetricsResource serves /metrics/resource from the stats summary, in the
-// kubelet's format.
-func (p *Provider) GetMetricsResource(ctx context.Context) ([]*dto.MetricFamily, error) {
-	return api.MetricsResourceFromSummary(p.GetStatsSummary)(ctx)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http/httptest"
 	"math"
 	"os"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/vkubelet/virtual-kubelet/internal/provider"
+	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/api"
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 )
@@ -519,33 +521,23 @@ func TestStatsCountersNeverGoDown(t *testing.T) {
 	}
 }
 
-// TestMetricsResource: the mock's /metrics/resource families, built from
-// its summary, name its pods' containers with their figures.
+// TestMetricsResource: the mock's node serves /metrics/resource written
+// from its summary, naming its pods' containers with their figures.
 func TestMetricsResource(t *testing.T) {
 	p, _ := newProvider(t)
 	ctx := context.Background()
 	if err := p.CreatePod(ctx, testPod("busy", map[string]string{AnnotationMemoryUsage: "64Mi"}, corev1.RestartPolicyAlways)); err != nil {
 		t.Fatal(err)
 	}
-	families, err := p.GetMetricsResource(ctx)
-	if err != nil {
-		t.Fatal(err)
+	cfg := node.PodHandlerConfigOf(p)
+	if cfg.GetMetricsResource != nil {
+		t.Error("the mock has metric families of its own")
 	}
-	found := false
-	for _, mf := range families {
-		if mf.GetName() != "container_memory_working_set_bytes" {
-			continue
-		}
-		for _, m := range mf.Metric {
-			labels := map[string]string{}
-			for _, l := range m.Label {
-				labels[l.GetName()] = l.GetValue()
-			}
-			found = labels["container"] == "app" && labels["pod"] == "busy" && labels["namespace"] == "ns" && m.GetGauge().GetValue() == 64<<20
-		}
-	}
-	if !found {
-		t.Errorf("no container_memory_working_set_bytes{container=app,pod=busy,namespace=ns} 64Mi in %v", families)
+	rec := httptest.NewRecorder()
+	api.PodHandler(cfg, false).ServeHTTP(rec, httptest.NewRequest("GET", api.MetricsResourceRouteSuffix, nil))
+	want := `container_memory_working_set_bytes{container="app",namespace="ns",pod="busy"} 6.7108864e+07 `
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("%d, want %q in\n%s", rec.Code, want, rec.Body.String())
 	}
 }
 

@@ -6,13 +6,10 @@ import (
 	"math/bits"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
-
-	"github.com/vkubelet/virtual-kubelet/node/api"
 )
 
 // GetStatsSummary reports every running container's scripted CPU and memory
@@ -83,12 +80,6 @@ func (p *Provider) GetStatsSummary(context.Context) (*statsv1alpha1.Summary, err
 		},
 		Pods: pods,
 	}, nil
-}
-
-// GetMetricsResource serves /metrics/resource from the stats summary, in the
-// kubelet's format.
-func (p *Provider) GetMetricsResource(ctx context.Context) ([]*dto.MetricFamily, error) {
-	return api.MetricsResourceFromSummary(p.GetStatsSummary)(ctx)
 }
 
 // nanoCores is the container's scripted CPU usage.

@@ -7,14 +7,12 @@ import (
 	"strings"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
 
 	"github.com/vkubelet/virtual-kubelet/node"
-	"github.com/vkubelet/virtual-kubelet/node/api"
 )
 
 var _ node.StatsProvider = (*Provider)(nil)
@@ -196,10 +194,4 @@ func onlyRunning(statuses []corev1.ContainerStatus) *corev1.ContainerStatus {
 		found = &statuses[i]
 	}
 	return found
-}
-
-// GetMetricsResource implements node.StatsProvider: /metrics/resource from
-// the summary, for metrics-server and kubectl top.
-func (p *Provider) GetMetricsResource(ctx context.Context) ([]*dto.MetricFamily, error) {
-	return api.MetricsResourceFromSummary(p.GetStatsSummary)(ctx)
 }
