@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"io"
@@ -236,12 +235,12 @@ func eachResourceSample(s *statsv1alpha1.Summary, scrapeErr error, sample func(f
 }
 
 // writeResourceMetrics writes the exposition of /metrics/resource in the
-// Prometheus text format. A family's HELP and TYPE lines go out with its
-// first sample, so that a family without samples is left out, as a registry
-// leaves it out.
+// Prometheus text format, a line at a time: the response writer buffers
+// them. A family's HELP and TYPE lines go out with its first sample, so that
+// a family without samples is left out, as a registry leaves it out.
 func writeResourceMetrics(w io.Writer, s *statsv1alpha1.Summary, scrapeErr error) error {
-	bw := bufio.NewWriterSize(w, 32<<10)
 	var line []byte
+	var err error
 	var headed *resourceFamily
 	eachResourceSample(s, scrapeErr, func(f *resourceFamily, v figure, of sampleOf) {
 		b := line[:0]
@@ -278,9 +277,11 @@ func writeResourceMetrics(w io.Writer, s *statsv1alpha1.Summary, scrapeErr error
 			b = strconv.AppendInt(b, v.at.UnixMilli(), 10)
 		}
 		line = append(b, '\n')
-		_, _ = bw.Write(line)
+		if err == nil {
+			_, err = w.Write(line)
+		}
 	})
-	return bw.Flush()
+	return err
 }
 
 // The label names of resourceMetricFamilies' samples.
