@@ -1,8 +1,9 @@
 // Package intern keeps one instance of the values that many pods repeat,
 // so that a process holding thousands of pods holds each such value once:
 // strings, resource lists, label and annotation maps, volume sources,
-// tolerations, security contexts, affinity and probes. The pods of one
-// Deployment differ in little more than their names, UIDs, IPs and times.
+// tolerations, environment lists, security contexts, affinity and probes.
+// The pods of one Deployment differ in little more than their names, UIDs,
+// IPs and times.
 //
 // Shared values are read-only, as any object from an informer's cache is:
 // whoever changes one copies it first.
@@ -61,6 +62,7 @@ var (
 	stringMaps    = newTable[map[string]string](4096)
 	volumeSources = newTable[corev1.VolumeSource](4096)
 	tolerations   = newTable[[]corev1.Toleration](1024)
+	envVars       = newTable[[]corev1.EnvVar](1024)
 	// What the pods of a Deployment repeat from its template, nil in most
 	// other pods: each is a few allocations when decoded.
 	podSecurityContexts = newTable[*corev1.PodSecurityContext](1024)
@@ -157,6 +159,31 @@ func Tolerations(l []corev1.Toleration) []corev1.Toleration {
 		key = appendField(key, one[:n])
 	}
 	return tolerations.share(key, l)
+}
+
+// EnvVars returns the process's instance of a list equal to l: a
+// Deployment's containers repeat their template's variables, and every
+// container of a namespace gets the same service variables.
+func EnvVars(l []corev1.EnvVar) []corev1.EnvVar {
+	if len(l) == 0 {
+		return l
+	}
+	var buf [1024]byte
+	key := buf[:0]
+	for i := range l {
+		n := l[i].Size()
+		if len(key)+n > maxKey {
+			return l
+		}
+		key = strconv.AppendInt(key, int64(n), 10)
+		key = append(key, ':')
+		start := len(key)
+		key = slices.Grow(key, n)[:start+n]
+		if _, err := l[i].MarshalToSizedBuffer(key[start:]); err != nil {
+			return l
+		}
+	}
+	return envVars.share(key, l)
 }
 
 // message is a generated protobuf message of the core API.

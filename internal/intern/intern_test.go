@@ -91,6 +91,7 @@ func TestPodSharesWhatPodsRepeatAndChangesNothing(t *testing.T) {
 		"node name":         sameString(a.Spec.NodeName, b.Spec.NodeName),
 		"image":             sameString(a.Spec.Containers[0].Image, b.Spec.Containers[0].Image),
 		"env value":         sameString(a.Spec.Containers[0].Env[0].Value, b.Spec.Containers[0].Env[0].Value),
+		"env list":          &a.Spec.Containers[0].Env[0] == &b.Spec.Containers[0].Env[0],
 		"mount path":        sameString(a.Spec.Containers[0].VolumeMounts[0].MountPath, b.Spec.Containers[0].VolumeMounts[0].MountPath),
 		"requests":          sameMap(a.Spec.Containers[0].Resources.Requests, b.Spec.Containers[0].Resources.Requests),
 		"status resources":  sameMap(a.Status.ContainerStatuses[0].AllocatedResources, b.Spec.Containers[0].Resources.Requests),
@@ -149,6 +150,22 @@ func TestKeysTellDifferentValuesApart(t *testing.T) {
 	}
 	if x, y := Tolerations(one(300)), Tolerations(one(60)); &x[0] == &y[0] {
 		t.Error("tolerations of different seconds are shared")
+	}
+	env := func(vars ...string) []corev1.EnvVar {
+		var l []corev1.EnvVar
+		for i := 0; i+1 < len(vars); i += 2 {
+			l = append(l, corev1.EnvVar{Name: vars[i], Value: vars[i+1]})
+		}
+		return l
+	}
+	if x, y := EnvVars(env("A", "1")), EnvVars(env("A", "2")); &x[0] == &y[0] {
+		t.Error("variables of different values are shared")
+	}
+	if x, y := EnvVars(env("A", "1", "B", "2")), EnvVars(env("A", "1")); &x[0] == &y[0] {
+		t.Error("a list and its prefix are shared")
+	}
+	if x, y := EnvVars(env("A", "1", "B", "2")), EnvVars(env("A", "1", "B", "2")); &x[0] != &y[0] {
+		t.Error("equal lists are not shared")
 	}
 	if got := StringMap(nil); got != nil {
 		t.Errorf("StringMap(nil) = %v", got)

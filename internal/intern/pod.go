@@ -49,6 +49,7 @@ func container(c *corev1.Container, volumes []corev1.Volume) {
 		e := &c.Env[i]
 		e.Name, e.Value = String(e.Name), String(e.Value)
 	}
+	c.Env = EnvVars(c.Env)
 	for i := range c.Ports {
 		p := &c.Ports[i]
 		p.Name, p.Protocol = String(p.Name), corev1.Protocol(String(string(p.Protocol)))

@@ -8,7 +8,7 @@ import (
 
 // TrimPods is the pod informers' transform: DropManagedFields, and the
 // values pods repeat (strings, resource lists, label maps, volume sources,
-// tolerations, security contexts, affinity, probes) shared with the pods
+// tolerations, environment lists, security contexts, affinity, probes) shared with the pods
 // cached before it. The pods of a Deployment differ in little more than
 // names, UIDs, IPs and times, and decoded each holds its own copy of the
 // rest. Cached objects are read-only (whoever changes one copies it

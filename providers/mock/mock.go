@@ -338,7 +338,7 @@ func infoOf(pod *corev1.Pod) *podInfo {
 
 func specOf(c corev1.Container) containerSpec {
 	intern.Requirements(&c.Resources)
-	return containerSpec{name: c.Name, image: c.Image, command: c.Command, args: c.Args, env: c.Env, ports: c.Ports, mounts: c.VolumeMounts, resources: c.Resources, restartPolicy: c.RestartPolicy}
+	return containerSpec{name: c.Name, image: c.Image, command: c.Command, args: c.Args, env: intern.EnvVars(c.Env), ports: c.Ports, mounts: c.VolumeMounts, resources: c.Resources, restartPolicy: c.RestartPolicy}
 }
 
 func (c containerSpec) container() corev1.Container {

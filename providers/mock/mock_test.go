@@ -627,3 +627,21 @@ func TestPodIPsGiven(t *testing.T) {
 		t.Errorf("nothing offered: %v, %v; want one of the mock's own", own, err)
 	}
 }
+
+// TestPodsShareTheirEnvironment: the mock keeps one instance of a
+// container environment its pods repeat, as every pod of a namespace gets
+// the same service variables.
+func TestPodsShareTheirEnvironment(t *testing.T) {
+	p, _ := newProvider(t)
+	for _, name := range []string{"a", "b"} {
+		if err := p.CreatePod(context.Background(), testPod(name, nil, corev1.RestartPolicyAlways)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a, b := p.pods["ns/a"].containers[0].spec.env, p.pods["ns/b"].containers[0].spec.env
+	if len(a) != 1 || a[0].Value != "hi" || &a[0] != &b[0] {
+		t.Errorf("environments %v and %v are not one instance", a, b)
+	}
+}
