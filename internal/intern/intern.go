@@ -143,35 +143,31 @@ func VolumeSource(s corev1.VolumeSource) corev1.VolumeSource {
 
 // Tolerations returns the process's instance of a list equal to l.
 func Tolerations(l []corev1.Toleration) []corev1.Toleration {
-	if len(l) == 0 {
-		return l
-	}
-	var buf, one [256]byte
-	key := buf[:0]
-	for i := range l {
-		n := l[i].Size()
-		if n > len(one) {
-			return l
-		}
-		if _, err := l[i].MarshalToSizedBuffer(one[:n]); err != nil {
-			return l
-		}
-		key = appendField(key, one[:n])
-	}
-	return tolerations.share(key, l)
+	return shareList(tolerations, l)
 }
 
 // EnvVars returns the process's instance of a list equal to l: a
 // Deployment's containers repeat their template's variables, and every
 // container of a namespace gets the same service variables.
 func EnvVars(l []corev1.EnvVar) []corev1.EnvVar {
+	return shareList(envVars, l)
+}
+
+// shareList returns the instance in t of a list equal to l, keyed by its
+// elements' protobuf encodings, each length first; l itself when empty or
+// when its key would be longer than maxKey.
+func shareList[T any, P interface {
+	*T
+	message
+}](t *table[[]T], l []T) []T {
 	if len(l) == 0 {
 		return l
 	}
 	var buf [1024]byte
 	key := buf[:0]
 	for i := range l {
-		n := l[i].Size()
+		e := P(&l[i])
+		n := e.Size()
 		if len(key)+n > maxKey {
 			return l
 		}
@@ -179,11 +175,11 @@ func EnvVars(l []corev1.EnvVar) []corev1.EnvVar {
 		key = append(key, ':')
 		start := len(key)
 		key = slices.Grow(key, n)[:start+n]
-		if _, err := l[i].MarshalToSizedBuffer(key[start:]); err != nil {
+		if _, err := e.MarshalToSizedBuffer(key[start:]); err != nil {
 			return l
 		}
 	}
-	return envVars.share(key, l)
+	return t.share(key, l)
 }
 
 // message is a generated protobuf message of the core API.
