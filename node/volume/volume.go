@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -32,6 +33,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 
+	"github.com/vkubelet/virtual-kubelet/internal/intern"
 	"github.com/vkubelet/virtual-kubelet/node/internal/podenv"
 )
 
@@ -166,7 +168,7 @@ type Resolver struct {
 // Resolve returns the files of pod's configMap, secret, downwardAPI and
 // projected volumes.
 func (r *Resolver) Resolve(ctx context.Context, pod *corev1.Pod) (*Contents, error) {
-	res := &resolution{r: r, ctx: ctx, pod: pod, out: &Contents{}, seen: map[string]bool{}}
+	res := &resolution{r: r, ctx: ctx, pod: pod, out: &Contents{}}
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
 		if !IsResolved(v) {
@@ -189,7 +191,6 @@ type resolution struct {
 	ctx  context.Context
 	pod  *corev1.Pod
 	out  *Contents
-	seen map[string]bool
 	node *corev1.Node
 	// nodeRead is set once r.Node was asked, so it is asked once per pod.
 	nodeRead bool
@@ -211,7 +212,9 @@ func (res *resolution) volume(v *corev1.Volume) ([]File, error) {
 
 func (res *resolution) projected(p *corev1.ProjectedVolumeSource) ([]File, error) {
 	mode := modeOr(p.DefaultMode, DefaultMode)
-	var files []File
+	// A source is most often one file (a service account's token, CA and
+	// namespace): the files are kept as long as the pod.
+	files := make([]File, 0, len(p.Sources))
 	for i, src := range p.Sources {
 		var more []File
 		var err error
@@ -243,9 +246,9 @@ func (res *resolution) object(kind, name string, items []corev1.KeyToPath, optio
 		return nil, err
 	}
 	// A missing optional object is a source too: its creation fills the volume.
-	if (obj == nil || !obj.Immutable) && !res.seen[kind+"/"+name] {
-		res.seen[kind+"/"+name] = true
-		res.out.Sources = append(res.out.Sources, kind+"/"+name)
+	// Every pod of a namespace names the same sources: one string each.
+	if source := intern.String(kind + "/" + name); (obj == nil || !obj.Immutable) && !slices.Contains(res.out.Sources, source) {
+		res.out.Sources = append(res.out.Sources, source)
 	}
 	isOptional := optional != nil && *optional
 	if obj == nil {

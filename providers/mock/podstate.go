@@ -345,7 +345,7 @@ func (c *containerState) backOff(now time.Time) time.Duration {
 func (c *containerState) addInstance(in instance) {
 	if len(c.instances) == keptInstances {
 		old := c.instances[0]
-		c.forgottenCPU += cpuTime(nanoCores(c), old.end.Sub(old.start))
+		c.forgottenCPU += cpuTime(c.script.nanoCores, old.end.Sub(old.start))
 		c.instances = append(c.instances[:0], c.instances[1:]...)
 	}
 	c.instances = append(c.instances, in)

@@ -65,10 +65,13 @@ type script struct {
 	exitCode     int32
 	failStart    string // non-empty: fail to start with this message
 	restartDelay time.Duration
-	cpu          resource.Quantity
-	memory       resource.Quantity
-	logInterval  time.Duration
-	probes       probeScripts // see probes.go
+	// nanoCores and memory are the scripted usage (AnnotationCPUUsage,
+	// AnnotationMemoryUsage), kept as the figures the stats report rather
+	// than as quantities, which cost five times the bytes.
+	nanoCores   uint64
+	memory      uint64
+	logInterval time.Duration
+	probes      probeScripts // see probes.go
 }
 
 // podScripts are the scripts of a pod's init and app containers.
@@ -121,7 +124,7 @@ func parseScript(pod *corev1.Pod, container string) (script, error) {
 		}
 		return err
 	}
-	quantity := func(key string, dst *resource.Quantity) error {
+	quantity := func(key string, dst *uint64, value func(resource.Quantity) uint64) error {
 		name, v, ok := get(key)
 		if !ok {
 			return nil
@@ -130,7 +133,7 @@ func parseScript(pod *corev1.Pod, container string) (script, error) {
 		if err != nil || q.Sign() < 0 {
 			return errdefs.InvalidInputf("annotation %s: %q is not a valid quantity (e.g. 250m, 64Mi)", name, v)
 		}
-		*dst = q
+		*dst = value(q)
 		return nil
 	}
 	for _, err := range []error{
@@ -138,8 +141,8 @@ func parseScript(pod *corev1.Pod, container string) (script, error) {
 		duration(AnnotationRunFor, &s.runFor, MinRunFor),
 		duration(AnnotationRestartDelay, &s.restartDelay, MinRestartDelay),
 		duration(AnnotationLogInterval, &s.logInterval, MinLogInterval),
-		quantity(AnnotationCPUUsage, &s.cpu),
-		quantity(AnnotationMemoryUsage, &s.memory),
+		quantity(AnnotationCPUUsage, &s.nanoCores, func(q resource.Quantity) uint64 { return uint64(q.MilliValue()) * 1_000_000 }),
+		quantity(AnnotationMemoryUsage, &s.memory, func(q resource.Quantity) uint64 { return uint64(q.Value()) }),
 	} {
 		if err != nil {
 			return s, err

@@ -47,9 +47,9 @@ func (p *Provider) GetStatsSummary(context.Context) (*statsv1alpha1.Summary, err
 			if c.status.State.Running == nil {
 				continue
 			}
-			cpu := nanoCores(c)
+			cpu := c.script.nanoCores
 			start := c.instances[len(c.instances)-1].start
-			mem := uint64(c.script.memory.Value())
+			mem := c.script.memory
 			pod.Containers = append(pod.Containers, statsv1alpha1.ContainerStats{
 				Name:      c.spec.name,
 				StartTime: metav1.NewTime(start),
@@ -82,9 +82,6 @@ func (p *Provider) GetStatsSummary(context.Context) (*statsv1alpha1.Summary, err
 	}, nil
 }
 
-// nanoCores is the container's scripted CPU usage.
-func nanoCores(c *containerState) uint64 { return uint64(c.script.cpu.MilliValue()) * 1_000_000 }
-
 // cpuTime is the CPU time, in core-nanoseconds, of running at nanoCores for
 // d, rounded down to the nanosecond (floating point would be off by more
 // after a day of many cores), or the largest figure if it does not fit.
@@ -105,7 +102,7 @@ func cpuTime(nanoCores uint64, d time.Duration) uint64 {
 func (ps *podState) cpuTime(now time.Time) uint64 {
 	var total uint64
 	for _, c := range ps.containers {
-		cpu := nanoCores(c)
+		cpu := c.script.nanoCores
 		total += c.forgottenCPU
 		for _, in := range c.instances {
 			end := in.end
