@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -169,6 +170,12 @@ func TestResolveKinds(t *testing.T) {
 	again, err := r.Resolve(context.Background(), pod)
 	if err != nil || again.Sum() != sum || len(f.requests) != 1 {
 		t.Errorf("a second resolve before the refresh time must reuse the token: %v, %d requests", err, len(f.requests))
+	}
+	// Every pod of a namespace names the same sources: kept once.
+	for i := range got.Sources {
+		if unsafe.StringData(again.Sources[i]) != unsafe.StringData(got.Sources[i]) {
+			t.Errorf("source %q is a copy in the second resolution, want the first's string", again.Sources[i])
+		}
 	}
 }
 

@@ -113,7 +113,10 @@ func (p *Provider) session(ctx context.Context, namespace, podName, containerNam
 		shell = isShell(c)
 		env, pod, running = c.spec.env, ps.pod, c.status.State.Running != nil
 		mounted, mounts = p.mountedFiles(ps, c.spec)
-		fs = &c.fs
+		if c.fs == nil {
+			c.fs = &containerFS{}
+		}
+		fs = c.fs
 	}
 	p.mu.Unlock()
 	if err != nil {

@@ -136,7 +136,7 @@ func TestCopyIntoContainerIsCapped(t *testing.T) {
 		t.Errorf("the refused copy read %d bytes of its input, want it drained", in.n)
 	}
 	p.mu.Lock()
-	fs := &p.pods[podKey("ns", "web")].containers[0].fs
+	fs := p.pods[podKey("ns", "web")].containers[0].fs
 	p.mu.Unlock()
 	if room := fs.room("/srv/huge.bin"); room != MaxCopiedBytes-fileCost("/srv/huge.bin", 0) {
 		t.Errorf("after the refused copy the container has room for %d bytes, want all of it", room)

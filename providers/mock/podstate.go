@@ -54,8 +54,9 @@ type containerState struct {
 	ephemeral bool
 	// resizeTo are the resources a resize in progress gives the container.
 	resizeTo *corev1.ResourceRequirements
-	// fs holds the files copied into the container.
-	fs    containerFS
+	// fs holds the files copied into the container; nil until the first
+	// exec, as most containers never have one.
+	fs    *containerFS
 	timer stoppable
 	// instances are the start and end of the last keptInstances runs, for
 	// logs and stats; the last one has a zero end while the container runs.
