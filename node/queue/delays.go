@@ -22,7 +22,7 @@ type timerDelays struct {
 	retried func()
 
 	mu      sync.Mutex
-	waiting map[string]*delayedKey
+	waiting keyMap[*delayedKey]
 	order   waits
 	// timer is armed for order's earliest; nil until the first wait.
 	timer   *time.Timer
@@ -39,7 +39,7 @@ type delayedKey struct {
 var _ workqueue.TypedDelayingInterface[string] = (*timerDelays)(nil)
 
 func newTimerDelays(q workqueue.TypedInterface[string], retried func()) *timerDelays {
-	return &timerDelays{TypedInterface: q, retried: retried, waiting: map[string]*delayedKey{}}
+	return &timerDelays{TypedInterface: q, retried: retried}
 }
 
 // AddAfter adds key once after has passed. A key already waiting keeps the
@@ -59,12 +59,12 @@ func (d *timerDelays) AddAfter(key string, after time.Duration) {
 	if d.stopped {
 		return
 	}
-	w, ok := d.waiting[key]
+	w, ok := d.waiting.get(key)
 	switch {
 	case !ok:
 		w = &delayedKey{key: key, at: at}
 		heap.Push(&d.order, w)
-		d.waiting[key] = w
+		d.waiting.set(key, w)
 	case at.Before(w.at):
 		w.at = at
 		heap.Fix(&d.order, w.index)
@@ -98,7 +98,7 @@ func (d *timerDelays) fire() {
 	now := time.Now()
 	for len(d.order) > 0 && !d.order[0].at.After(now) {
 		w := heap.Pop(&d.order).(*delayedKey)
-		delete(d.waiting, w.key)
+		d.waiting.remove(w.key)
 		due = append(due, w.key)
 	}
 	if !d.stopped {
@@ -130,7 +130,7 @@ func (d *timerDelays) stopTimer() {
 	if d.timer != nil {
 		d.timer.Stop()
 	}
-	clear(d.waiting)
+	d.waiting.clear()
 	d.order = nil
 }
 

@@ -26,8 +26,8 @@ type queueMetrics struct {
 	mu sync.Mutex
 	// waiting holds when each waiting key was added; handling, when each
 	// key in hand was taken.
-	waiting  map[string]time.Time
-	handling map[string]time.Time
+	waiting  keyMap[time.Time]
+	handling keyMap[time.Time]
 }
 
 // retried counts a delayed add, which client-go counts as a retry.
@@ -46,8 +46,6 @@ func newQueueMetrics(p workqueue.MetricsProvider, name string) *queueMetrics {
 		unfinished: p.NewUnfinishedWorkSecondsMetric(name),
 		longest:    p.NewLongestRunningProcessorSecondsMetric(name),
 		retries:    p.NewRetriesMetric(name),
-		waiting:    map[string]time.Time{},
-		handling:   map[string]time.Time{},
 	}
 }
 
@@ -58,10 +56,10 @@ func (m *queueMetrics) added(key string) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.waiting[key]; ok {
+	if _, ok := m.waiting.get(key); ok {
 		return
 	}
-	m.waiting[key] = time.Now()
+	m.waiting.set(key, time.Now())
 	m.adds.Inc()
 	m.depth.Inc()
 }
@@ -74,13 +72,13 @@ func (m *queueMetrics) taken(key string) {
 	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if at, ok := m.waiting[key]; ok {
+	if at, ok := m.waiting.get(key); ok {
 		m.depth.Dec()
 		m.latency.Observe(now.Sub(at).Seconds())
-		delete(m.waiting, key)
+		m.waiting.remove(key)
 	}
-	m.handling[key] = now
-	if len(m.handling) == 1 {
+	m.handling.set(key, now)
+	if m.handling.len() == 1 {
 		busyQueues.add(m)
 	}
 }
@@ -92,13 +90,13 @@ func (m *queueMetrics) done(key string) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	at, ok := m.handling[key]
+	at, ok := m.handling.get(key)
 	if !ok {
 		return
 	}
 	m.work.Observe(time.Since(at).Seconds())
-	delete(m.handling, key)
-	if len(m.handling) == 0 {
+	m.handling.remove(key)
+	if m.handling.len() == 0 {
 		m.unfinished.Set(0)
 		m.longest.Set(0)
 		busyQueues.remove(m)
@@ -110,7 +108,7 @@ func (m *queueMetrics) updateUnfinished(now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var total, longest float64
-	for _, at := range m.handling {
+	for _, at := range m.handling.m {
 		d := now.Sub(at).Seconds()
 		total += d
 		longest = max(longest, d)

@@ -70,7 +70,7 @@ type Queue struct {
 	metrics *queueMetrics
 
 	mu         sync.Mutex
-	items      map[string]*itemState
+	items      keyMap[*itemState]
 	processing int
 
 	// run is the state of the workers; ctx is nil before Start and once
@@ -115,7 +115,6 @@ func New(name string, limiter workqueue.TypedRateLimiter[any], retry ShouldRetry
 		name:    name,
 		handler: handler,
 		retry:   retry,
-		items:   map[string]*itemState{},
 	}
 	for _, o := range opts {
 		o(q)
@@ -153,7 +152,7 @@ func (q *Queue) EnqueueAfter(key string, d time.Duration) {
 // Forget clears the retry history of key; a waiting key stays queued.
 func (q *Queue) Forget(key string) {
 	q.mu.Lock()
-	delete(q.items, key)
+	q.items.remove(key)
 	q.mu.Unlock()
 	q.q.Forget(key)
 }
@@ -174,8 +173,8 @@ func (q *Queue) ItemsBeingProcessedLen() int {
 
 func (q *Queue) note(key string) {
 	q.mu.Lock()
-	if _, ok := q.items[key]; !ok {
-		q.items[key] = &itemState{added: time.Now()}
+	if _, ok := q.items.get(key); !ok {
+		q.items.set(key, &itemState{added: time.Now()})
 	}
 	q.mu.Unlock()
 }
@@ -297,10 +296,10 @@ func (q *Queue) handle(ctx context.Context, key string) {
 	span.SetStatus(err)
 
 	q.mu.Lock()
-	st, ok := q.items[key]
+	st, ok := q.items.get(key)
 	if !ok {
 		st = &itemState{added: time.Now()}
-		q.items[key] = st
+		q.items.set(key, st)
 	}
 	st.tries++
 	tries, added := st.tries, st.added

@@ -397,3 +397,82 @@ func TestDelayedKeysComeInTimeOrder(t *testing.T) {
 		}
 	}
 }
+
+// After a burst the queue's key maps let their tables go: a process of a
+// thousand nodes must not keep, in each of its queues, tables sized for the
+// largest burst it saw. Every key fails once, so the retry state and the
+// delays hold it too.
+func TestBurstLeavesNoTables(t *testing.T) {
+	const n = 1000
+	var failed sync.Map
+	q := New("burst", fastLimiter(), nil, func(_ context.Context, key string) error {
+		if _, again := failed.LoadOrStore(key, true); !again {
+			return errors.New("once more")
+		}
+		return nil
+	}, WithMetrics(newRecordedMetrics()))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	for i := range n {
+		q.Enqueue(fmt.Sprint(i))
+	}
+	q.Start(ctx, 8)
+	// The tables left: keys still in them, and the most keys each held
+	// since it was made (a table of at most keepBelow is kept for reuse).
+	left := func() string {
+		q.mu.Lock()
+		items := fmt.Sprintf("items %d (peak %d)", q.items.len(), q.items.peak)
+		big := q.items.len() > 0 || q.items.peak > keepBelow
+		q.mu.Unlock()
+		m := q.metrics
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		big = big || m.waiting.len() > 0 || m.waiting.peak > keepBelow || m.handling.len() > 0 || m.handling.peak > keepBelow
+		if !big {
+			return ""
+		}
+		return fmt.Sprintf("%s, waiting %d (peak %d), in hand %d (peak %d)", items, m.waiting.len(), m.waiting.peak, m.handling.len(), m.handling.peak)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l := left()
+		if l == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %d keys, each handled twice: %s; want every table empty and sized for at most %d keys", n, l, keepBelow)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A map that held few keys keeps its table for the next ones; one that held
+// more than keepBelow lets it go once empty, and grows again on demand.
+func TestKeyMapLetsGoOfLargeTables(t *testing.T) {
+	var k keyMap[int]
+	for i := range keepBelow {
+		k.set(fmt.Sprint(i), i)
+	}
+	for i := range keepBelow {
+		k.remove(fmt.Sprint(i))
+	}
+	if k.m == nil {
+		t.Errorf("a map of at most %d keys was dropped when emptied, want it kept", keepBelow)
+	}
+	for i := range 10 * keepBelow {
+		k.set(fmt.Sprint(i), i)
+	}
+	if v, ok := k.get("42"); !ok || v != 42 || k.len() != 10*keepBelow {
+		t.Fatalf("get 42 = %d %v, len %d", v, ok, k.len())
+	}
+	for i := range 10 * keepBelow {
+		k.remove(fmt.Sprint(i))
+	}
+	if k.m != nil || k.peak != 0 {
+		t.Errorf("a map of %d keys emptied still holds its table (peak %d)", 10*keepBelow, k.peak)
+	}
+	k.set("again", 1)
+	if v, ok := k.get("again"); !ok || v != 1 {
+		t.Errorf("after letting its table go, get = %d %v", v, ok)
+	}
+}
