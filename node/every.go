@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -9,9 +10,11 @@ import (
 // every calls f now and then interval after each call returns, until ctx
 // ends, as wait.UntilWithContext does, but on a runtime timer: between calls
 // it holds no goroutine, which matters for a process running a thousand
-// nodes. The returned wait blocks until ctx has ended and no call is running;
-// it does not wait out the interval.
-func every(ctx context.Context, interval time.Duration, f func(context.Context)) (wait func()) {
+// nodes. A jitter above 0 moves each later wait by up to that fraction of the
+// interval either way, so that the nodes of a process started together do
+// not all make their calls at the same moment. The returned wait blocks until
+// ctx has ended and no call is running; it does not wait out the interval.
+func every(ctx context.Context, interval time.Duration, jitter float64, f func(context.Context)) (wait func()) {
 	var (
 		mu    sync.Mutex
 		calls sync.WaitGroup // one per call scheduled or running
@@ -27,7 +30,7 @@ func every(ctx context.Context, interval time.Duration, f func(context.Context))
 		defer mu.Unlock()
 		if ctx.Err() == nil {
 			calls.Add(1)
-			timer.Reset(interval)
+			timer.Reset(jittered(interval, jitter))
 		}
 	}
 	mu.Lock()
@@ -45,4 +48,12 @@ func every(ctx context.Context, interval time.Duration, f func(context.Context))
 		mu.Unlock()
 		calls.Wait()
 	}
+}
+
+// jittered is interval moved by up to jitter times it, either way, at random.
+func jittered(interval time.Duration, jitter float64) time.Duration {
+	if jitter <= 0 {
+		return interval
+	}
+	return interval + time.Duration((2*rand.Float64()-1)*jitter*float64(interval))
 }

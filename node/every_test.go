@@ -19,7 +19,7 @@ func TestEvery(t *testing.T) {
 	var calls atomic.Int32
 	inCall := make(chan struct{})
 	release := make(chan struct{})
-	wait := every(ctx, 20*time.Millisecond, func(context.Context) {
+	wait := every(ctx, 20*time.Millisecond, 0, func(context.Context) {
 		if calls.Add(1) == 5 {
 			close(inCall)
 			<-release
@@ -51,7 +51,7 @@ func TestEveryIdleHasNoGoroutine(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	before := runtime.NumGoroutine()
 	called := make(chan struct{})
-	wait := every(ctx, time.Hour, func(context.Context) { close(called) })
+	wait := every(ctx, time.Hour, 0, func(context.Context) { close(called) })
 	<-called
 	poll.Until(t, 2*time.Second, "no goroutine while waiting for the next call", func() (bool, string) {
 		extra := runtime.NumGoroutine() - before
@@ -67,7 +67,7 @@ func TestEveryWaitDoesNotWaitOutTheInterval(t *testing.T) {
 	for range 50 {
 		ctx, cancel := context.WithCancel(context.Background())
 		called := make(chan struct{})
-		wait := every(ctx, time.Hour, func(context.Context) {
+		wait := every(ctx, time.Hour, 0, func(context.Context) {
 			select {
 			case <-called:
 			default:
@@ -83,5 +83,29 @@ func TestEveryWaitDoesNotWaitOutTheInterval(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("wait did not return 5s after ctx ended, with the next call due in an hour")
 		}
+	}
+}
+
+// A jittered wait stays within the jitter's share of the interval, and
+// falls on both sides of it.
+func TestJittered(t *testing.T) {
+	const interval = time.Minute
+	if got := jittered(interval, 0); got != interval {
+		t.Errorf("jittered(%s, 0) = %s", interval, got)
+	}
+	var shorter, longer int
+	for range 1000 {
+		d := jittered(interval, 0.25)
+		if d < 45*time.Second || d > 75*time.Second {
+			t.Fatalf("jittered(%s, 0.25) = %s, want within 45s–75s", interval, d)
+		}
+		if d < interval {
+			shorter++
+		} else if d > interval {
+			longer++
+		}
+	}
+	if shorter == 0 || longer == 0 {
+		t.Errorf("1,000 waits: %d shorter than the interval, %d longer; want both", shorter, longer)
 	}
 }

@@ -36,6 +36,10 @@ const (
 	DefaultGracePeriodMargin = 5 * time.Second
 )
 
+// resyncJitter is the fraction of ProviderResyncInterval by which each
+// resync after the first comes earlier or later, at random.
+const resyncJitter = 0.25
+
 // Names of the pod controller's work queues, as they appear in metrics and
 // spans.
 const (
@@ -135,7 +139,8 @@ type PodControllerConfig struct {
 	StatusPollInterval time.Duration
 
 	// ProviderResyncInterval is how often GetPods is compared with the pods
-	// in Kubernetes (default DefaultProviderResyncInterval): pods only the
+	// in Kubernetes (default DefaultProviderResyncInterval, each wait moved
+	// at random by up to a quarter of it either way): pods only the
 	// provider has are deleted from it, and running pods the provider lost
 	// are created again or marked Failed, as their restart policy says.
 	ProviderResyncInterval time.Duration
@@ -379,7 +384,7 @@ func (pc *PodController) Run(ctx context.Context, podSyncWorkers int) (retErr er
 		notifier.NotifyPods(ctx, func(pod *corev1.Pod) { pc.onProviderPod(ctx, pod) })
 	} else {
 		log.G(ctx).Infof("provider does not notify pod status changes; polling every %s", pc.pollInterval)
-		defer every(ctx, pc.pollInterval, pc.pollStatuses)()
+		defer every(ctx, pc.pollInterval, 0, pc.pollStatuses)()
 	}
 
 	for _, q := range pc.queues() {
@@ -387,8 +392,10 @@ func (pc *PodController) Run(ctx context.Context, podSyncWorkers int) (retErr er
 		defer q.Wait()
 	}
 	// The first resync removes pods the provider kept from before a restart
-	// that no longer exist in Kubernetes.
-	defer every(ctx, pc.resyncInterval, pc.resyncWithProvider)()
+	// that no longer exist in Kubernetes. The later ones are jittered: a
+	// process of a thousand nodes started together would otherwise list a
+	// thousand providers' pods at once, every interval.
+	defer every(ctx, pc.resyncInterval, resyncJitter, pc.resyncWithProvider)()
 
 	close(pc.ready)
 	log.G(ctx).Info("pod controller ready")
