@@ -212,7 +212,7 @@ func (p *Provider) getPod(namespace, name string) (*corev1.Pod, error) {
 	if !ok {
 		return nil, errdefs.NotFoundf("pod %s/%s is not in the mock provider", namespace, name)
 	}
-	return ps.snapshot().DeepCopy(), nil
+	return ps.snapshot(), nil
 }
 
 // GetPodStatus returns a copy of the pod's current status.
@@ -236,7 +236,7 @@ func (p *Provider) GetPods(ctx context.Context) ([]*corev1.Pod, error) {
 	defer p.mu.Unlock()
 	out := make([]*corev1.Pod, 0, len(p.pods))
 	for _, ps := range p.pods {
-		out = append(out, ps.snapshot().DeepCopy())
+		out = append(out, ps.snapshot())
 	}
 	return out, nil
 }

@@ -509,8 +509,10 @@ func (ps *podState) phase() corev1.PodPhase {
 	return corev1.PodFailed
 }
 
-// snapshot is the pod with its current status, as far as the mock keeps it.
-// It shares maps and slices with the state: callers copy it.
+// snapshot is the pod with its current status, as far as the mock keeps it:
+// a new object each time, whose maps and slices are the state's. The mock
+// replaces those and never changes them in place, so a snapshot stays as it
+// was taken; like every pod a provider returns, it is read-only.
 func (ps *podState) snapshot() *corev1.Pod {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
