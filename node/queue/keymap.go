@@ -1,5 +1,10 @@
 package queue
 
+import (
+	"iter"
+	"maps"
+)
+
 // keyMap is a map of a queue's keys that lets its table go once emptied. A
 // Go map never shrinks: a queue that once held a burst (ten thousand pods
 // created at once) would keep a table sized for it at rest, for each of its
@@ -35,6 +40,8 @@ func (k *keyMap[V]) remove(key string) {
 }
 
 func (k *keyMap[V]) len() int { return len(k.m) }
+
+func (k *keyMap[V]) values() iter.Seq[V] { return maps.Values(k.m) }
 
 // clear removes every key and lets the table go.
 func (k *keyMap[V]) clear() { k.m, k.peak = nil, 0 }

@@ -108,7 +108,7 @@ func (m *queueMetrics) updateUnfinished(now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var total, longest float64
-	for _, at := range m.handling.m {
+	for at := range m.handling.values() {
 		d := now.Sub(at).Seconds()
 		total += d
 		longest = max(longest, d)

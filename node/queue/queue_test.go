@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/vkubelet/virtual-kubelet/internal/testing/poll"
 )
 
 func fastLimiter() workqueue.TypedRateLimiter[any] {
@@ -433,17 +435,10 @@ func TestBurstLeavesNoTables(t *testing.T) {
 		}
 		return fmt.Sprintf("%s, waiting %d (peak %d), in hand %d (peak %d)", items, m.waiting.len(), m.waiting.peak, m.handling.len(), m.handling.peak)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.Until(t, 10*time.Second, fmt.Sprintf("every table empty and sized for at most %d keys after %d keys, each handled twice", keepBelow, n), func() (bool, string) {
 		l := left()
-		if l == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %d keys, each handled twice: %s; want every table empty and sized for at most %d keys", n, l, keepBelow)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return l == "", l
+	})
 }
 
 // A map that held few keys keeps its table for the next ones; one that held
