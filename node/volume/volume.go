@@ -246,9 +246,11 @@ func (res *resolution) object(kind, name string, items []corev1.KeyToPath, optio
 		return nil, err
 	}
 	// A missing optional object is a source too: its creation fills the volume.
-	// Every pod of a namespace names the same sources: one string each.
-	if source := intern.String(kind + "/" + name); (obj == nil || !obj.Immutable) && !slices.Contains(res.out.Sources, source) {
-		res.out.Sources = append(res.out.Sources, source)
+	if obj == nil || !obj.Immutable {
+		// Every pod of a namespace names the same sources: one string each.
+		if source := intern.String(kind + "/" + name); !slices.Contains(res.out.Sources, source) {
+			res.out.Sources = append(res.out.Sources, source)
+		}
 	}
 	isOptional := optional != nil && *optional
 	if obj == nil {
