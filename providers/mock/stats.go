@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
-	"k8s.io/utils/ptr"
 )
 
 // GetStatsSummary reports every running container's scripted CPU and memory
@@ -33,14 +32,16 @@ func (p *Provider) GetStatsSummary(context.Context) (*statsv1alpha1.Summary, err
 
 	self := p.self.sample(now)
 	nodeCPU, nodeCPUTotal, nodeMem := self.nanoCores, p.retiredCPU+uint64(self.cpuTime), self.memory
+	a := newStatsAlloc(p.pods)
 	pods := make([]statsv1alpha1.PodStats, 0, len(p.pods))
 	for _, ps := range p.pods {
 		if !ps.started {
 			continue
 		}
 		pod := statsv1alpha1.PodStats{
-			PodRef:    statsv1alpha1.PodReference{Name: ps.pod.name, Namespace: ps.pod.namespace, UID: string(ps.pod.uid)},
-			StartTime: metav1.NewTime(ps.created),
+			PodRef:     statsv1alpha1.PodReference{Name: ps.pod.name, Namespace: ps.pod.namespace, UID: string(ps.pod.uid)},
+			StartTime:  metav1.NewTime(ps.created),
+			Containers: a.containerStats(len(ps.containers)),
 		}
 		var podCPU, podMem uint64
 		for _, c := range ps.containers {
@@ -53,14 +54,14 @@ func (p *Provider) GetStatsSummary(context.Context) (*statsv1alpha1.Summary, err
 			pod.Containers = append(pod.Containers, statsv1alpha1.ContainerStats{
 				Name:      c.spec.name,
 				StartTime: metav1.NewTime(start),
-				CPU:       &statsv1alpha1.CPUStats{Time: ts, UsageNanoCores: ptr.To(cpu), UsageCoreNanoSeconds: ptr.To(cpuTime(cpu, now.Sub(start)))},
-				Memory:    &statsv1alpha1.MemoryStats{Time: ts, WorkingSetBytes: ptr.To(mem), UsageBytes: ptr.To(mem), RSSBytes: ptr.To(mem)},
+				CPU:       a.cpu(statsv1alpha1.CPUStats{Time: ts, UsageNanoCores: a.num(cpu), UsageCoreNanoSeconds: a.num(cpuTime(cpu, now.Sub(start)))}),
+				Memory:    a.memory(statsv1alpha1.MemoryStats{Time: ts, WorkingSetBytes: a.num(mem), UsageBytes: a.num(mem), RSSBytes: a.num(mem)}),
 			})
 			podCPU, podMem = podCPU+cpu, podMem+mem
 		}
 		podCPUTotal := ps.cpuTime(now)
-		pod.CPU = &statsv1alpha1.CPUStats{Time: ts, UsageNanoCores: ptr.To(podCPU), UsageCoreNanoSeconds: ptr.To(podCPUTotal)}
-		pod.Memory = &statsv1alpha1.MemoryStats{Time: ts, WorkingSetBytes: ptr.To(podMem), UsageBytes: ptr.To(podMem)}
+		pod.CPU = a.cpu(statsv1alpha1.CPUStats{Time: ts, UsageNanoCores: a.num(podCPU), UsageCoreNanoSeconds: a.num(podCPUTotal)})
+		pod.Memory = a.memory(statsv1alpha1.MemoryStats{Time: ts, WorkingSetBytes: a.num(podMem), UsageBytes: a.num(podMem)})
 		pods = append(pods, pod)
 		nodeCPU, nodeCPUTotal, nodeMem = nodeCPU+podCPU, nodeCPUTotal+podCPUTotal, nodeMem+podMem
 	}
@@ -74,12 +75,66 @@ func (p *Provider) GetStatsSummary(context.Context) (*statsv1alpha1.Summary, err
 		Node: statsv1alpha1.NodeStats{
 			NodeName:  p.nodeName,
 			StartTime: metav1.NewTime(p.startedAt),
-			CPU:       &statsv1alpha1.CPUStats{Time: ts, UsageNanoCores: ptr.To(nodeCPU), UsageCoreNanoSeconds: ptr.To(nodeCPUTotal)},
-			Memory: &statsv1alpha1.MemoryStats{Time: ts, WorkingSetBytes: ptr.To(nodeMem), UsageBytes: ptr.To(nodeMem),
-				AvailableBytes: ptr.To(available)},
+			CPU:       a.cpu(statsv1alpha1.CPUStats{Time: ts, UsageNanoCores: a.num(nodeCPU), UsageCoreNanoSeconds: a.num(nodeCPUTotal)}),
+			Memory: a.memory(statsv1alpha1.MemoryStats{Time: ts, WorkingSetBytes: a.num(nodeMem), UsageBytes: a.num(nodeMem),
+				AvailableBytes: a.num(available)}),
 		},
 		Pods: pods,
 	}, nil
+}
+
+// statsAlloc hands out the figures of one summary from a few slices made
+// for it. Each figure is a pointer in the summary's types: made one by one,
+// a pod's figures were a dozen small objects, and a thousand nodes' scrapes
+// of a hundred pods each put over a million of them on the heap for the GC
+// to scan, every round of metrics-server's scrapes.
+type statsAlloc struct {
+	nums       []uint64
+	cpus       []statsv1alpha1.CPUStats
+	memories   []statsv1alpha1.MemoryStats
+	containers []statsv1alpha1.ContainerStats
+}
+
+// newStatsAlloc sizes the slices for the pods' figures and the node's. Sizes
+// are a hint: a slice that fills up is replaced, and the figures already
+// handed out keep the old one.
+func newStatsAlloc(pods map[string]*podState) *statsAlloc {
+	containers := 0
+	for _, ps := range pods {
+		containers += len(ps.containers)
+	}
+	stats := len(pods) + containers + 1
+	return &statsAlloc{
+		nums:       make([]uint64, 0, 4*len(pods)+5*containers+5),
+		cpus:       make([]statsv1alpha1.CPUStats, 0, stats),
+		memories:   make([]statsv1alpha1.MemoryStats, 0, stats),
+		containers: make([]statsv1alpha1.ContainerStats, 0, containers),
+	}
+}
+
+func (a *statsAlloc) num(v uint64) *uint64 {
+	a.nums = append(a.nums, v)
+	return &a.nums[len(a.nums)-1]
+}
+
+func (a *statsAlloc) cpu(s statsv1alpha1.CPUStats) *statsv1alpha1.CPUStats {
+	a.cpus = append(a.cpus, s)
+	return &a.cpus[len(a.cpus)-1]
+}
+
+func (a *statsAlloc) memory(s statsv1alpha1.MemoryStats) *statsv1alpha1.MemoryStats {
+	a.memories = append(a.memories, s)
+	return &a.memories[len(a.memories)-1]
+}
+
+// containerStats returns an empty list with room for n containers.
+func (a *statsAlloc) containerStats(n int) []statsv1alpha1.ContainerStats {
+	if cap(a.containers)-len(a.containers) < n {
+		a.containers = make([]statsv1alpha1.ContainerStats, 0, n)
+	}
+	at := len(a.containers)
+	a.containers = a.containers[:at+n]
+	return a.containers[at : at : at+n]
 }
 
 // cpuTime is the CPU time, in core-nanoseconds, of running at nanoCores for
