@@ -452,15 +452,7 @@ func sameState(a, b corev1.ContainerState) bool {
 // resync does every minute: at 100,000 pods over 1,000 nodes, a thousand
 // such lists a minute.
 func BenchmarkGetPods(b *testing.B) {
-	p, err := New(context.Background(), provider.InitConfig{NodeName: "vk0", InternalIP: "10.213.0.2"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for i := range 100 {
-		if err := p.CreatePod(context.Background(), testPod(fmt.Sprintf("pod-%d", i), nil, corev1.RestartPolicyAlways)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	p := providerRunning(b, 100)
 	b.ReportAllocs()
 	for b.Loop() {
 		pods, err := p.GetPods(context.Background())
@@ -468,4 +460,18 @@ func BenchmarkGetPods(b *testing.B) {
 			b.Fatalf("%d pods, %v", len(pods), err)
 		}
 	}
+}
+
+// providerRunning returns a mock provider of node vk0 running n pods.
+func providerRunning(b *testing.B, n int) *Provider {
+	p, err := New(context.Background(), provider.InitConfig{NodeName: "vk0", InternalIP: "10.213.0.2"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		if err := p.CreatePod(context.Background(), testPod(fmt.Sprintf("pod-%d", i), nil, corev1.RestartPolicyAlways)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return p.(*Provider)
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -83,18 +82,10 @@ func TestStatsOfManyPods(t *testing.T) {
 // metrics-server scrapes every node every 15 s: at 100,000 pods over 1,000
 // nodes, what one round of scrapes allocates is on the heap at once.
 func BenchmarkGetStatsSummary(b *testing.B) {
-	p, err := New(context.Background(), provider.InitConfig{NodeName: "vk0", InternalIP: "10.213.0.2"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for i := range 100 {
-		if err := p.CreatePod(context.Background(), testPod(fmt.Sprintf("pod-%d", i), nil, corev1.RestartPolicyAlways)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	p := providerRunning(b, 100)
 	b.ReportAllocs()
 	for b.Loop() {
-		summary, err := p.(*Provider).GetStatsSummary(context.Background())
+		summary, err := p.GetStatsSummary(context.Background())
 		if err != nil || len(summary.Pods) != 100 {
 			b.Fatalf("%v, %v", summary, err)
 		}
