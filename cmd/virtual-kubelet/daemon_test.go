@@ -3,7 +3,6 @@ package main_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/childproc"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/freeport"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/nethost"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 )
@@ -66,7 +66,7 @@ func startDaemon(t *testing.T, c *testcluster.Cluster, host *nethost.Host, extra
 	} else {
 		d.addr = "127.0.0.1"
 		args = append(args, "--kubeconfig", c.Info.Kubeconfig, "--node-ip", d.addr, "--listen-address", d.addr,
-			"--listen-port", strconv.Itoa(freePort(t)))
+			"--listen-port", strconv.Itoa(freeport.Get(t)))
 		d.command = func() *exec.Cmd { return exec.Command(binary, append(args, extra...)...) }
 	}
 	if err := d.start(); err != nil {
@@ -120,16 +120,6 @@ func (d *daemon) stop(t *testing.T) (int, time.Duration) {
 		t.Errorf("virtual-kubelet did not exit within 20s of SIGTERM")
 	}
 	return d.Cmd.ProcessState.ExitCode(), time.Since(start)
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // runBinary runs virtual-kubelet to completion and returns its exit code and

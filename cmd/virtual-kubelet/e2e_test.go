@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/vkubelet/virtual-kubelet/internal/testing/freeport"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/nethost"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/poll"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
@@ -333,7 +334,7 @@ func TestBadInputFailsCleanly(t *testing.T) {
 	// A remote cluster that is not there: a closed port on loopback.
 	closed := filepath.Join(dir, "closed.kubeconfig")
 	kubeconfig := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters: [{name: b, cluster: {server: \"https://127.0.0.1:%d\"}}]\n"+
-		"contexts: [{name: b, context: {cluster: b}}]\ncurrent-context: b\n", freePort(t))
+		"contexts: [{name: b, context: {cluster: b}}]\ncurrent-context: b\n", freeport.Get(t))
 	unreachable := filepath.Join(dir, "unreachable.yaml")
 	trust := "sourceCluster: a\nsigningKeyFile: " + signingKey(t) + "\n"
 	if os.WriteFile(closed, []byte(kubeconfig), 0o600) != nil || os.WriteFile(unreachable, []byte("remote: {kubeconfig: "+closed+"}\nnamespace: b\n"+trust), 0o600) != nil {
@@ -377,7 +378,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
 	ns := c.Namespace(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Get(t))
 	d := startDaemon(t, c, nil, "--metrics-addr", addr, "--enable-profiling")
 	waitNodeReady(t, c.Client, d.name)
 	p := &corev1.Pod{

@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/controlplane"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/freeport"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 	"github.com/vkubelet/virtual-kubelet/providers/mock"
 )
@@ -164,7 +165,7 @@ func TestDaemonKilledAndRestarted(t *testing.T) {
 	name := testcluster.UniqueName("vk")
 	state := filepath.Join(t.TempDir(), "state")
 	cfg := mockConfig(t, name, fmt.Sprintf(`{"stateDir": %q}`, state))
-	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	metrics := fmt.Sprintf("127.0.0.1:%d", freeport.Get(t))
 	args := []string{"--nodename", name, "--provider-config", cfg, "--metrics-addr", metrics}
 	first := startDaemon(t, c, nil, args...)
 	waitNodeReady(t, c.Client, name)

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/vkubelet/virtual-kubelet/internal/testing/freeport"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 	"github.com/vkubelet/virtual-kubelet/providers/mock"
 )
@@ -115,7 +116,7 @@ func testKubectlAgainstVirtualNode(t *testing.T, via transport) {
 // through it and returns what comes back, up to the first newline.
 func portForwardEcho(t *testing.T, c *testcluster.Cluster, ns, pod string, port int, line string) (string, error) {
 	t.Helper()
-	local := freePort(t)
+	local := freeport.Get(t)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	pf := exec.CommandContext(ctx, filepath.Join(c.Info.BinDir, "kubectl"), "--kubeconfig", c.Info.Kubeconfig, "-n", ns,

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/childproc"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/freeport"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 	"github.com/vkubelet/virtual-kubelet/test/e2e"
 )
@@ -107,7 +108,7 @@ func TestPythonPlugin(t *testing.T) {
 	d := startDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")), "--provider", "grpc", "--provider-config", cfg)
 	waitNodeReady(t, c.Client, d.name)
 
-	port := freePort(t)
+	port := freeport.Get(t)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "py"},
 		Spec: corev1.PodSpec{

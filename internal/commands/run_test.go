@@ -3,7 +3,6 @@ package commands
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,22 +13,11 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/vkubelet/virtual-kubelet/internal/provider"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/freeport"
 	"github.com/vkubelet/virtual-kubelet/providers/mock"
 )
 
 func init() { provider.Register("mock", mock.New) }
-
-// freePort returns a loopback port nothing listens on.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	return port
-}
 
 // An early return (here --startup-timeout, with an API server that never
 // answers) stops the node and everything else Run started before it returns.
@@ -43,12 +31,12 @@ clusters: [{name: c, cluster: {server: "http://127.0.0.1:%d"}}]
 users: [{name: u, user: {token: t}}]
 contexts: [{name: c, context: {cluster: c, user: u}}]
 current-context: c
-`, freePort(t))
+`, freeport.Get(t))
 	if err := os.WriteFile(kubeconfig, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	code, _, stderr := run(t, "--provider", "mock", "--kubeconfig", kubeconfig, "--nodename", "leak-test",
-		"--node-ip", "127.0.0.1", "--listen-address", "127.0.0.1", "--listen-port", strconv.Itoa(freePort(t)),
+		"--node-ip", "127.0.0.1", "--listen-address", "127.0.0.1", "--listen-port", strconv.Itoa(freeport.Get(t)),
 		"--metrics-addr", "", "--startup-timeout", "1s", "--log-level", "error")
 	if code == 0 || !strings.Contains(stderr, "did not come up within --startup-timeout 1s") {
 		t.Fatalf("exit %d, stderr %q; want the startup timeout", code, stderr)
