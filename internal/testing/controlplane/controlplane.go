@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/vkubelet/virtual-kubelet/internal/testing/freeport"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/nethost"
 )
 
@@ -149,7 +150,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, retErr error) {
 	cfg.Dir = dir
 	for _, p := range []*int{&cfg.APIServerPort, &cfg.EtcdPort, &cfg.EtcdPeerPort, &cfg.SchedulerPort, &cfg.ControllerManagerPort, &cfg.MetricsServerPort} {
 		if *p == 0 {
-			if *p, err = freePort(); err != nil {
+			if *p, err = freeport.Next(); err != nil {
 				return nil, err
 			}
 		}
@@ -427,13 +428,4 @@ func Kubeconfig(server, caFile, certFile, keyFile string) (*clientcmdapi.Config,
 		return nil, err
 	}
 	return cfg, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
