@@ -3,7 +3,6 @@ package slurm
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+
+	"github.com/vkubelet/virtual-kubelet/internal/testing/freeport"
 )
 
 // The package's tests share one Slurm on loopback (hack/slurm/slurm.sh),
@@ -37,20 +38,6 @@ func slurmScript() string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "hack", "slurm", "slurm.sh")
 }
 
-// freePorts returns n TCP ports free on loopback.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 // localSlurm returns the SLURM_CONF of the package's Slurm, starting it
 // (and installing Debian's packages) the first time. It needs no control
 // plane, so it runs with -short too.
@@ -60,10 +47,11 @@ func localSlurm(t *testing.T) string {
 		t.Skip("hack/slurm/slurm.sh runs Slurm as root")
 	}
 	slurmOnce.Do(func() {
-		ports, err := freePorts(2)
-		if err != nil {
-			slurmErr = err
-			return
+		var ports [2]int
+		for i := range ports {
+			if ports[i], slurmErr = freeport.Next(); slurmErr != nil {
+				return
+			}
 		}
 		if slurmDir, slurmErr = os.MkdirTemp("", "vk-slurm-"); slurmErr != nil {
 			return
