@@ -85,9 +85,9 @@ func (p *Provider) GetStatsSummary(context.Context) (*statsv1alpha1.Summary, err
 
 // statsAlloc hands out the figures of one summary from a few slices made
 // for it. Each figure is a pointer in the summary's types: made one by one,
-// a pod's figures were a dozen small objects, and a thousand nodes' scrapes
-// of a hundred pods each put over a million of them on the heap for the GC
-// to scan, every round of metrics-server's scrapes.
+// a pod's figures would be a dozen small objects, and a thousand nodes'
+// scrapes of a hundred pods each would put over a million of them on the
+// heap for the GC to scan, every round of metrics-server's scrapes.
 type statsAlloc struct {
 	nums       []uint64
 	cpus       []statsv1alpha1.CPUStats
