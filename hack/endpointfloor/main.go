@@ -14,19 +14,14 @@ package main
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -35,6 +30,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/vkubelet/virtual-kubelet/internal/testing/testpki"
 )
 
 func main() {
@@ -107,28 +104,22 @@ type plan struct {
 // a request with a client certificate of the CA with a body the size of a
 // node's /metrics/resource, and refuses one without.
 func serve(n int, http1 bool) (*endpoints, *plan, error) {
-	ca, caKey, err := newCert(nil, nil, &x509.Certificate{Subject: pkix.Name{CommonName: "endpointfloor CA"}, IsCA: true,
-		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign})
+	ca, err := testpki.NewAuthority("endpointfloor CA", 24*time.Hour)
 	if err != nil {
 		return nil, nil, err
 	}
-	server, serverKey, err := newCert(ca, caKey, &x509.Certificate{Subject: pkix.Name{CommonName: "node"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	server, err := ca.Issue(testpki.Leaf{CommonName: "node", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Server: true})
 	if err != nil {
 		return nil, nil, err
 	}
-	client, clientKey, err := newCert(ca, caKey, &x509.Certificate{Subject: pkix.Name{CommonName: "scraper"},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	client, err := ca.Issue(testpki.Leaf{CommonName: "scraper", Client: true})
 	if err != nil {
 		return nil, nil, err
 	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(clientKey)
+	keyDER, err := client.KeyDER()
 	if err != nil {
 		return nil, nil, err
 	}
-	clientCAs := x509.NewCertPool()
-	clientCAs.AddCert(ca)
-	pair := tls.Certificate{Certificate: [][]byte{server.Raw}, PrivateKey: serverKey, Leaf: server}
 	body := []byte(strings.Repeat("x", 1500))
 	e := &endpoints{}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -143,7 +134,7 @@ func serve(n int, http1 bool) (*endpoints, *plan, error) {
 		}
 		_, _ = w.Write(body)
 	})
-	p := &plan{CA: ca.Raw, Cert: client.Raw, Key: keyDER, HTTP11: http1}
+	p := &plan{CA: ca.Cert.Raw, Cert: client.Cert.Raw, Key: keyDER, HTTP11: http1}
 	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -152,7 +143,7 @@ func serve(n int, http1 bool) (*endpoints, *plan, error) {
 		srv := &http.Server{
 			Handler:           handler,
 			ReadHeaderTimeout: 30 * time.Second,
-			TLSConfig: &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: clientCAs,
+			TLSConfig: &tls.Config{Certificates: []tls.Certificate{server.TLS()}, ClientCAs: ca.Pool(),
 				ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12},
 		}
 		if http1 {
@@ -234,28 +225,4 @@ func rss() string {
 		}
 	}
 	return strings.Join(out, ", ")
-}
-
-// newCert makes a P-256 key and a certificate for it from tmpl, signed by
-// parent (self-signed when parent is nil), valid for a day.
-func newCert(parent *x509.Certificate, parentKey *ecdsa.PrivateKey, tmpl *x509.Certificate) (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl.SerialNumber = serial
-	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
-	if parent == nil {
-		parent, parentKey = tmpl, key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	if err != nil {
-		return nil, nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	return cert, key, err
 }

@@ -3,14 +3,7 @@ package commands
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vkubelet/virtual-kubelet/internal/provider"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/testpki"
 	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/providers/grpcplugin"
 )
@@ -87,50 +81,38 @@ func TestPluginServesMutualTLS(t *testing.T) {
 	}
 }
 
-// writeTestPKI writes a CA and, signed by it, a serving certificate for
-// plugin.test and a client certificate; it returns their paths by name.
+// writeTestPKI writes a CA's certificate and, signed by it, a serving
+// certificate for plugin.test and a client certificate with their keys; it
+// returns their paths by name.
 func writeTestPKI(t *testing.T, dir string) map[string]string {
 	t.Helper()
+	ca, err := testpki.NewAuthority("test CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
 	files := map[string]string{}
-	write := func(name, typ string, der []byte) {
+	write := func(name string, data []byte) {
 		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		files[name] = path
 	}
-	newKey := func(name string) *ecdsa.PrivateKey {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	write("ca.crt", ca.CertPEM())
+	for name, leaf := range map[string]testpki.Leaf{
+		"server": {CommonName: "server", DNSNames: []string{"plugin.test"}, Server: true},
+		"client": {CommonName: "client", Client: true},
+	} {
+		p, err := ca.Issue(leaf)
 		if err != nil {
 			t.Fatal(err)
 		}
-		der, err := x509.MarshalPKCS8PrivateKey(key)
+		key, err := p.KeyPEM()
 		if err != nil {
 			t.Fatal(err)
 		}
-		write(name+".key", "PRIVATE KEY", der)
-		return key
-	}
-	caKey := newKey("ca")
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	write("ca.crt", "CERTIFICATE", der)
-	for i, leaf := range []struct {
-		name  string
-		usage x509.ExtKeyUsage
-	}{{"server", x509.ExtKeyUsageServerAuth}, {"client", x509.ExtKeyUsageClientAuth}} {
-		key := newKey(leaf.name)
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(int64(i + 2)), Subject: pkix.Name{CommonName: leaf.name}, DNSNames: []string{"plugin.test"},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{leaf.usage}, KeyUsage: x509.KeyUsageDigitalSignature}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		write(leaf.name+".crt", "CERTIFICATE", der)
+		write(name+".crt", p.CertPEM())
+		write(name+".key", key)
 	}
 	return files
 }

@@ -2,17 +2,10 @@ package api_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"io"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -32,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 
+	"github.com/vkubelet/virtual-kubelet/internal/testing/testpki"
 	"github.com/vkubelet/virtual-kubelet/node/api"
 )
 
@@ -160,15 +154,14 @@ func TestNewAuthConfig(t *testing.T) {
 // TokenReview, anonymous requests, and SubjectAccessReviews that see the
 // node's attributes.
 func TestNewAuth(t *testing.T) {
-	ca, caKey := newCA(t)
+	ca := newCA(t)
 	dir := t.TempDir()
 	caFile := filepath.Join(dir, "ca.crt")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw}), 0o600); err != nil {
+	if err := os.WriteFile(caFile, ca.CertPEM(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	apiserverCert := newClientCert(t, ca, caKey, "kube-apiserver-kubelet-client", "system:masters")
-	otherCA, otherKey := newCA(t)
-	strangerCert := newClientCert(t, otherCA, otherKey, "stranger", "system:masters")
+	apiserverCert := newClientCert(t, ca, "kube-apiserver-kubelet-client", "system:masters")
+	strangerCert := newClientCert(t, newCA(t), "stranger", "system:masters")
 
 	// A stand-in for the apiserver's review APIs.
 	var mu sync.Mutex
@@ -290,49 +283,20 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func newCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey) {
+func newCA(t *testing.T) *testpki.Authority {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := testpki.NewAuthority("test-ca", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "test-ca"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ca, key
+	return ca
 }
 
-func newClientCert(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn string, orgs ...string) tls.Certificate {
+func newClientCert(t *testing.T, ca *testpki.Authority, cn string, orgs ...string) tls.Certificate {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	p, err := ca.Issue(testpki.Leaf{CommonName: cn, Organization: orgs, Client: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: cn, Organization: orgs},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	return p.TLS()
 }
