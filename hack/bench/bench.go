@@ -167,11 +167,29 @@ func benchPod(name, node string) *corev1.Pod {
 	}
 }
 
+// passHooks are what a caller adds to a pass, each optional.
+type passHooks struct {
+	// afterRunning runs once all pods are Running, outside the timings.
+	afterRunning func()
+	// phase is called as each phase ("running", then "gone") starts; the
+	// func it returns, as it ends (and may be called again).
+	phase func(ctx context.Context, name string) (end func())
+}
+
+// startPhase calls h.phase for the phase name, if set.
+func (h passHooks) startPhase(ctx context.Context, name string) (end func()) {
+	if h.phase == nil {
+		return func() {}
+	}
+	return h.phase(ctx, name)
+}
+
 // runPass creates n pods in ns, bound to the nodes in turn, waits until all are Running,
 // deletes them all gracefully and waits until all are gone.
-// afterRunning, if set, runs once all are Running, outside the timings.
-func runPass(ctx context.Context, client kubernetes.Interface, ns string, nodes []string, n, workers int, t *tracker, afterRunning func()) (*phaseResult, error) {
+func runPass(ctx context.Context, client kubernetes.Interface, ns string, nodes []string, n, workers int, t *tracker, hooks passHooks) (*phaseResult, error) {
 	t.watch(ctx, client, ns)
+	endPhase := hooks.startPhase(ctx, "running")
+	defer func() { endPhase() }() // on an error; ending a phase twice is harmless
 	cpu := readMachineCPU()
 	start := time.Now()
 	res := &phaseResult{Start: start}
@@ -190,14 +208,16 @@ func runPass(ctx context.Context, client kubernetes.Interface, ns string, nodes 
 	}
 	res.AllRunning = time.Since(start)
 	res.RunningCPU = readMachineCPU().since(cpu)
+	endPhase()
 	res.Latencies = t.latencies(t.created, t.running)
 	res.P50, res.P99 = percentiles(res.Latencies)
-	if afterRunning != nil {
-		afterRunning()
+	if hooks.afterRunning != nil {
+		hooks.afterRunning()
 	}
 
 	// One graceful delete per pod, as the garbage collector deletes a
 	// ReplicaSet's pods (a DeleteCollection of thousands times out).
+	endPhase = hooks.startPhase(ctx, "gone")
 	cpu = readMachineCPU()
 	start = time.Now()
 	res.DeleteStart = start
@@ -219,6 +239,7 @@ func runPass(ctx context.Context, client kubernetes.Interface, ns string, nodes 
 	}
 	res.AllGone = time.Since(start)
 	res.GoneCPU = readMachineCPU().since(cpu)
+	endPhase()
 	res.GoneP50, res.GoneP99 = percentiles(t.latencies(t.deleting, t.gone))
 	return res, nil
 }

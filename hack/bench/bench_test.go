@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,6 +32,8 @@ func TestBenchSmoke(t *testing.T) {
 		workers:    20,
 		outDir:     out,
 		plugin:     true,
+		// One pass to show the API server's profiles are taken, per phase.
+		apiServerProfile: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -79,6 +84,36 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "latency-200.svg")); err != nil {
 		t.Error(err)
+	}
+	for _, pass := range []string{"floor", "daemon", "plugin"} {
+		for _, phase := range []string{"running", "gone"} {
+			checkProfiles(t, filepath.Join(out, fmt.Sprintf("apiserver-cpu-%s-%d-%s-*.pb.gz", pass, n, phase)))
+		}
+	}
+}
+
+// checkProfiles checks that pattern names at least one file and that each
+// is a gzipped profile, not an error page.
+func checkProfiles(t *testing.T, pattern string) {
+	t.Helper()
+	files, err := filepath.Glob(pattern)
+	if err != nil || len(files) == 0 {
+		t.Errorf("no API server profiles %s (%v)", pattern, err)
+		return
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			t.Errorf("%s is not gzipped: %v (%.100q)", f, err, raw)
+			continue
+		}
+		if body, err := io.ReadAll(zr); err != nil || len(body) == 0 {
+			t.Errorf("%s: %d bytes of profile, %v", f, len(body), err)
+		}
 	}
 }
 

@@ -63,7 +63,7 @@ func kwokPass(ctx context.Context, c config, cl *cluster, n, nodes int) (*kwokRe
 	r := &kwokResult{NodesReady: time.Since(started)}
 	before := proc.usage()
 	r.IdleRSS = before.PeakRSS
-	r.Pass, err = runPass(ctx, cl.client, ns, names, n, c.workers, newTracker(n), nil)
+	r.Pass, err = runPass(ctx, cl.client, ns, names, n, c.workers, newTracker(n), passHooks{phase: apiServerProfiler(c, cl.client, "kwok", n)})
 	if err != nil {
 		return nil, fmt.Errorf("kwok: %w (log: %s)", err, logPath)
 	}

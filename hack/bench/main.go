@@ -72,8 +72,11 @@ type config struct {
 	// cpuProfile, with outDir: profile each measured process's CPU over
 	// the first cpuProfile of its pods pass.
 	cpuProfile time.Duration
-	daemonArgs []string
-	daemonEnv  []string
+	// apiServerProfile, with outDir: profile the API server's CPU over
+	// each phase of each pass (apiprofile.go).
+	apiServerProfile bool
+	daemonArgs       []string
+	daemonEnv        []string
 }
 
 func main() {
@@ -93,6 +96,7 @@ func main() {
 	flag.BoolVar(&c.plugin, "plugin", false, "after the daemon pass, run it again with the mock out of process (virtual-kubelet plugin on a unix socket, the daemon with --provider grpc): in-process vs out-of-process")
 	flag.StringVar(&c.outDir, "out", "", "directory for the results (results.md, latency-N.svg); empty prints only")
 	flag.DurationVar(&c.cpuProfile, "cpu-profile", 0, "with -out: a CPU profile of the daemon (and the plugin) over the first D of each pods pass, cpu-<process>-N.pb.gz (go tool pprof -top)")
+	flag.BoolVar(&c.apiServerProfile, "apiserver-profile", false, "with -out: CPU profiles of the API server over each phase of each pass, in 5 s windows, apiserver-cpu-<pass>-<N>-<running|gone>-<i>.pb.gz (go tool pprof -top merges the files given)")
 	flag.StringVar(&extra, "daemon-args", "", "extra flags for the daemon, space-separated")
 	var env string
 	flag.StringVar(&env, "daemon-env", "", "extra environment for the daemon only, space-separated K=V (e.g. GOGC=50)")
@@ -278,7 +282,7 @@ func floorPass(ctx context.Context, c config, client kubernetes.Interface, label
 	fctx, stopFloor := context.WithCancel(ctx)
 	newFloorKubelet(fctx, client, ns, c.workers, ft)
 	cpuBefore := selfCPU()
-	res, err := runPass(fctx, client, ns, floorNodes, n, c.workers, ft, nil)
+	res, err := runPass(fctx, client, ns, floorNodes, n, c.workers, ft, passHooks{phase: apiServerProfiler(c, client, label, n)})
 	cpu := selfCPU() - cpuBefore
 	stopFloor()
 	stopNodes()
@@ -388,7 +392,7 @@ func runSize(ctx context.Context, c config, a, b *cluster, n int) (*result, erro
 	}
 	cpuBefore := selfCPU()
 	profiled := d.profileCPU(ctx, c, fmt.Sprintf("daemon-%d", n))
-	r.Daemon, err = runPass(ctx, a.client, ns, vkNodes, n, c.workers, newTracker(n), steady)
+	r.Daemon, err = runPass(ctx, a.client, ns, vkNodes, n, c.workers, newTracker(n), passHooks{afterRunning: steady, phase: apiServerProfiler(c, a.client, "daemon", n)})
 	profiled()
 	r.BenchCPU.Daemon = selfCPU() - cpuBefore - steadyBench
 	if err != nil {

@@ -111,7 +111,7 @@ func replicasPass(ctx context.Context, c config, cl *cluster, n, nodes int) (*re
 		return nil, nil, err
 	}
 	defer cleanup(cl.client, ns, names)
-	pass, err := runPass(ctx, cl.client, ns, names, n, c.workers, newTracker(n), nil)
+	pass, err := runPass(ctx, cl.client, ns, names, n, c.workers, newTracker(n), passHooks{phase: apiServerProfiler(c, cl.client, "replicas", n)})
 	if err != nil {
 		return nil, nil, fmt.Errorf("replicas: %w", err)
 	}
