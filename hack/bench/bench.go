@@ -35,6 +35,9 @@ type phaseResult struct {
 	// RunningCPU and GoneCPU are where the machine's CPU went from the
 	// first create to all Running, and from the first delete to all gone.
 	RunningCPU, GoneCPU cpuUse
+	// Written holds, by phase, the status of the first pod seen Running
+	// and of the first seen finished: what the pass's kubelet wrote.
+	Written map[corev1.PodPhase]corev1.PodStatus
 }
 
 // tracker watches the pods of one namespace and records, per pod, when it
@@ -48,6 +51,7 @@ type tracker struct {
 	bound    map[string]time.Time
 	running  map[string]time.Time
 	gone     map[string]time.Time
+	written  map[corev1.PodPhase]corev1.PodStatus // see phaseResult.Written
 	n        int
 	allRun   chan struct{}
 	allGone  chan struct{}
@@ -63,7 +67,7 @@ type tracker struct {
 func newTracker(n int) *tracker {
 	return &tracker{
 		created: map[string]time.Time{}, deleting: map[string]time.Time{}, seen: map[string]time.Time{}, bound: map[string]time.Time{},
-		running: map[string]time.Time{}, gone: map[string]time.Time{},
+		running: map[string]time.Time{}, gone: map[string]time.Time{}, written: map[corev1.PodPhase]corev1.PodStatus{},
 		n: n, allRun: make(chan struct{}), allGone: make(chan struct{}),
 	}
 }
@@ -75,6 +79,9 @@ func (t *tracker) observe(pod *corev1.Pod) {
 	firstTime(t.seen, pod.Name, now)
 	if pod.Spec.NodeName != "" {
 		firstTime(t.bound, pod.Name, now)
+	}
+	if _, ok := t.written[pod.Status.Phase]; !ok && pod.Status.Phase != corev1.PodPending {
+		t.written[pod.Status.Phase] = *pod.Status.DeepCopy()
 	}
 	if pod.Status.Phase == corev1.PodRunning {
 		if _, ok := t.running[pod.Name]; !ok {
@@ -241,6 +248,9 @@ func runPass(ctx context.Context, client kubernetes.Interface, ns string, nodes 
 	res.GoneCPU = readMachineCPU().since(cpu)
 	endPhase()
 	res.GoneP50, res.GoneP99 = percentiles(t.latencies(t.deleting, t.gone))
+	t.mu.Lock()
+	res.Written = t.written
+	t.mu.Unlock()
 	return res, nil
 }
 
@@ -393,29 +403,52 @@ func (k *floorKubelet) patch(ctx context.Context, p *corev1.Pod, s corev1.PodSta
 	}
 }
 
-// runningStatus is a status of the size the mock provider reports.
+// runningStatus is the status a kubelet of this version writes for the
+// bench's pod once it runs, field for field what the daemon writes for it:
+// its IPs in both forms, the QoS class, the generation acted on, the
+// resources allocated to each container and to the pod, and the four
+// conditions the kubelet owns. A floor writing less would charge the
+// daemon, in every request and watch event, for bytes any kubelet sends.
 func runningStatus(p *corev1.Pod) corev1.PodStatus {
 	now := metav1.Now()
+	c := p.Spec.Containers[0]
+	condition := func(t corev1.PodConditionType) corev1.PodCondition {
+		return corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now, ObservedGeneration: p.Generation}
+	}
 	return corev1.PodStatus{
-		Phase: corev1.PodRunning, HostIP: "127.0.0.1", PodIP: "10.244.0.1", StartTime: &now,
+		Phase: corev1.PodRunning, ObservedGeneration: p.Generation, QOSClass: corev1.PodQOSBurstable,
+		HostIP: "127.0.0.1", HostIPs: []corev1.HostIP{{IP: "127.0.0.1"}},
+		PodIP: "10.244.0.1", PodIPs: []corev1.PodIP{{IP: "10.244.0.1"}},
+		StartTime:          &now,
+		AllocatedResources: c.Resources.Requests.DeepCopy(),
+		Resources:          c.Resources.DeepCopy(),
 		Conditions: []corev1.PodCondition{
-			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			condition(corev1.PodReadyToStartContainers), condition(corev1.PodInitialized),
+			condition(corev1.ContainersReady), condition(corev1.PodReady),
 		},
 		ContainerStatuses: []corev1.ContainerStatus{{
-			Name: "main", Image: "busybox", ImageID: "mock://busybox", ContainerID: "mock://" + string(p.UID) + "/main",
+			Name: c.Name, Image: c.Image, ImageID: "mock://" + c.Image, ContainerID: "mock://" + string(p.UID) + "/" + c.Name,
 			Ready: true, Started: ptr.To(true), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+			AllocatedResources: c.Resources.Requests.DeepCopy(), Resources: c.Resources.DeepCopy(),
 		}},
 	}
 }
 
+// terminatedStatus is the status a kubelet writes for the bench's pod once
+// its container has completed.
 func terminatedStatus(p *corev1.Pod) corev1.PodStatus {
 	s := runningStatus(p)
 	now := metav1.Now()
 	s.Phase = corev1.PodSucceeded
-	s.Conditions[0].Status, s.Conditions[1].Status = corev1.ConditionFalse, corev1.ConditionFalse
-	s.ContainerStatuses[0].Ready, s.ContainerStatuses[0].Started = false, ptr.To(false)
-	s.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", FinishedAt: now}}
+	for i := range s.Conditions {
+		if t := s.Conditions[i].Type; t == corev1.ContainersReady || t == corev1.PodReady {
+			s.Conditions[i].Status, s.Conditions[i].Reason = corev1.ConditionFalse, "PodCompleted"
+		}
+	}
+	cs := &s.ContainerStatuses[0]
+	cs.Ready, cs.Started = false, ptr.To(false)
+	cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		Reason: "Completed", StartedAt: cs.State.Running.StartedAt, FinishedAt: now, ContainerID: cs.ContainerID,
+	}}
 	return s
 }

@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 )
@@ -85,11 +89,50 @@ func TestBenchSmoke(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "latency-200.svg")); err != nil {
 		t.Error(err)
 	}
+	// The floor writes what a kubelet writes, as the daemon does: the same
+	// fields, so that neither pays for bytes the other does not send.
+	for _, phase := range []corev1.PodPhase{corev1.PodRunning, corev1.PodSucceeded} {
+		floor, daemon := fieldPaths(t, r.Floor.Written[phase]), fieldPaths(t, r.Daemon.Written[phase])
+		if len(daemon) == 0 || !slices.Equal(floor, daemon) {
+			t.Errorf("%s status fields differ\nfloor:  %v\ndaemon: %v", phase, floor, daemon)
+		}
+	}
 	for _, pass := range []string{"floor", "daemon", "plugin"} {
 		for _, phase := range []string{"running", "gone"} {
 			checkProfiles(t, filepath.Join(out, fmt.Sprintf("apiserver-cpu-%s-%d-%s-*.pb.gz", pass, n, phase)))
 		}
 	}
+}
+
+// fieldPaths lists the fields set in s, as JSON paths, sorted.
+func fieldPaths(t *testing.T, s corev1.PodStatus) []string {
+	raw, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				walk(prefix+"."+k, x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(prefix+"[]", x)
+			}
+		default:
+			paths = append(paths, prefix)
+		}
+	}
+	walk("", v)
+	slices.Sort(paths)
+	return slices.Compact(paths)
 }
 
 // checkProfiles checks that pattern names at least one file and that each
