@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -249,7 +250,7 @@ func runPass(ctx context.Context, client kubernetes.Interface, ns string, nodes 
 	endPhase()
 	res.GoneP50, res.GoneP99 = percentiles(t.latencies(t.deleting, t.gone))
 	t.mu.Lock()
-	res.Written = t.written
+	res.Written = maps.Clone(t.written) // the watch goes on after the pass
 	t.mu.Unlock()
 	return res, nil
 }
