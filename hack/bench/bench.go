@@ -181,7 +181,7 @@ type passHooks struct {
 	afterRunning func()
 	// phase is called as each phase ("running", then "gone") starts; the
 	// func it returns, as it ends (and may be called again).
-	phase func(ctx context.Context, name string) (end func())
+	phase phaseFunc
 }
 
 // startPhase calls h.phase for the phase name, if set.

@@ -36,8 +36,10 @@ func TestBenchSmoke(t *testing.T) {
 		workers:    20,
 		outDir:     out,
 		plugin:     true,
-		// One pass to show the API server's profiles are taken, per phase.
+		// One pass to show the API server's and the processes' profiles
+		// are taken, per phase.
 		apiServerProfile: true,
+		processProfile:   true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +104,11 @@ func TestBenchSmoke(t *testing.T) {
 			checkProfiles(t, filepath.Join(out, fmt.Sprintf("apiserver-cpu-%s-%d-%s-*.pb.gz", pass, n, phase)))
 		}
 	}
+	for _, process := range []string{"daemon", "grpc-daemon", "plugin"} {
+		for _, phase := range []string{"running", "gone"} {
+			checkProfiles(t, filepath.Join(out, fmt.Sprintf("%s-cpu-%d-%s-*.pb.gz", process, n, phase)))
+		}
+	}
 }
 
 // fieldPaths lists the fields set in s, as JSON paths, sorted.
@@ -141,7 +148,7 @@ func checkProfiles(t *testing.T, pattern string) {
 	t.Helper()
 	files, err := filepath.Glob(pattern)
 	if err != nil || len(files) == 0 {
-		t.Errorf("no API server profiles %s (%v)", pattern, err)
+		t.Errorf("no profiles %s (%v)", pattern, err)
 		return
 	}
 	for _, f := range files {
@@ -171,20 +178,42 @@ func TestBenchSmokeManyNodes(t *testing.T) {
 	if kwokDir == "" {
 		t.Log("VK_KWOK_DIR is not set: no kwok pass")
 	}
-	results, err := run(context.Background(), config{clusterDir: c.Info.Dir, sizes: []int{n}, nodes: nodes, workers: 10, kwokDir: kwokDir})
+	// Two runs, the second making its passes in the reverse order.
+	out := t.TempDir()
+	results, err := run(context.Background(), config{clusterDir: c.Info.Dir, sizes: []int{n}, nodes: nodes, workers: 10, kwokDir: kwokDir, repeat: 2, outDir: out})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := results[0]
-	if r.Nodes != nodes || len(r.Floor.Latencies) != n || len(r.Daemon.Latencies) != n {
-		t.Errorf("nodes %d, latencies floor %d daemon %d; want %d nodes and %d each", r.Nodes, len(r.Floor.Latencies), len(r.Daemon.Latencies), nodes, n)
+	if len(results) != 2 || results[0].Run != 1 || results[0].DaemonFirst || results[1].Run != 2 || !results[1].DaemonFirst {
+		t.Fatalf("got %d results, want run 1 floor first and run 2 daemon first", len(results))
 	}
-	if r.Daemon.GoneP50 <= 0 || r.Daemon.GoneP50 > r.Daemon.GoneP99 {
-		t.Errorf("daemon's delete→gone percentiles implausible: p50 %v p99 %v", r.Daemon.GoneP50, r.Daemon.GoneP99)
+	for _, r := range results {
+		if daemonFirst := r.Daemon.Start.Before(r.Floor.Start); daemonFirst != r.DaemonFirst {
+			t.Errorf("run %d: daemon pass started at %v, floor's at %v; want daemon first: %v", r.Run, r.Daemon.Start, r.Floor.Start, r.DaemonFirst)
+		}
+		if r.Nodes != nodes || len(r.Floor.Latencies) != n || len(r.Daemon.Latencies) != n {
+			t.Errorf("run %d: nodes %d, latencies floor %d daemon %d; want %d nodes and %d each", r.Run, r.Nodes, len(r.Floor.Latencies), len(r.Daemon.Latencies), nodes, n)
+		}
+		if r.Daemon.GoneP50 <= 0 || r.Daemon.GoneP50 > r.Daemon.GoneP99 {
+			t.Errorf("run %d: daemon's delete→gone percentiles implausible: p50 %v p99 %v", r.Run, r.Daemon.GoneP50, r.Daemon.GoneP99)
+		}
+		if _, err := os.Stat(filepath.Join(out, fmt.Sprintf("run-%d", r.Run), fmt.Sprintf("latency-%d.svg", n))); err != nil {
+			t.Error(err)
+		}
+		if kwokDir != "" && (r.Kwok == nil || len(r.Kwok.Pass.Latencies) != n) {
+			t.Errorf("run %d: kwok pass incomplete: %+v", r.Run, r.Kwok)
+		}
 	}
-	if !strings.Contains(report(results), fmt.Sprintf("| %d | %d |", n, nodes)) {
-		t.Errorf("report has no row for %d pods on %d nodes:\n%s", n, nodes, report(results))
+	text, err := os.ReadFile(filepath.Join(out, "results.md"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	for _, want := range []string{fmt.Sprintf("| %d, run 1 (floor first) | %d |", n, nodes), fmt.Sprintf("| %d, run 2 (daemon first) | %d |", n, nodes), fmt.Sprintf("| %d | 2 |", n), "median"} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("results.md lacks %q:\n%s", want, text)
+		}
+	}
+	r := results[1]
 	if kwokDir == "" {
 		return
 	}

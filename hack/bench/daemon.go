@@ -145,29 +145,42 @@ func startLogged(cmd *exec.Cmd, name string) (*benchDaemon, error) {
 
 func (d *benchDaemon) stop() { d.Stop(20 * time.Second) }
 
-// saveProfile writes the daemon's pprof profile of the given name to path.
-func (d *benchDaemon) saveProfile(ctx context.Context, name, path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
+// profile gets the daemon's pprof profile of the given name.
+func (d *benchDaemon) profile(ctx context.Context, name string) ([]byte, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.metricsAddr+"/debug/pprof/"+name, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET /debug/pprof/%s: %s", name, resp.Status)
+		return nil, fmt.Errorf("GET /debug/pprof/%s: %s", name, resp.Status)
 	}
-	f, err := os.Create(path)
+	return io.ReadAll(resp.Body)
+}
+
+// saveProfile writes the daemon's pprof profile of the given name to path.
+func (d *benchDaemon) saveProfile(ctx context.Context, name, path string) error {
+	raw, err := d.profile(ctx, name)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return f.Close()
+	return os.WriteFile(path, raw, 0o644)
+}
+
+// phaseProfiler returns passHooks.phase profiling the process's CPU over
+// each phase of its pass of n pods, <name>-cpu-<n>-<phase>-<i>.pb.gz, when
+// -process-profile and -out are given; nil otherwise.
+func (d *benchDaemon) phaseProfiler(c config, name string, n int) phaseFunc {
+	if !c.processProfile || c.outDir == "" {
+		return nil
+	}
+	return phaseProfiler(c.outDir, fmt.Sprintf("%s-cpu-%d", name, n), func(ctx context.Context, seconds int) ([]byte, error) {
+		return d.profile(ctx, fmt.Sprintf("profile?seconds=%d", seconds))
+	})
 }
 
 // profileCPU starts a CPU profile of the process over c.cpuProfile, saved

@@ -32,6 +32,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -75,8 +76,14 @@ type config struct {
 	// apiServerProfile, with outDir: profile the API server's CPU over
 	// each phase of each pass (apiprofile.go).
 	apiServerProfile bool
-	daemonArgs       []string
-	daemonEnv        []string
+	// processProfile, with outDir: profile the daemon's (and the plugin's)
+	// CPU over each phase of its pass.
+	processProfile bool
+	// repeat is how many runs each size gets; the order of the passes
+	// alternates from run to run.
+	repeat     int
+	daemonArgs []string
+	daemonEnv  []string
 }
 
 func main() {
@@ -97,6 +104,8 @@ func main() {
 	flag.StringVar(&c.outDir, "out", "", "directory for the results (results.md, latency-N.svg); empty prints only")
 	flag.DurationVar(&c.cpuProfile, "cpu-profile", 0, "with -out: a CPU profile of the daemon (and the plugin) over the first D of each pods pass, cpu-<process>-N.pb.gz (go tool pprof -top)")
 	flag.BoolVar(&c.apiServerProfile, "apiserver-profile", false, "with -out: CPU profiles of the API server over each phase of each pass, in 5 s windows, apiserver-cpu-<pass>-<N>-<running|gone>-<i>.pb.gz (go tool pprof -top merges the files given)")
+	flag.BoolVar(&c.processProfile, "process-profile", false, "with -out: CPU profiles of the daemon (and the plugin) over each phase of its pass, in 5 s windows, <process>-cpu-<N>-<running|gone>-<i>.pb.gz")
+	flag.IntVar(&c.repeat, "repeat", 1, "runs of each size; every second run makes its passes in the reverse order (daemon first), so that a control plane slowing down over a run favours neither, and the report gives each run's ratios and their medians; with -out, run K's files are in run-K/")
 	flag.StringVar(&extra, "daemon-args", "", "extra flags for the daemon, space-separated")
 	var env string
 	flag.StringVar(&env, "daemon-env", "", "extra environment for the daemon only, space-separated K=V (e.g. GOGC=50)")
@@ -133,6 +142,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: -kwok measures one cluster; it does not go with -remote-cluster")
 		os.Exit(2)
 	}
+	if c.repeat < 1 {
+		fmt.Fprintf(os.Stderr, "bench: -repeat must be at least 1, got %d\n", c.repeat)
+		os.Exit(2)
+	}
 	if c.remoteQPS < 0 || c.remoteBurst < 0 {
 		fmt.Fprintf(os.Stderr, "bench: -remote-qps and -remote-burst must not be negative, got %v and %d\n", c.remoteQPS, c.remoteBurst)
 		os.Exit(2)
@@ -147,10 +160,14 @@ func main() {
 
 // result is one N's outcome.
 type result struct {
-	N       int
-	Nodes   int
-	IdleCPU float64 // fraction of a core, with the nodes up and no pods
-	Floor   *phaseResult
+	N     int
+	Nodes int
+	// Run is the run's number with -repeat, else 0; DaemonFirst says its
+	// passes went in the reverse order.
+	Run         int
+	DaemonFirst bool
+	IdleCPU     float64 // fraction of a core, with the nodes up and no pods
+	Floor       *phaseResult
 	// FloorB is cluster B's floor in A→B mode, else nil.
 	FloorB *phaseResult
 	// Kwok is kwok's pass, nil without -kwok.
@@ -236,31 +253,49 @@ func run(ctx context.Context, c config) ([]*result, error) {
 	}
 
 	var results []*result
+	runs := max(1, c.repeat)
 	for _, n := range c.sizes {
-		r, err := runSize(ctx, c, a, b, n)
-		if err != nil {
-			return nil, fmt.Errorf("N=%d: %w", n, err)
+		for i := range runs {
+			rc := c
+			if runs > 1 && c.outDir != "" {
+				rc.outDir = filepath.Join(c.outDir, fmt.Sprintf("run-%d", i+1))
+			}
+			if rc.outDir != "" {
+				if err := os.MkdirAll(rc.outDir, 0o755); err != nil {
+					return nil, err
+				}
+			}
+			r, err := runSize(ctx, rc, a, b, n, i%2 == 1)
+			if err != nil {
+				return nil, fmt.Errorf("N=%d: %w", n, err)
+			}
+			if runs > 1 {
+				r.Run = i + 1
+			}
+			results = append(results, r)
+			fmt.Println(report([]*result{r}))
+			if err := writeLatencyPlot(rc.outDir, r); err != nil {
+				return nil, err
+			}
 		}
-		results = append(results, r)
-		fmt.Println(report([]*result{r}))
 	}
 	text := report(results)
 	if c.outDir != "" {
-		if err := os.MkdirAll(c.outDir, 0o755); err != nil {
-			return nil, err
-		}
 		if err := os.WriteFile(filepath.Join(c.outDir, "results.md"), []byte(text), 0o644); err != nil {
 			return nil, err
-		}
-		for _, r := range results {
-			svg := latencyPlot(r)
-			if err := os.WriteFile(filepath.Join(c.outDir, fmt.Sprintf("latency-%d.svg", r.N)), []byte(svg), 0o644); err != nil {
-				return nil, err
-			}
 		}
 		logf("results in %s", c.outDir)
 	}
 	return results, nil
+}
+
+// writeLatencyPlot writes r's latency plot to dir as latency-N.svg; with
+// no dir, nothing.
+func writeLatencyPlot(dir string, r *result) error {
+	if dir == "" {
+		return nil
+	}
+	return os.WriteFile(filepath.Join(dir, fmt.Sprintf("latency-%d.svg", r.N)), []byte(latencyPlot(r)), 0o644)
 }
 
 // floorPass is the floor on one cluster: its nodes registered by the node
@@ -294,44 +329,73 @@ func floorPass(ctx context.Context, c config, client kubernetes.Interface, label
 	return res, cpu, nil
 }
 
-// runSize measures n pods: the floor on A (and on B in A→B mode), then
-// the daemon.
-func runSize(ctx context.Context, c config, a, b *cluster, n int) (*result, error) {
-	r := &result{N: n, Nodes: max(1, c.nodes)}
+// runSize measures n pods: the floor on A (and on B in A→B mode), kwok,
+// then the daemon; or in the reverse order when daemonFirst.
+func runSize(ctx context.Context, c config, a, b *cluster, n int, daemonFirst bool) (*result, error) {
+	r := &result{N: n, Nodes: max(1, c.nodes), DaemonFirst: daemonFirst}
 	timeout := 10*time.Minute + time.Duration(n)*100*time.Millisecond
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	var err error
-	if b == nil {
-		r.Floor, r.BenchCPU.Floor, err = floorPass(ctx, c, a.client, "floor", n, r.Nodes)
-	} else {
-		r.Floor, r.BenchCPU.Floor, err = floorPass(ctx, c, a.client, "floor A", n, r.Nodes)
-		if err == nil {
-			r.FloorB, _, err = floorPass(ctx, c, b.client, "floor B", n, r.Nodes)
-		}
+	passes := []func() error{
+		func() error { return floorPasses(ctx, c, a, b, r) },
+		func() error {
+			if c.kwokDir == "" {
+				return nil
+			}
+			var err error
+			r.Kwok, err = kwokPass(ctx, c, a, n, r.Nodes)
+			return err
+		},
+		func() error { return daemonPass(ctx, c, a, b, r) },
 	}
-	if err == nil && c.kwokDir != "" {
-		r.Kwok, err = kwokPass(ctx, c, a, n, r.Nodes)
+	if daemonFirst {
+		slices.Reverse(passes)
 	}
-	if err != nil {
-		return nil, err
-	}
-	if c.replicas > 1 {
-		if r.Replicas, r.Daemon, err = replicasPass(ctx, c, a, n, r.Nodes); err != nil {
+	for _, pass := range passes {
+		if err := pass(); err != nil {
 			return nil, err
 		}
-		return r, nil
 	}
+	if r.Replicas == nil {
+		fr, fg := r.floor()
+		logf("N=%d daemon: all Running in %s (%.2fx), all gone in %s (%.2fx)", n,
+			r.Daemon.AllRunning.Round(time.Millisecond), ratio(r.Daemon.AllRunning, fr),
+			r.Daemon.AllGone.Round(time.Millisecond), ratio(r.Daemon.AllGone, fg))
+	}
+	return r, nil
+}
 
-	// Daemon.
+// floorPasses is the floor on A, and on B in A→B mode.
+func floorPasses(ctx context.Context, c config, a, b *cluster, r *result) error {
+	var err error
+	if b == nil {
+		r.Floor, r.BenchCPU.Floor, err = floorPass(ctx, c, a.client, "floor", r.N, r.Nodes)
+		return err
+	}
+	if r.Floor, r.BenchCPU.Floor, err = floorPass(ctx, c, a.client, "floor A", r.N, r.Nodes); err != nil {
+		return err
+	}
+	r.FloorB, _, err = floorPass(ctx, c, b.client, "floor B", r.N, r.Nodes)
+	return err
+}
+
+// daemonPass is the daemon's pass over r.N pods (the replicas' with
+// -replicas), and the out-of-process pass after it with -plugin.
+func daemonPass(ctx context.Context, c config, a, b *cluster, r *result) error {
+	n := r.N
+	var err error
+	if c.replicas > 1 {
+		r.Replicas, r.Daemon, err = replicasPass(ctx, c, a, n, r.Nodes)
+		return err
+	}
 	prefix := fmt.Sprintf("bench-vk-%d", n)
 	vkNodes := nodeNames(prefix, r.Nodes)
 	spec := daemonSpec{name: prefix, nodes: r.Nodes, kubeconfig: a.info.Kubeconfig, provider: []string{"--provider", "mock"}, measured: true}
 	var remote *remoteSide
 	if b != nil {
 		if remote, err = startRemote(ctx, c, b, n); err != nil {
-			return nil, err
+			return err
 		}
 		defer remote.stop()
 		spec.provider = []string{"--provider", "kubernetes", "--provider-config", remote.configPath}
@@ -339,22 +403,22 @@ func runSize(ctx context.Context, c config, a, b *cluster, n int) (*result, erro
 	started := time.Now()
 	d, err := startDaemon(ctx, c, spec)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer d.stop()
 	for _, name := range vkNodes {
 		if err := waitNodeReady(ctx, a.client, name); err != nil {
-			return nil, fmt.Errorf("daemon: node %s: %w (log: %s)", name, err, d.logPath)
+			return fmt.Errorf("daemon: node %s: %w (log: %s)", name, err, d.logPath)
 		}
 	}
 	r.NodesReady = time.Since(started)
 	ns, err := namespace(ctx, a.client, fmt.Sprintf("bench-vk-%d", n))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	callsBefore, err := apiServerPodCalls(ctx, a.client)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if c.steady > 0 {
 		// What idle nodes cost: lease renewals and status updates.
@@ -392,12 +456,13 @@ func runSize(ctx context.Context, c config, a, b *cluster, n int) (*result, erro
 	}
 	cpuBefore := selfCPU()
 	profiled := d.profileCPU(ctx, c, fmt.Sprintf("daemon-%d", n))
-	r.Daemon, err = runPass(ctx, a.client, ns, vkNodes, n, c.workers, newTracker(n), passHooks{afterRunning: steady, phase: apiServerProfiler(c, a.client, "daemon", n)})
+	phase := bothPhases(apiServerProfiler(c, a.client, "daemon", n), d.phaseProfiler(c, "daemon", n))
+	r.Daemon, err = runPass(ctx, a.client, ns, vkNodes, n, c.workers, newTracker(n), passHooks{afterRunning: steady, phase: phase})
 	profiled()
 	r.BenchCPU.Daemon = selfCPU() - cpuBefore - steadyBench
 	if err != nil {
 		cleanup(a.client, ns, vkNodes)
-		return nil, fmt.Errorf("daemon: %w (log: %s)", err, d.logPath)
+		return fmt.Errorf("daemon: %w (log: %s)", err, d.logPath)
 	}
 	after := d.usage()
 	r.Usage = processUsage{CPU: after.CPU - usageBefore.CPU - steadyCPU, PeakRSS: after.PeakRSS}
@@ -416,14 +481,10 @@ func runSize(ctx context.Context, c config, a, b *cluster, n int) (*result, erro
 	cleanup(a.client, ns, vkNodes)
 	if c.plugin {
 		if r.Plugin, err = pluginPass(ctx, c, a, n); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	fr, fg := r.floor()
-	logf("N=%d daemon: all Running in %s (%.2fx), all gone in %s (%.2fx)", n,
-		r.Daemon.AllRunning.Round(time.Millisecond), ratio(r.Daemon.AllRunning, fr),
-		r.Daemon.AllGone.Round(time.Millisecond), ratio(r.Daemon.AllGone, fg))
-	return r, nil
+	return nil
 }
 
 // nodeNames are the names of count nodes: prefix alone for one, else

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -31,13 +32,14 @@ func report(results []*result) string {
 			pluginTable(&b, results)
 		}
 	}
+	repeatsTable(&b, results)
 	for _, r := range results {
 		writeMachineCPU(&b, r)
-		fmt.Fprintf(&b, "\nN=%d, daemon pass:\n\n", r.N)
+		fmt.Fprintf(&b, "\nN=%s, daemon pass:\n\n", r.size())
 		fmt.Fprintf(&b, "- API server pod requests (all clients) during the pass: %s\n", formatCounts(r.APICalls))
 		writeDaemonStats(&b, r.Client, r.ProviderCalls, r.Queues)
 		if p := r.Plugin; p != nil && len(p.Stats.Clients) > 0 {
-			fmt.Fprintf(&b, "\nN=%d, out-of-process pass (the daemon with --provider grpc):\n\n", r.N)
+			fmt.Fprintf(&b, "\nN=%s, out-of-process pass (the daemon with --provider grpc):\n\n", r.size())
 			writeDaemonStats(&b, p.Stats.Clients[0], p.Stats.ProviderCalls, p.Stats.Queues)
 		}
 		if rr := r.Remote; rr != nil {
@@ -49,6 +51,77 @@ func report(results []*result) string {
 		}
 	}
 	return b.String()
+}
+
+// size names r's row: N, and with -repeat the run and the order of its
+// passes.
+func (r *result) size() string {
+	if r.Run == 0 {
+		return fmt.Sprint(r.N)
+	}
+	order := "floor first"
+	if r.DaemonFirst {
+		order = "daemon first"
+	}
+	return fmt.Sprintf("%d, run %d (%s)", r.N, r.Run, order)
+}
+
+// repeatsTable gives, for each N run more than once (-repeat), each run's
+// ratios of the daemon to the floor (and to kwok) and their medians: one
+// run's ratio moves with the control plane's state, the median less.
+func repeatsTable(b *strings.Builder, results []*result) {
+	type ratios struct{ running, gone, kwokRunning, kwokGone []float64 }
+	var sizes []int
+	byN := map[int]*ratios{}
+	for _, r := range results {
+		if r.Run == 0 || r.Daemon == nil {
+			continue
+		}
+		x := byN[r.N]
+		if x == nil {
+			x = &ratios{}
+			byN[r.N] = x
+			sizes = append(sizes, r.N)
+		}
+		fr, fg := r.floor()
+		x.running = append(x.running, ratio(r.Daemon.AllRunning, fr))
+		x.gone = append(x.gone, ratio(r.Daemon.AllGone, fg))
+		if r.Kwok != nil {
+			x.kwokRunning = append(x.kwokRunning, ratio(r.Daemon.AllRunning, r.Kwok.Pass.AllRunning))
+			x.kwokGone = append(x.kwokGone, ratio(r.Daemon.AllGone, r.Kwok.Pass.AllGone))
+		}
+	}
+	if len(sizes) == 0 {
+		return
+	}
+	list := func(v []float64) string {
+		if len(v) == 0 {
+			return "–"
+		}
+		parts := make([]string, len(v))
+		for i, f := range v {
+			parts[i] = fmt.Sprintf("%.2fx", f)
+		}
+		return fmt.Sprintf("%s (median **%.2fx**)", strings.Join(parts, ", "), median(v))
+	}
+	var rows [][]string
+	for _, n := range sizes {
+		x := byN[n]
+		rows = append(rows, cells("%d|%d|%s|%s|%s|%s", n, len(x.running), list(x.running), list(x.gone), list(x.kwokRunning), list(x.kwokGone)))
+	}
+	b.WriteString("\n")
+	writeTable(b, "N|runs|all Running ÷ floor, by run|all gone ÷ floor, by run|all Running ÷ kwok|all gone ÷ kwok", rows)
+	b.WriteString("\nRuns alternate the order of their passes (odd runs floor first, even runs daemon first).\n")
+}
+
+// median is the middle of v, or the mean of the two middle values.
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // writeMachineCPU lists where the machine's CPU went in each phase of
@@ -65,7 +138,7 @@ func writeMachineCPU(b *strings.Builder, r *result) {
 	if r.Plugin != nil {
 		passes = append(passes, namedPass{"out of process", r.Plugin.Pass})
 	}
-	fmt.Fprintf(b, "\nN=%d, where the machine's CPU went (every process, by name):\n\n", r.N)
+	fmt.Fprintf(b, "\nN=%s, where the machine's CPU went (every process, by name):\n\n", r.size())
 	for _, p := range passes {
 		if p.pass != nil {
 			fmt.Fprintf(b, "- %s, create→Running: %s\n- %s, delete→gone: %s\n", p.name, p.pass.RunningCPU, p.name, p.pass.GoneCPU)
@@ -93,8 +166,8 @@ func oneClusterTable(b *strings.Builder, results []*result) {
 	var rows [][]string
 	for _, r := range results {
 		floorRunning, floorGone := r.floor()
-		rows = append(rows, cells("%d|%d|%s|%s|**%.2fx**|%s|%s|%s|%s|%s|%s|**%.2fx**|%.1fs|%.2f|%.2f|%.0f MiB|%.0f MiB|%.2f%%|%.2f%%",
-			r.N, r.Nodes, ms(floorRunning), ms(r.Daemon.AllRunning), ratio(r.Daemon.AllRunning, floorRunning),
+		rows = append(rows, cells("%s|%d|%s|%s|**%.2fx**|%s|%s|%s|%s|%s|%s|**%.2fx**|%.1fs|%.2f|%.2f|%.0f MiB|%.0f MiB|%.2f%%|%.2f%%",
+			r.size(), r.Nodes, ms(floorRunning), ms(r.Daemon.AllRunning), ratio(r.Daemon.AllRunning, floorRunning),
 			ms(r.Floor.P50), ms(r.Daemon.P50), ms(r.Floor.P99), ms(r.Daemon.P99),
 			ms(floorGone), ms(r.Daemon.AllGone), ratio(r.Daemon.AllGone, floorGone),
 			r.Usage.CPU.Seconds(), perThousand(r.floorCPU(), r.N), perThousand(r.Usage.CPU, r.N),
@@ -112,8 +185,8 @@ func kwokTable(b *strings.Builder, results []*result) {
 	mib := func(v int64) float64 { return float64(v) / (1 << 20) }
 	for _, r := range results {
 		f, k, d := r.Floor, r.Kwok.Pass, r.Daemon
-		rows = append(rows, cells("%d|%d|%s|**%.2fx**|%s|**%.2fx**|%s|%s|%s|%s|%s / %s|%.0f / %.0f MiB|%.0f / %.0f MiB|%.2f / %.2f",
-			r.N, r.Nodes,
+		rows = append(rows, cells("%s|%d|%s|**%.2fx**|%s|**%.2fx**|%s|%s|%s|%s|%s / %s|%.0f / %.0f MiB|%.0f / %.0f MiB|%.2f / %.2f",
+			r.size(), r.Nodes,
 			three(f.AllRunning, k.AllRunning, d.AllRunning), ratio(d.AllRunning, k.AllRunning),
 			three(f.AllGone, k.AllGone, d.AllGone), ratio(d.AllGone, k.AllGone),
 			three(f.P50, k.P50, d.P50), three(f.P99, k.P99, d.P99),
@@ -133,8 +206,8 @@ func pluginTable(b *strings.Builder, results []*result) {
 	two := func(in, out time.Duration) string { return ms(in) + " / " + ms(out) }
 	for _, r := range results {
 		in, out := r.Daemon, r.Plugin.Pass
-		rows = append(rows, cells("%d|%s|**%.2fx**|%s|**%.2fx**|%s|%s|%.2f / %.2f + %.2f|%.0f / %.0f + %.0f MiB",
-			r.N, two(in.AllRunning, out.AllRunning), ratio(out.AllRunning, in.AllRunning),
+		rows = append(rows, cells("%s|%s|**%.2fx**|%s|**%.2fx**|%s|%s|%.2f / %.2f + %.2f|%.0f / %.0f + %.0f MiB",
+			r.size(), two(in.AllRunning, out.AllRunning), ratio(out.AllRunning, in.AllRunning),
 			two(in.AllGone, out.AllGone), ratio(out.AllGone, in.AllGone),
 			two(in.P50, out.P50), two(in.P99, out.P99),
 			perThousand(r.Usage.CPU, r.N), perThousand(r.Plugin.Daemon.CPU, r.N), perThousand(r.Plugin.Plugin.CPU, r.N),
@@ -157,8 +230,8 @@ func replicasTable(b *strings.Builder, results []*result) {
 	}
 	for _, r := range results {
 		rr := r.Replicas
-		rows = append(rows, cells("%d|%d|%d|%s|%.1f|%.1f|%s|%s|%s (%.2fx)|%s (%.2fx)|%s / %s|%s for %d nodes|%d",
-			rr.Replicas, r.Nodes, r.N, ms(rr.NodesReady), rr.HolderWrites, rr.HeartbeatWrites, mibs(rr.IdleRSS), mibs(rr.PeakRSS),
+		rows = append(rows, cells("%d|%d|%s|%s|%.1f|%.1f|%s|%s|%s (%.2fx)|%s (%.2fx)|%s / %s|%s for %d nodes|%d",
+			rr.Replicas, r.Nodes, r.size(), ms(rr.NodesReady), rr.HolderWrites, rr.HeartbeatWrites, mibs(rr.IdleRSS), mibs(rr.PeakRSS),
 			ms(r.Daemon.AllRunning), ratio(r.Daemon.AllRunning, r.Floor.AllRunning), ms(r.Daemon.AllGone), ratio(r.Daemon.AllGone, r.Floor.AllGone),
 			ms(r.Daemon.P50), ms(r.Daemon.P99), ms(rr.Failover), rr.Moved, rr.NotReady))
 	}
@@ -172,8 +245,8 @@ func twoClusterTable(b *strings.Builder, results []*result) {
 	var rows [][]string
 	for _, r := range results {
 		floorRunning, floorGone := r.floor()
-		rows = append(rows, cells("%d|%s|%s|%s|%s|%s|**%.2fx**|%s|%s|%s|%s|%s|%s|**%.2fx**|%.2f|%.2f|%.0f MiB|%.2f%%",
-			r.N, remoteLimits(r.Remote),
+		rows = append(rows, cells("%s|%s|%s|%s|%s|%s|**%.2fx**|%s|%s|%s|%s|%s|%s|**%.2fx**|%.2f|%.2f|%.0f MiB|%.2f%%",
+			r.size(), remoteLimits(r.Remote),
 			ms(r.Floor.AllRunning), ms(r.FloorB.AllRunning), ms(floorRunning), ms(r.Daemon.AllRunning), ratio(r.Daemon.AllRunning, floorRunning),
 			ms(r.Daemon.P50), ms(r.Daemon.P99),
 			ms(r.Floor.AllGone), ms(r.FloorB.AllGone), ms(floorGone), ms(r.Daemon.AllGone), ratio(r.Daemon.AllGone, floorGone),

@@ -117,3 +117,28 @@ func TestProviderConfig(t *testing.T) {
 		}
 	}
 }
+
+// With -repeat, the report gives each run's ratios in order and their
+// medians; without it, no such table.
+func TestRepeatsTable(t *testing.T) {
+	floor := pass(10*time.Second, 10*time.Second)
+	var results []*result
+	for i, gone := range []time.Duration{10 * time.Second, 12 * time.Second, 11 * time.Second, 9 * time.Second} {
+		results = append(results, &result{N: 1000, Run: i + 1, DaemonFirst: i%2 == 1, Floor: floor, Daemon: pass(8*time.Second, gone)})
+	}
+	var b strings.Builder
+	repeatsTable(&b, results)
+	want := "| 1000 | 4 | 0.80x, 0.80x, 0.80x, 0.80x (median **0.80x**) | 1.00x, 1.20x, 1.10x, 0.90x (median **1.05x**) | – | – |"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("repeats table lacks %q:\n%s", want, b.String())
+	}
+	if got := results[1].size(); got != "1000, run 2 (daemon first)" {
+		t.Errorf("run 2's row is named %q", got)
+	}
+	once := []*result{{N: 1000, Floor: floor, Daemon: pass(8*time.Second, 9*time.Second)}}
+	b.Reset()
+	repeatsTable(&b, once)
+	if b.Len() != 0 || once[0].size() != "1000" {
+		t.Errorf("one run: repeats table %q, row %q", b.String(), once[0].size())
+	}
+}
