@@ -144,6 +144,13 @@ func diffMap(b *bytes.Buffer, o, n reflect.Value) error {
 			}
 			continue
 		}
+		if t := nv.Type(); isScalar(t.Kind()) || t.Implements(marshalerType) {
+			// Compared as they are (quantities: every status's resources).
+			if err := diffValue(&obj, k.String(), ov, nv); err != nil {
+				return err
+			}
+			continue
+		}
 		// Map values are not addressable: copy them so that leaves can be
 		// compared through pointers.
 		oc, nc := reflect.New(ov.Type()).Elem(), reflect.New(nv.Type()).Elem()
@@ -428,10 +435,20 @@ func isScalar(k reflect.Kind) bool {
 
 var marshalerType = reflect.TypeFor[json.Marshaler]()
 
+var leafCache sync.Map // reflect.Type → bool
+
 // isLeaf reports whether values of t are compared and written whole:
 // scalars, and types with their own JSON form (times, quantities).
 func isLeaf(t reflect.Type) bool {
-	return isScalar(t.Kind()) || t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType)
+	if isScalar(t.Kind()) {
+		return true
+	}
+	if leaf, ok := leafCache.Load(t); ok {
+		return leaf.(bool)
+	}
+	leaf := t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType)
+	leafCache.Store(t, leaf)
+	return leaf
 }
 
 func asTime(v reflect.Value) (*metav1.Time, bool) {
@@ -487,7 +504,23 @@ func equal(a, b reflect.Value) bool {
 		}
 	}
 	// Maps, floats, and types with their own JSON form: compare the JSON.
-	aj, errA := json.Marshal(a.Interface())
-	bj, errB := json.Marshal(b.Interface())
+	aj, errA := jsonOf(a)
+	bj, errB := jsonOf(b)
 	return errA == nil && errB == nil && bytes.Equal(aj, bj)
+}
+
+// jsonOf is v's JSON to compare: a type's own form as its MarshalJSON
+// writes it (json.Marshal would only check and compact it, at several times
+// the cost: resource quantities are compared on every status write), or
+// json.Marshal's.
+func jsonOf(v reflect.Value) ([]byte, error) {
+	if m, ok := v.Interface().(json.Marshaler); ok {
+		return m.MarshalJSON()
+	}
+	if v.CanAddr() {
+		if m, ok := v.Addr().Interface().(json.Marshaler); ok {
+			return m.MarshalJSON()
+		}
+	}
+	return json.Marshal(v.Interface())
 }

@@ -251,12 +251,16 @@ func mustJSON(t *testing.T, v any) []byte {
 
 // BenchmarkStatusPatch compares Diff with the JSON round trip it replaces
 // (both statuses marshalled, then CreateTwoWayMergePatch) on the write a
-// pod controller makes most: a running pod's status as it terminates.
+// pod controller makes most: a running pod's status, with the resources a
+// v1.36 kubelet reports, as it terminates.
 func BenchmarkStatusPatch(b *testing.B) {
 	now := metav1.Now()
+	requests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")}
+	resources := corev1.ResourceRequirements{Requests: requests, Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}}
 	running := corev1.PodStatus{
 		Phase: corev1.PodRunning, HostIP: "10.0.0.1", HostIPs: []corev1.HostIP{{IP: "10.0.0.1"}},
-		PodIP: "10.244.0.1", PodIPs: []corev1.PodIP{{IP: "10.244.0.1"}}, StartTime: &now, QOSClass: corev1.PodQOSBestEffort,
+		PodIP: "10.244.0.1", PodIPs: []corev1.PodIP{{IP: "10.244.0.1"}}, StartTime: &now, QOSClass: corev1.PodQOSBurstable,
+		AllocatedResources: requests, Resources: &resources,
 		Conditions: []corev1.PodCondition{
 			{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: now},
 			{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
@@ -266,7 +270,8 @@ func BenchmarkStatusPatch(b *testing.B) {
 		},
 		ContainerStatuses: []corev1.ContainerStatus{{
 			Name: "main", Image: "busybox", ImageID: "mock://busybox", ContainerID: "mock://1/main", Ready: true, Started: ptr.To(true),
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+			State:              corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+			AllocatedResources: requests, Resources: &resources,
 		}},
 	}
 	done := *running.DeepCopy()
