@@ -74,7 +74,7 @@ type config struct {
 	// the first cpuProfile of its pods pass.
 	cpuProfile time.Duration
 	// apiServerProfile, with outDir: profile the API server's CPU over
-	// each phase of each pass (apiprofile.go).
+	// each phase of each pass (phaseprofile.go).
 	apiServerProfile bool
 	// processProfile, with outDir: profile the daemon's (and the plugin's)
 	// CPU over each phase of its pass.
