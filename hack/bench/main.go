@@ -142,6 +142,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: -kwok measures one cluster; it does not go with -remote-cluster")
 		os.Exit(2)
 	}
+	if c.cpuProfile > 0 && c.processProfile {
+		fmt.Fprintln(os.Stderr, "bench: -cpu-profile and -process-profile both profile the daemon's CPU, and a Go process takes one CPU profile at a time: give one")
+		os.Exit(2)
+	}
 	if c.repeat < 1 {
 		fmt.Fprintf(os.Stderr, "bench: -repeat must be at least 1, got %d\n", c.repeat)
 		os.Exit(2)
