@@ -144,7 +144,7 @@ func diffMap(b *bytes.Buffer, o, n reflect.Value) error {
 			}
 			continue
 		}
-		if t := nv.Type(); isScalar(t.Kind()) || t.Implements(marshalerType) {
+		if leafOf(nv.Type()) == leafByValue {
 			// Compared as they are (quantities: every status's resources).
 			if err := diffValue(&obj, k.String(), ov, nv); err != nil {
 				return err
@@ -435,21 +435,42 @@ func isScalar(k reflect.Kind) bool {
 
 var marshalerType = reflect.TypeFor[json.Marshaler]()
 
-var leafCache sync.Map // reflect.Type → bool
+// leafKind says whether values of a type are compared and written whole,
+// and whether that needs their address.
+type leafKind int
+
+const (
+	notLeaf leafKind = iota
+	// leafByValue: scalars, and types whose MarshalJSON takes the value
+	// (times, quantities): a map's values compare without copies.
+	leafByValue
+	// leafByPointer: types whose MarshalJSON takes a pointer.
+	leafByPointer
+)
+
+var leafCache sync.Map // reflect.Type → leafKind
+
+func leafOf(t reflect.Type) leafKind {
+	if isScalar(t.Kind()) {
+		return leafByValue
+	}
+	if k, ok := leafCache.Load(t); ok {
+		return k.(leafKind)
+	}
+	k := notLeaf
+	switch {
+	case t.Implements(marshalerType):
+		k = leafByValue
+	case reflect.PointerTo(t).Implements(marshalerType):
+		k = leafByPointer
+	}
+	leafCache.Store(t, k)
+	return k
+}
 
 // isLeaf reports whether values of t are compared and written whole:
 // scalars, and types with their own JSON form (times, quantities).
-func isLeaf(t reflect.Type) bool {
-	if isScalar(t.Kind()) {
-		return true
-	}
-	if leaf, ok := leafCache.Load(t); ok {
-		return leaf.(bool)
-	}
-	leaf := t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType)
-	leafCache.Store(t, leaf)
-	return leaf
-}
+func isLeaf(t reflect.Type) bool { return leafOf(t) != notLeaf }
 
 func asTime(v reflect.Value) (*metav1.Time, bool) {
 	if v.Type() != reflect.TypeFor[metav1.Time]() || !v.CanAddr() {
