@@ -460,7 +460,7 @@ func daemonPass(ctx context.Context, c config, a, b *cluster, r *result) error {
 	}
 	cpuBefore := selfCPU()
 	profiled := d.profileCPU(ctx, c, fmt.Sprintf("daemon-%d", n))
-	phase := bothPhases(apiServerProfiler(c, a.client, "daemon", n), d.phaseProfiler(c, "daemon", n))
+	phase := allPhases(apiServerProfiler(c, a.client, "daemon", n), d.phaseProfiler(c, "daemon", n))
 	r.Daemon, err = runPass(ctx, a.client, ns, vkNodes, n, c.workers, newTracker(n), passHooks{afterRunning: steady, phase: phase})
 	profiled()
 	r.BenchCPU.Daemon = selfCPU() - cpuBefore - steadyBench

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -75,16 +76,25 @@ func apiServerProfiler(c config, client kubernetes.Interface, pass string, n int
 	})
 }
 
-// bothPhases is a phase hook running a and b, either of which may be nil.
-func bothPhases(a, b phaseFunc) phaseFunc {
-	if a == nil {
-		return b
-	}
-	if b == nil {
-		return a
+// allPhases is a phase hook running each of hooks that is not nil; nil
+// when none is.
+func allPhases(hooks ...phaseFunc) phaseFunc {
+	hooks = slices.DeleteFunc(hooks, func(h phaseFunc) bool { return h == nil })
+	switch len(hooks) {
+	case 0:
+		return nil
+	case 1:
+		return hooks[0]
 	}
 	return func(ctx context.Context, phase string) func() {
-		endA, endB := a(ctx, phase), b(ctx, phase)
-		return func() { endA(); endB() }
+		ends := make([]func(), len(hooks))
+		for i, h := range hooks {
+			ends[i] = h(ctx, phase)
+		}
+		return func() {
+			for _, end := range ends {
+				end()
+			}
+		}
 	}
 }

@@ -62,8 +62,8 @@ func pluginPass(ctx context.Context, c config, cl *cluster, n int) (*pluginResul
 	defer cleanup(cl.client, ns, []string{prefix})
 	dBefore, pBefore := d.usage(), plugin.usage()
 	profiledDaemon, profiledPlugin := d.profileCPU(ctx, c, fmt.Sprintf("grpc-daemon-%d", n)), plugin.profileCPU(ctx, c, fmt.Sprintf("plugin-%d", n))
-	pass, err := runPass(ctx, cl.client, ns, []string{prefix}, n, c.workers, newTracker(n), passHooks{phase: bothPhases(apiServerProfiler(c, cl.client, "plugin", n),
-		bothPhases(d.phaseProfiler(c, "grpc-daemon", n), plugin.phaseProfiler(c, "plugin", n)))})
+	pass, err := runPass(ctx, cl.client, ns, []string{prefix}, n, c.workers, newTracker(n), passHooks{phase: allPhases(apiServerProfiler(c, cl.client, "plugin", n),
+		d.phaseProfiler(c, "grpc-daemon", n), plugin.phaseProfiler(c, "plugin", n))})
 	profiledDaemon()
 	profiledPlugin()
 	if err != nil {
