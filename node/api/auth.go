@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
+	"k8s.io/apiserver/pkg/authentication/group"
+	"k8s.io/apiserver/pkg/authentication/request/anonymous"
+	"k8s.io/apiserver/pkg/authentication/request/union"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
@@ -20,14 +22,15 @@ import (
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	authenticationv1 "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/vkubelet/virtual-kubelet/node/log"
 )
 
 // Defaults of AuthConfig, those of the kubelet.
 const (
-	// DefaultAuthenticationCacheTTL is how long a TokenReview answer is
-	// cached.
+	// DefaultAuthenticationCacheTTL is how long a TokenReview answer, or
+	// a verified client certificate chain, is cached.
 	DefaultAuthenticationCacheTTL = 2 * time.Minute
 	// DefaultAuthorizedCacheTTL is how long an allowing
 	// SubjectAccessReview answer is cached.
@@ -65,8 +68,9 @@ type AuthConfig struct {
 	// APIAudiences are the audiences a token must be for; empty means the
 	// apiserver's own.
 	APIAudiences []string
-	// AuthenticationCacheTTL caches token reviews; 0 means
-	// DefaultAuthenticationCacheTTL.
+	// AuthenticationCacheTTL caches token reviews and verified client
+	// certificate chains (never past the chain's expiry, nor across a
+	// change of the client CA); 0 means DefaultAuthenticationCacheTTL.
 	AuthenticationCacheTTL time.Duration
 	// AuthorizedCacheTTL and UnauthorizedCacheTTL cache access reviews;
 	// 0 means DefaultAuthorizedCacheTTL and DefaultUnauthorizedCacheTTL.
@@ -98,15 +102,13 @@ func NewAuth(ctx context.Context, cfg AuthConfig) (Auth, error) {
 		return nil, errors.New("kubelet API auth: a SubjectAccessReview client is required")
 	}
 	backoff := WebhookRetryBackoff()
+	authnTTL := orDefault(cfg.AuthenticationCacheTTL, DefaultAuthenticationCacheTTL)
 
-	authn := authenticatorfactory.DelegatingAuthenticatorConfig{
-		Anonymous:                &apiserver.AnonymousAuthConfig{Enabled: cfg.Anonymous},
-		TokenAccessReviewClient:  cfg.TokenReviewClient,
-		TokenAccessReviewTimeout: DefaultWebhookTimeout,
-		WebhookRetryBackoff:      &backoff,
-		CacheTTL:                 orDefault(cfg.AuthenticationCacheTTL, DefaultAuthenticationCacheTTL),
-		APIAudiences:             cfg.APIAudiences,
-	}
+	// The apiserver's delegating authenticator, composed here as its
+	// factory does (certificates, then tokens, then anonymous if enabled)
+	// so that client certificates are verified once per chain, not once
+	// per request.
+	var authns []authenticator.Request
 	switch {
 	case cfg.ClientCAFile != "":
 		ca, err := dynamiccertificates.NewDynamicCAContentFromFile("client-ca-bundle", cfg.ClientCAFile)
@@ -114,17 +116,33 @@ func NewAuth(ctx context.Context, cfg AuthConfig) (Auth, error) {
 			return nil, fmt.Errorf("kubelet API auth: client CA: %w", err)
 		}
 		go ca.Run(ctx, 1)
-		authn.ClientCertificateCAContentProvider = ca
+		authns = append(authns, newVerifiedClientCerts(ca.VerifyOptions, authnTTL, clock.RealClock{}))
 	case len(cfg.ClientCA) > 0:
 		ca, err := dynamiccertificates.NewStaticCAContent("client-ca-bundle", cfg.ClientCA)
 		if err != nil {
 			return nil, fmt.Errorf("kubelet API auth: client CA: %w", err)
 		}
-		authn.ClientCertificateCAContentProvider = ca
+		authns = append(authns, newVerifiedClientCerts(ca.VerifyOptions, authnTTL, clock.RealClock{}))
 	}
-	a, _, err := authn.New()
-	if err != nil {
-		return nil, fmt.Errorf("kubelet API auth: %w", err)
+	if cfg.TokenReviewClient != nil {
+		tokens, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
+			TokenAccessReviewClient:  cfg.TokenReviewClient,
+			TokenAccessReviewTimeout: DefaultWebhookTimeout,
+			WebhookRetryBackoff:      &backoff,
+			CacheTTL:                 authnTTL,
+			APIAudiences:             cfg.APIAudiences,
+		}.New()
+		if err != nil {
+			return nil, fmt.Errorf("kubelet API auth: %w", err)
+		}
+		authns = append(authns, tokens)
+	}
+	if len(authns) == 0 && !cfg.Anonymous {
+		return nil, errors.New("kubelet API auth: no authentication method configured (a client CA, a TokenReview client or anonymous requests)")
+	}
+	a := group.NewAuthenticatedGroupAdder(union.New(authns...))
+	if cfg.Anonymous {
+		a = union.NewFailOnError(a, anonymous.NewAuthenticator(nil))
 	}
 
 	authz, err := authorizerfactory.DelegatingAuthorizerConfig{

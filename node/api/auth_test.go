@@ -255,6 +255,9 @@ func TestNewAuth(t *testing.T) {
 		{"bob token, pods", "/pods", nil, "bob-token", 403, "Forbidden (user=bob, verb=get, resource=nodes, subresource=proxy)"},
 		{"bad token", "/stats/summary", nil, "nope", 401, "Unauthorized"},
 		{"foreign cert", "/stats/summary", &strangerCert, "", 401, "Unauthorized"},
+		{"apiserver cert, bad token", "/pods", &apiserverCert, "nope", 200, "PodList"},
+		{"foreign cert, bob token", "/stats/summary", &strangerCert, "bob-token", 200, "nodeName"},
+		{"foreign cert, bob token, pods", "/pods", &strangerCert, "bob-token", 403, "Forbidden (user=bob, verb=get, resource=nodes, subresource=proxy)"},
 		{"anonymous", "/stats/summary", nil, "", 403, "user=system:anonymous"},
 	} {
 		if code, body := get(c.path, c.cert, c.token); code != c.code || !strings.Contains(body, c.body) {
