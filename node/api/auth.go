@@ -109,6 +109,7 @@ func NewAuth(ctx context.Context, cfg AuthConfig) (Auth, error) {
 	// so that client certificates are verified once per chain, not once
 	// per request.
 	var authns []authenticator.Request
+	var clientCA dynamiccertificates.CAContentProvider
 	switch {
 	case cfg.ClientCAFile != "":
 		ca, err := dynamiccertificates.NewDynamicCAContentFromFile("client-ca-bundle", cfg.ClientCAFile)
@@ -116,13 +117,16 @@ func NewAuth(ctx context.Context, cfg AuthConfig) (Auth, error) {
 			return nil, fmt.Errorf("kubelet API auth: client CA: %w", err)
 		}
 		go ca.Run(ctx, 1)
-		authns = append(authns, newVerifiedClientCerts(ca.VerifyOptions, authnTTL, clock.RealClock{}))
+		clientCA = ca
 	case len(cfg.ClientCA) > 0:
 		ca, err := dynamiccertificates.NewStaticCAContent("client-ca-bundle", cfg.ClientCA)
 		if err != nil {
 			return nil, fmt.Errorf("kubelet API auth: client CA: %w", err)
 		}
-		authns = append(authns, newVerifiedClientCerts(ca.VerifyOptions, authnTTL, clock.RealClock{}))
+		clientCA = ca
+	}
+	if clientCA != nil {
+		authns = append(authns, newVerifiedClientCerts(clientCA.VerifyOptions, authnTTL, clock.RealClock{}))
 	}
 	if cfg.TokenReviewClient != nil {
 		tokens, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
