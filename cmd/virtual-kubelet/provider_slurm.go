@@ -10,4 +10,7 @@ import (
 	"github.com/vkubelet/virtual-kubelet/providers/slurm"
 )
 
-func init() { provider.Register("slurm", slurm.New) }
+func init() {
+	provider.Register("slurm", slurm.New)
+	provider.RegisterCommand(slurm.ContainerCommand())
+}

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # A one-node Slurm on loopback for `make run-slurm` and the slurm provider's
-# e2e tests: munged, slurmctld and slurmd as root, with a generated
-# slurm.conf, every file under one directory.
+# e2e tests: munged, slurmctld and slurmd as root, as in production, with a
+# generated slurm.conf, every file under one directory; jobs run as the
+# users that submit them, such as the two tenant users install creates
+# (vk-tenant-a and vk-tenant-b).
 #
-#   hack/slurm/slurm.sh install      apt-get install slurm-wlm munge bubblewrap perl when missing
+#   hack/slurm/slurm.sh install      apt-get install slurm-wlm munge bubblewrap perl when missing, add the tenant users
 #   hack/slurm/slurm.sh start [DIR]  install, then start (idempotent); prints SLURM_CONF
 #   hack/slurm/slurm.sh stop  [DIR]  stop the daemons started in DIR
 #
@@ -29,6 +31,15 @@ install() {
 	command -v bwrap >/dev/null || missing+=(bubblewrap)
 	# The job script stamps container output with perl (Time::HiRes).
 	perl -MTime::HiRes -e 1 2>/dev/null || missing+=(perl)
+	local u
+	for u in vk-tenant-a vk-tenant-b; do
+		id "$u" >/dev/null 2>&1 && continue
+		if ((EUID != 0)); then
+			echo "slurm.sh: user $u missing; run as root to add it" >&2
+			exit 1
+		fi
+		useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$u"
+	done
 	((${#missing[@]} == 0)) && return
 	if ((EUID != 0)); then
 		echo "slurm.sh: ${missing[*]} missing; run as root to apt-get install them" >&2
@@ -96,14 +107,18 @@ EOF
 
 start() {
 	install
-	mkdir -p "$dir"/{munge,state,spool}
-	chmod 0700 "$dir/munge"
-	[[ -f $dir/munge/munge.key ]] || mungekey --create --keyfile="$dir/munge/munge.key"
+	mkdir -p "$dir"/{munge,munge-key,state,spool}
+	# Users' commands reach munged's socket and slurm.conf beneath $dir;
+	# the key and the daemons' state stay root's.
+	chmod 0711 "$dir"
+	chmod 0755 "$dir/munge"
+	chmod 0700 "$dir/munge-key" "$dir/state" "$dir/spool"
+	[[ -f $dir/munge-key/munge.key ]] || mungekey --create --keyfile="$dir/munge-key/munge.key"
 	[[ -f $dir/slurm.conf ]] || write_conf
 	export SLURM_CONF=$dir/slurm.conf
-	if ! running "$dir/munge/munged.pid"; then
-		munged --force --socket="$dir/munge/munge.socket" --key-file="$dir/munge/munge.key" \
-			--pid-file="$dir/munge/munged.pid" --log-file="$dir/munge/munged.log" --seed-file="$dir/munge/munged.seed"
+	if ! running "$dir/munge-key/munged.pid"; then
+		munged --force --socket="$dir/munge/munge.socket" --key-file="$dir/munge-key/munge.key" \
+			--pid-file="$dir/munge-key/munged.pid" --log-file="$dir/munge-key/munged.log" --seed-file="$dir/munge-key/munged.seed"
 	fi
 	waitfor munged munge -S "$dir/munge/munge.socket" -n
 	running "$dir/slurmctld.pid" || slurmctld -f "$SLURM_CONF"
@@ -130,7 +145,7 @@ EOF
 
 stop() {
 	local pidfile
-	for pidfile in "$dir/slurmd.pid" "$dir/slurmctld.pid" "$dir/munge/munged.pid"; do
+	for pidfile in "$dir/slurmd.pid" "$dir/slurmctld.pid" "$dir/munge-key/munged.pid"; do
 		if running "$pidfile"; then
 			local pid
 			pid=$(cat "$pidfile")

@@ -95,7 +95,8 @@ func (p *Provider) writeStdin(ctx context.Context, pj *podJob, dir string, once 
 		}
 		holder = taken
 	}
-	cmd := p.cli.command(ctx, "srun", p.jobStep(pj, "/usr/bin/dd", "of="+filepath.Join(dir, "in"), "status=none")...)
+	cred, args := p.jobStep(pj, "/usr/bin/dd", "of="+filepath.Join(dir, "in"), "status=none")
+	cmd := p.cli.command(ctx, cred, "srun", args...)
 	cmd.Stdin = in
 	cmd.WaitDelay = stdinWaitDelay
 	if out, err := cmd.CombinedOutput(); err != nil && ctx.Err() == nil {
@@ -104,7 +105,7 @@ func (p *Provider) writeStdin(ctx context.Context, pj *podJob, dir string, once 
 	if !once {
 		return
 	}
-	data, err := os.ReadFile(holder)
+	data, err := readRegular(holder, 64)
 	pid := strings.TrimSpace(string(data))
 	if _, perr := strconv.Atoi(pid); err != nil || perr != nil {
 		log.G(ctx).Warnf("attach: no holder pid in %s (%v): the container's stdin stays open", holder, err)
@@ -113,7 +114,8 @@ func (p *Provider) writeStdin(ctx context.Context, pj *podJob, dir string, once 
 	// The session's context may be over: the close must still happen.
 	kctx, stop := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer stop()
-	if _, err := p.cli.run(kctx, "srun", p.jobStep(pj, "/bin/kill", pid)...); err != nil {
+	cred, args = p.jobStep(pj, "/bin/kill", pid)
+	if _, err := p.cli.run(kctx, cred, "srun", args...); err != nil {
 		log.G(ctx).WithError(err).Warnf("attach: closing the stdin of %s", dir)
 	}
 }

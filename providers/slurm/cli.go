@@ -10,13 +10,16 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // slurmCLI runs the Slurm commands; every argument is passed as its own
 // argv element, never through a shell.
 type slurmCLI struct {
 	bin string
-	env []string
+	// conf is SLURM_CONF for the commands; empty: their default.
+	conf string
+	env  []string
 	// jobEnv is sbatch's environment, which jobs get (see sbatch).
 	jobEnv []string
 }
@@ -30,20 +33,36 @@ func newCLI(cfg *Config) *slurmCLI {
 		env = append(env, "SLURM_CONF="+cfg.SlurmConf)
 		jobEnv = append(jobEnv, "SLURM_CONF="+cfg.SlurmConf)
 	}
-	return &slurmCLI{bin: cfg.SlurmBin, env: env, jobEnv: jobEnv}
+	return &slurmCLI{bin: cfg.SlurmBin, conf: cfg.SlurmConf, env: env, jobEnv: jobEnv}
 }
 
-// command is an exec.Cmd for a Slurm command.
-func (s *slurmCLI) command(ctx context.Context, name string, args ...string) *exec.Cmd {
+// slurmEnv is what a command's environment must end with so that a
+// variable a pod sets cannot point it at another Slurm.
+func (s *slurmCLI) slurmEnv() []string {
+	if s.conf == "" {
+		return nil
+	}
+	return []string{"SLURM_CONF=" + s.conf}
+}
+
+// command is an exec.Cmd for a Slurm command, run as the user of cred (nil:
+// the daemon's own). Slurm authenticates the process's user (munge), so a
+// tenant's command can do to jobs what that user could by hand, no more.
+func (s *slurmCLI) command(ctx context.Context, cred *syscall.Credential, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, name), args...)
 	cmd.Env = s.env
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		// The daemon's working directory may be closed to the user.
+		cmd.Dir = "/"
+	}
 	return cmd
 }
 
-// run runs a Slurm command and returns its standard output; the error
-// carries its standard error.
-func (s *slurmCLI) run(ctx context.Context, name string, args ...string) ([]byte, error) {
-	return output(s.command(ctx, name, args...))
+// run runs a Slurm command as the user of cred and returns its standard
+// output; the error carries its standard error.
+func (s *slurmCLI) run(ctx context.Context, cred *syscall.Credential, name string, args ...string) ([]byte, error) {
+	return output(s.command(ctx, cred, name, args...))
 }
 
 // output runs cmd and returns its standard output; the error carries its
@@ -64,8 +83,8 @@ func output(cmd *exec.Cmd) ([]byte, error) {
 // daemon's stays out of jobs, and no login shell runs on the compute node
 // to make one up for each job, as it does with --export=NONE (seconds a
 // job where a profile does much).
-func (s *slurmCLI) sbatch(ctx context.Context, args ...string) (string, error) {
-	cmd := s.command(ctx, "sbatch", append([]string{"--parsable", "--export=ALL"}, args...)...)
+func (s *slurmCLI) sbatch(ctx context.Context, cred *syscall.Credential, args ...string) (string, error) {
+	cmd := s.command(ctx, cred, "sbatch", append([]string{"--parsable", "--export=ALL"}, args...)...)
 	cmd.Env = s.jobEnv
 	out, err := output(cmd)
 	if err != nil {
@@ -83,6 +102,7 @@ func (s *slurmCLI) sbatch(ctx context.Context, args ...string) (string, error) {
 type job struct {
 	ID         uint64 `json:"job_id"`
 	Name       string `json:"name"`
+	UserID     uint32 `json:"user_id"`
 	Comment    string `json:"comment"`
 	State      string `json:"job_state"`
 	Reason     string `json:"state_reason"`
@@ -99,10 +119,15 @@ func (j *job) jobID() string { return strconv.FormatUint(j.ID, 10) }
 // finished); Slurm 22.05 ignores filters with --json, so the caller picks
 // its own.
 func (s *slurmCLI) squeue(ctx context.Context) ([]job, error) {
-	out, err := s.run(ctx, "squeue", "--json")
+	out, err := s.run(ctx, nil, "squeue", "--json")
 	if err != nil {
 		return nil, err
 	}
+	return parseSqueue(out)
+}
+
+// parseSqueue reads squeue --json's output.
+func parseSqueue(out []byte) ([]job, error) {
 	var resp struct {
 		Jobs   []job `json:"jobs"`
 		Errors []any `json:"errors"`
@@ -126,7 +151,7 @@ type slurmNode struct {
 
 // sinfo lists the cluster's nodes.
 func (s *slurmCLI) sinfo(ctx context.Context) ([]slurmNode, error) {
-	out, err := s.run(ctx, "sinfo", "--json")
+	out, err := s.run(ctx, nil, "sinfo", "--json")
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/vkubelet/virtual-kubelet/internal/provider"
@@ -18,8 +17,20 @@ import (
 //	partition: batch          # sbatch --partition; empty: the cluster's default
 //	account: physics          # sbatch --account
 //	qos: normal               # sbatch --qos
-//	user: vkjobs              # jobs run as this user (sbatch --uid; the daemon runs as root)
 //	workDir: /shared/vk       # shared with the compute nodes: one directory per pod
+//	stateDir: /var/lib/vk-slurm   # the daemon's own records of its jobs; default workDir/.vk-state
+//	tenants:                  # namespaces -> Unix users; required when the daemon runs as root
+//	- namespaces: [team-a]
+//	  user: alice             # jobs are submitted as this user, never root
+//	  group: physics          # default: the user's primary group
+//	  account: physics        # default: the account above
+//	  partitions: [batch]     # those its pods may ask for; the first is the default
+//	  qos: [normal]
+//	  annotations: [constraint, nice]   # sbatch-* annotations it may set (see SbatchOptions)
+//	  reservations: [maint]   # what sbatch-reservation may name
+//	  licenses: [matlab]      # what sbatch-licenses may name
+//	allow: {annotations: [constraint]}   # without tenants: what pods may ask (see Allow)
+//	hostPaths: [/usr, /etc]   # what containers of host images see of the host, read-only
 //	slurmBin: /usr/bin        # where sbatch, squeue, scancel, srun and sinfo are
 //	slurmConf: /etc/slurm/slurm.conf   # SLURM_CONF for those commands; empty: theirs
 //	bwrap: /usr/bin/bwrap     # bubblewrap on the compute nodes
@@ -33,17 +44,29 @@ type Config struct {
 	Partition    string            `json:"partition,omitempty"`
 	Account      string            `json:"account,omitempty"`
 	QOS          string            `json:"qos,omitempty"`
-	User         string            `json:"user,omitempty"`
 	WorkDir      string            `json:"workDir"`
+	StateDir     string            `json:"stateDir,omitempty"`
+	Tenants      []Tenant          `json:"tenants,omitempty"`
+	HostPaths    []string          `json:"hostPaths,omitempty"`
 	SlurmBin     string            `json:"slurmBin,omitempty"`
 	SlurmConf    string            `json:"slurmConf,omitempty"`
 	Bwrap        string            `json:"bwrap,omitempty"`
 	PollInterval string            `json:"pollInterval,omitempty"`
 	Images       map[string]Image  `json:"images"`
 	Capacity     map[string]string `json:"capacity,omitempty"`
+	// Allow is what pods may ask of Slurm when there are no tenants (the
+	// daemon's own user runs every job).
+	Allow Allow `json:"allow,omitempty"`
 
 	poll time.Duration
+	// tenants are Tenants resolved to Unix ids, by namespace.
+	tenants map[string]*tenant
 }
+
+// DefaultHostPaths are what a container of a host image sees of the host
+// when hostPaths is not set: programs, libraries and configuration, never
+// the host's root, /home, /run (munge's socket), /var or /tmp.
+var DefaultHostPaths = []string{"/bin", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/sbin", "/usr"}
 
 // Image says what a container of an image runs: exactly one of the fields.
 type Image struct {
@@ -85,10 +108,32 @@ func (c *Config) validate() error {
 	if c.Bwrap == "" {
 		c.Bwrap = "/usr/bin/bwrap"
 	}
-	for field, v := range map[string]string{"partition": c.Partition, "account": c.Account, "qos": c.QOS, "user": c.User} {
-		if strings.ContainsAny(v, " \t\n,=") || strings.HasPrefix(v, "-") {
-			return fmt.Errorf("%s: %q is not a Slurm name (no blanks, commas, '=' or leading '-')", field, v)
+	for field, v := range map[string]string{"partition": c.Partition, "account": c.Account, "qos": c.QOS} {
+		if err := slurmName(field, v); err != nil {
+			return err
 		}
+	}
+	if c.StateDir == "" {
+		c.StateDir = filepath.Join(c.WorkDir, ".vk-state")
+	}
+	if !filepath.IsAbs(c.StateDir) {
+		return fmt.Errorf("stateDir: must be an absolute path, got %q", c.StateDir)
+	}
+	c.StateDir = filepath.Clean(c.StateDir)
+	if c.HostPaths == nil {
+		c.HostPaths = DefaultHostPaths
+	}
+	for i, hp := range c.HostPaths {
+		if !filepath.IsAbs(hp) || filepath.Clean(hp) == "/" {
+			return fmt.Errorf("hostPaths[%d]: must be an absolute path other than /, got %q", i, hp)
+		}
+		c.HostPaths[i] = filepath.Clean(hp)
+	}
+	if err := c.Allow.validate("allow."); err != nil {
+		return err
+	}
+	if err := c.resolveTenants(); err != nil {
+		return err
 	}
 	c.poll = DefaultPollInterval
 	if c.PollInterval != "" {

@@ -16,7 +16,16 @@ func TestLoadConfigNamesTheBadField(t *testing.T) {
 		{"two kinds", "workDir: /srv/vk\nimages: {busybox: {host: true, root: /srv/img}}", "images.busybox: set exactly one"},
 		{"relative root", "workDir: /srv/vk\nimages: {debian: {root: srv/img}}", "images.debian.root: must be an absolute path"},
 		{"bad partition", good + "partition: a b", `partition: "a b" is not a Slurm name`},
-		{"option as user", good + "user: --uid=0", `user: "--uid=0" is not a Slurm name`},
+		{"old user field", good + "user: vkjobs", `unknown field "user"`},
+		{"root tenant", good + "tenants: [{namespaces: [a], user: root}]", `tenants[0].user: "root" is root (uid 0)`},
+		{"root uid tenant", good + "tenants: [{namespaces: [a], user: \"0\"}]", `tenants[0].user: "0" is root (uid 0)`},
+		{"root group", good + "tenants: [{namespaces: [a], user: nobody, group: root}]", `tenants[0].group: the group of "nobody" is root`},
+		{"unknown user", good + "tenants: [{namespaces: [a], user: no-such-user-vk}]", `tenants[0].user: no Unix user "no-such-user-vk"`},
+		{"no namespaces", good + "tenants: [{user: nobody}]", `tenants[0].namespaces: name at least one namespace`},
+		{"twice", good + "tenants: [{namespaces: [a], user: nobody}, {namespaces: [a], user: nobody}]", `tenants[1].namespaces: namespace "a" is mapped to two tenants`},
+		{"bad annotation", good + "tenants: [{namespaces: [a], user: nobody, annotations: [uid]}]", `tenants[0].annotations[0]: "uid" is not one of`},
+		{"option as account", good + "tenants: [{namespaces: [a], user: nobody, account: --uid=0}]", `tenants[0].account: "--uid=0" is not a Slurm name`},
+		{"host root", good + "hostPaths: [/]", "hostPaths[0]: must be an absolute path other than /"},
 		{"bad poll", good + "pollInterval: 1ms", "pollInterval: must be a duration of at least 100ms"},
 		{"bad capacity", good + "capacity: {cpu: lots}", `capacity.cpu: invalid quantity "lots"`},
 		{"unknown field", good + "partitoin: batch", `unknown field "partitoin"`},
@@ -53,5 +62,23 @@ func TestLoadConfigDefaults(t *testing.T) {
 	}
 	if c := cfg.capacity(); c.Cpu().String() != "4" {
 		t.Errorf("capacity %v", c)
+	}
+}
+
+// TestCheckPrivileges: a root daemon needs tenants; a daemon of another
+// user can only submit as itself.
+func TestCheckPrivileges(t *testing.T) {
+	if err := (&Config{}).checkPrivileges(0); err == nil || !strings.Contains(err.Error(), "the daemon runs as root") {
+		t.Errorf("root without tenants: %v", err)
+	}
+	withNobody := &Config{Tenants: []Tenant{{Namespaces: []string{"a"}, User: "nobody"}}}
+	if err := withNobody.checkPrivileges(0); err != nil {
+		t.Errorf("root with a tenant: %v", err)
+	}
+	if err := withNobody.checkPrivileges(12345); err == nil || !strings.Contains(err.Error(), `submitting jobs as "nobody" needs the daemon to run as root`) {
+		t.Errorf("another user with a tenant: %v", err)
+	}
+	if err := (&Config{}).checkPrivileges(12345); err != nil {
+		t.Errorf("a user without tenants: %v", err)
 	}
 }

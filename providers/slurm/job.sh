@@ -4,14 +4,14 @@
 # lists) from the pod directory, never parsed as shell (but for a container
 # with a terminal: see start).
 #
-#   job.sh POD_DIR BWRAP
+#   job.sh POD_DIR LAUNCHER BWRAP
 #
-# POD_DIR/init and POD_DIR/main list the containers; each POD_DIR/c/NAME has
-# argv, env (NAME=VALUE entries), mounts (source, destination, mode triples;
-# mode ro, rw or tmpfs), root (the directory used as /), workdir, stdin
-# ("yes" when the container keeps a standard input to attach to) and tty
-# ("yes" when it runs on a terminal of its own). Each
-# container runs under bubblewrap; the script writes c/NAME/info (bwrap's
+# The job runs as the pod's tenant. POD_DIR/init and POD_DIR/main list the
+# containers; each POD_DIR/c/NAME holds the container's plan, which
+# LAUNCHER (virtual-kubelet slurm-container) reads to start it under
+# bubblewrap, and stdin ("yes" when the container keeps a standard input
+# to attach to) and tty ("yes" when it runs on a terminal of its own),
+# which this script reads. The script writes c/NAME/info (bwrap's
 # child pid), c/NAME/log (stdout and stderr as stamped records, see stamp
 # below) and c/NAME/exit (the exit code), each exit file complete once it
 # exists. A container with stdin reads the fifo c/NAME/in, which a holder
@@ -19,43 +19,13 @@
 # sees end of file only once the holder is gone and no attach writes.
 set -u
 pod=$1
-bwrap=$2
+launcher=$2
+bwrap=$3
+umask 077
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 # put FILE VALUE: write atomically, so a reader never sees half a file.
 put() { printf '%s\n' "$2" >"$1.tmp" && mv -f "$1.tmp" "$1"; }
-
-# under DEST PATH: PATH is DEST or lies beneath it.
-under() { [[ $2 == "$1" || $2 == "$1"/* ]]; }
-
-# bindtree SRC AT: bind SRC's entries read-only at AT, descending instead
-# into entries that hold a mount destination, so bubblewrap creates mount
-# points in its own tmpfs and never in SRC.
-bindtree() {
-	local src=$1 at=$2 e name path d hit
-	for e in "$src"/* "$src"/.[!.]* "$src"/..?*; do
-		[[ -e $e || -L $e ]] || continue
-		name=${e##*/}
-		path=$at/$name
-		case $path in /proc | /dev | /sys | /tmp) continue ;; esac
-		hit=
-		for d in "${dests[@]}"; do
-			if [[ $d == "$path" ]]; then hit=covered; break; fi
-			under "$path" "$d" && hit=descend
-		done
-		case $hit in
-		covered) ;;
-		descend) [[ -d $e && ! -L $e ]] && bindtree "$e" "$path" ;;
-		*)
-			if [[ -L $e ]]; then
-				args+=(--symlink "$(readlink "$e")" "$path")
-			else
-				args+=(--ro-bind "$e" "$path")
-			fi
-			;;
-		esac
-	done
-}
 
 # stamp, run by perl with the container's stdout and stderr fifos as
 # arguments, writes each chunk read from either as records, one a line:
@@ -90,28 +60,7 @@ while (@open) {
 
 # start NAME: start container NAME in the background; its pid is in pids[NAME].
 start() {
-	local c=$pod/c/$1 argv env mounts root wd i e in=/dev/null
-	mapfile -d '' -t argv <"$c/argv"
-	mapfile -d '' -t env <"$c/env"
-	mapfile -d '' -t mounts <"$c/mounts"
-	root=$(<"$c/root")
-	wd=$(<"$c/workdir")
-	dests=(/proc /dev /tmp)
-	for ((i = 0; i + 2 < ${#mounts[@]}; i += 3)); do dests+=("${mounts[i + 1]}"); done
-	# --die-with-parent: a signal that kills bwrap (scancel, a time limit)
-	# kills the container too; orphaned, it would escape proctrack/linuxproc,
-	# which finds a job's processes by their parents, and outlive the job.
-	args=(--clearenv --die-with-parent --unshare-ipc --unshare-uts --hostname "$(<"$pod/hostname")" --proc /proc --dev /dev --bind "$pod/tmp" /tmp --info-fd 3)
-	bindtree "${root%/}" ""
-	for e in "${env[@]}"; do args+=(--setenv "${e%%=*}" "${e#*=}"); done
-	for ((i = 0; i + 2 < ${#mounts[@]}; i += 3)); do
-		case ${mounts[i + 2]} in
-		rw) args+=(--bind "${mounts[i]}" "${mounts[i + 1]}") ;;
-		tmpfs) args+=(--tmpfs "${mounts[i + 1]}") ;;
-		*) args+=(--ro-bind "${mounts[i]}" "${mounts[i + 1]}") ;;
-		esac
-	done
-	[[ -n $wd ]] && args+=(--chdir "$wd")
+	local c=$pod/c/$1 in=/dev/null
 	if [[ $(<"$c/stdin") == yes ]]; then
 		in=$c/in
 		rm -f "$in" && mkfifo -m 0600 "$in"
@@ -123,7 +72,11 @@ start() {
 	rm -f "$c/out" "$c/err" && mkfifo -m 0600 "$c/out" "$c/err"
 	perl -e "$stamp" "$c/out" "$c/err" >>"$c/log" </dev/null &
 	stampers[$1]=$!
-	local run=("$bwrap" "${args[@]}" -- "${argv[@]}")
+	# The launcher becomes bwrap, with --die-with-parent: a signal that
+	# kills this script's child (scancel, a time limit) kills the container
+	# too; orphaned, it would escape proctrack/linuxproc, which finds a
+	# job's processes by their parents, and outlive the job.
+	local run=("$launcher" slurm-container "$pod" "$1" "$bwrap")
 	if [[ $(<"$c/tty") == yes ]]; then
 		# script (util-linux) runs the container on a new terminal, whose
 		# output is its stdout. It takes a command line for $SHELL: each

@@ -70,7 +70,7 @@ func (rs *records) Close() error { return rs.c.Close() }
 // records read on, as they are written, until the container exits or ctx
 // ends. A container that has not started yet has an empty log.
 func openLog(ctx context.Context, dir string, tail int, follow bool) (*records, error) {
-	f, err := os.Open(filepath.Join(dir, "log"))
+	f, err := openRegular(filepath.Join(dir, "log"))
 	if errors.Is(err, os.ErrNotExist) {
 		empty := io.NopCloser(strings.NewReader(""))
 		return &records{r: bufio.NewReader(empty), c: empty}, nil
@@ -91,7 +91,7 @@ func openLog(ctx context.Context, dir string, tail int, follow bool) (*records, 
 	var src io.ReadCloser = f
 	if follow {
 		exited := func() bool {
-			_, err := os.Stat(filepath.Join(dir, "exit"))
+			_, err := os.Lstat(filepath.Join(dir, "exit"))
 			return err == nil
 		}
 		src = &follower{ctx: ctx, f: f, done: exited}

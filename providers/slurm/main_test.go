@@ -24,6 +24,15 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// The provider installs this test binary as its container launcher
+	// (os.Executable): run as one by a job, it is the launcher.
+	if len(os.Args) > 1 && os.Args[1] == "slurm-container" {
+		cmd := ContainerCommand()
+		cmd.SetArgs(os.Args[2:])
+		if err := cmd.Execute(); err != nil {
+			os.Exit(1)
+		}
+	}
 	code := m.Run()
 	if slurmDir != "" {
 		_ = exec.Command(slurmScript(), "stop", slurmDir).Run()

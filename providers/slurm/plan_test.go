@@ -23,12 +23,12 @@ func planProvider() *Provider {
 func TestPlanRefusesWhatItCannotRun(t *testing.T) {
 	p := planProvider()
 	bad := testPod("p", corev1.Container{Name: "c", Image: "nginx"})
-	if _, _, err := p.plan(bad, "/d"); !errdefs.IsInvalidInput(err) || !strings.Contains(err.Error(), `image "nginx"`) {
+	if _, _, err := p.plan(bad); !errdefs.IsInvalidInput(err) || !strings.Contains(err.Error(), `image "nginx"`) {
 		t.Errorf("image outside the table: %v", err)
 	}
 	hostPath := testPod("p", shell("c", "true"))
 	hostPath.Spec.Volumes = []corev1.Volume{{Name: "h", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
-	if _, _, err := p.plan(hostPath, "/d"); !errdefs.IsInvalidInput(err) || !strings.Contains(err.Error(), `volume "h"`) {
+	if _, _, err := p.plan(hostPath); !errdefs.IsInvalidInput(err) || !strings.Contains(err.Error(), `volume "h"`) {
 		t.Errorf("hostPath volume: %v", err)
 	}
 }
@@ -43,19 +43,20 @@ func TestPlanMapsImagesAndMounts(t *testing.T) {
 		{Name: "e", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 		{Name: "cm", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}}},
 	}
-	_, main, err := p.plan(pod, "/d")
+	_, main, err := p.plan(pod)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, b := main[0], main[1]
-	if !slices.Equal(a.argv, []string{"python3", "-c", "print(1)"}) || a.root != "/" {
+	if !slices.Equal(a.argv, []string{"python3", "-c", "print(1)"}) || a.root != "" {
 		t.Errorf("prefix image: %+v", a)
 	}
-	// Host images hide the work directory; emptyDirs are writable.
-	if !slices.Equal(a.mounts, []string{"", "/srv/vk", "tmpfs", "/d/empty/e/sub", "/e", "rw"}) {
+	// The subPath stays as the pod gave it: the launcher resolves it
+	// beneath the volume when it binds it. emptyDirs are writable.
+	if !slices.Equal(a.mounts, []string{"empty/e", "sub", "/e", "rw"}) {
 		t.Errorf("mounts %q", a.mounts)
 	}
-	if b.root != "/srv/debian" || !slices.Equal(b.mounts, []string{"/d/vol/cm", "/etc/cfg", "ro"}) {
+	if b.root != "/srv/debian" || !slices.Equal(b.mounts, []string{"vol/cm", "", "/etc/cfg", "ro"}) {
 		t.Errorf("root image: %+v", b)
 	}
 }
@@ -66,23 +67,40 @@ func TestSbatchArgs(t *testing.T) {
 	pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m"), corev1.ResourceMemory: resource.MustParse("1Gi")}
 	pod.Spec.Containers[1].Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("100M")}
 	pod.Spec.ActiveDeadlineSeconds = ptr.To[int64](61)
-	pod.Annotations = map[string]string{AnnotationSbatchPrefix + "constraint": "avx512", AnnotationSbatchPrefix + "exclusive": ""}
-	args, err := p.sbatchArgs(pod, "/d")
+	pod.Annotations = map[string]string{AnnotationSbatchPrefix + "constraint": "avx512", AnnotationSbatchPrefix + "exclusive": "",
+		AnnotationSbatchPrefix + "reservation": "maint", AnnotationSbatchPrefix + "licenses": "matlab:2", AnnotationSbatchPrefix + "qos": "high"}
+	tn := &tenant{uid: 1001, gid: 1001, account: "physics", partition: "batch", qos: "normal", allow: Allow{
+		Annotations: []string{"constraint", "exclusive", "nice"}, Reservations: []string{"maint"}, Licenses: []string{"matlab"}, QOS: []string{"normal", "high"}}}
+	args, err := p.sbatchArgs(pod, tn, "/d")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"--cpus-per-task=3", "--mem=1120M", "--time=3", "--partition=batch", "--constraint=avx512", "--exclusive", "--comment=vk-pod:" + string(pod.UID), "--job-name=vk_n"} {
+	for _, want := range []string{"--cpus-per-task=3", "--mem=1120M", "--time=3", "--partition=batch", "--account=physics", "--qos=high", "--constraint=avx512", "--exclusive",
+		"--reservation=maint", "--licenses=matlab:2", "--comment=vk-pod:" + string(pod.UID), "--job-name=vk_n"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("args %q lack %s", args, want)
 		}
 	}
-	for ann, want := range map[string]string{
-		AnnotationSbatchPrefix + "uid":        `sbatch option "uid" is not allowed`,
-		AnnotationSbatchPrefix + "constraint": "must be one line",
+	if slices.Contains(args, "--qos=normal") {
+		t.Errorf("args %q: the pod's qos annotation must replace the default", args)
+	}
+	for _, tc := range []struct{ ann, value, want string }{
+		{"uid", "0", `sbatch option "uid" is not allowed`},
+		{"constraint", "0\n#SBATCH --uid=0", "must be one line"},
+		{"nice", "-10", "nice must be a whole number from 0"},
+		{"nice", "x", "nice must be a whole number from 0"},
+		{"reservation", "other", `reservation "other" is not one this namespace may use`},
+		{"licenses", "matlab:1,fluent", `license "fluent" is not one this namespace may use`},
+		{"licenses", "matlab:-1", `license count "-1" must be a positive number`},
+		{"partition", "gpu", `partition "gpu" is not one this namespace may use`},
+		{"time-min", "10", `sbatch option "time-min" is not allowed for this namespace`},
+		{"gres", "gpu:8", `sbatch option "gres" is not allowed`},
+		{"exclusive", "all", "exclusive takes no value, user or mcs"},
 	} {
-		pod.Annotations = map[string]string{ann: "0\n#SBATCH --uid=0"}
-		if _, err := p.sbatchArgs(pod, "/d"); !errdefs.IsInvalidInput(err) || !strings.Contains(err.Error(), want) {
-			t.Errorf("annotation %s: %v, want %q", ann, err, want)
+		pod.Annotations = map[string]string{AnnotationSbatchPrefix + tc.ann: tc.value}
+		_, err := p.sbatchArgs(pod, tn, "/d")
+		if !errdefs.IsInvalidInput(err) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), AnnotationSbatchPrefix+tc.ann) {
+			t.Errorf("annotation %s=%q: %v, want an InvalidInput naming it and saying %q", tc.ann, tc.value, err, tc.want)
 		}
 	}
 }

@@ -2,9 +2,10 @@ package slurm
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -15,11 +16,15 @@ import (
 	"github.com/vkubelet/virtual-kubelet/node/volume"
 )
 
-// A pod's directory, workDir/<pod UID>, holds what its job reads (see
-// job.sh) and what the job writes back: per container c/NAME/{info,log,exit},
-// and c/NAME/{in,in.holder} for one with stdin.
+// A pod's directory, workDir/<pod UID>, belongs to the pod's tenant (mode
+// 0700, files 0600) and holds what its job reads (see job.sh and
+// ContainerCommand) and what the job writes back: per container
+// c/NAME/{info,log,exit}, and c/NAME/{in,in.holder} for one with stdin.
 // The pod's own volumes live in it too: vol/NAME for those the controller
 // resolves, empty/NAME for emptyDirs, and tmp for the containers' /tmp.
+// The daemon writes it through an os.Root, which resolves every path
+// beneath the directory: the tenant's jobs can plant symlinks there, and
+// none leads a write of the daemon out of it.
 
 // containerName is what a container name must look like to be a directory.
 var containerName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -31,10 +36,15 @@ func (p *Provider) podDir(pod *corev1.Pod) string {
 
 // containerPlan is what one container runs, resolved from the pod spec.
 type containerPlan struct {
-	name    string
-	argv    []string
-	env     []string
-	mounts  []string // source, destination, mode triples
+	name string
+	argv []string
+	env  []string
+	// mounts are (volume, subPath, destination, mode) quadruples: volume
+	// is the volume's directory relative to the pod's ("vol/NAME" or
+	// "empty/NAME", empty for a tmpfs), subPath what the container mounts
+	// of it, mode ro, rw or tmpfs.
+	mounts []string
+	// root is the image's root directory; empty for the host's paths.
 	root    string
 	workDir string
 	// stdin gives the container a standard input that attach writes to.
@@ -45,8 +55,8 @@ type containerPlan struct {
 
 // plan resolves what each container runs, or says, as an InvalidInput
 // error, what in the pod the provider cannot run.
-func (p *Provider) plan(pod *corev1.Pod, dir string) (init, main []containerPlan, err error) {
-	if pod.UID == "" || strings.ContainsAny(string(pod.UID), "/.") {
+func (p *Provider) plan(pod *corev1.Pod) (init, main []containerPlan, err error) {
+	if !podUID.MatchString(string(pod.UID)) {
 		return nil, nil, errdefs.InvalidInputf("pod UID %q cannot name a directory", pod.UID)
 	}
 	volumes := map[string]corev1.Volume{}
@@ -66,16 +76,10 @@ func (p *Provider) plan(pod *corev1.Pod, dir string) (init, main []containerPlan
 		if !ok {
 			return containerPlan{}, errdefs.InvalidInputf("container %q: image %q is not in the node's image table (%s)", c.Name, c.Image, strings.Join(sortedKeys(p.cfg.Images), ", "))
 		}
-		cp := containerPlan{name: c.Name, root: "/", workDir: c.WorkingDir, stdin: c.Stdin, tty: c.TTY}
+		cp := containerPlan{name: c.Name, root: img.Root, workDir: c.WorkingDir, stdin: c.Stdin, tty: c.TTY}
 		cp.argv = append(append(append(cp.argv, img.Prefix...), c.Command...), c.Args...)
 		if len(cp.argv) == 0 {
 			return cp, errdefs.InvalidInputf("container %q: image %q has no default command: set command", c.Name, c.Image)
-		}
-		if img.Root != "" {
-			cp.root = img.Root
-		} else {
-			// Other pods' files are in the work directory: hide it.
-			cp.mounts = append(cp.mounts, "", p.cfg.WorkDir, "tmpfs")
 		}
 		for _, e := range c.Env {
 			cp.env = append(cp.env, e.Name+"="+e.Value)
@@ -88,14 +92,14 @@ func (p *Provider) plan(pod *corev1.Pod, dir string) (init, main []containerPlan
 			if !filepath.IsAbs(m.MountPath) || (m.SubPath != "" && !filepath.IsLocal(m.SubPath)) {
 				return cp, errdefs.InvalidInputf("container %q: volumeMount %q: mountPath must be absolute and subPath local", c.Name, m.Name)
 			}
-			src, mode := filepath.Join(dir, "vol", m.Name), "ro"
+			src, mode := "vol/"+m.Name, "ro"
 			if v.EmptyDir != nil {
-				src = filepath.Join(dir, "empty", m.Name)
+				src = "empty/" + m.Name
 				if !m.ReadOnly {
 					mode = "rw"
 				}
 			}
-			cp.mounts = append(cp.mounts, filepath.Join(src, m.SubPath), filepath.Clean(m.MountPath), mode)
+			cp.mounts = append(cp.mounts, src, m.SubPath, filepath.Clean(m.MountPath), mode)
 		}
 		return cp, nil
 	}
@@ -116,24 +120,25 @@ func (p *Provider) plan(pod *corev1.Pod, dir string) (init, main []containerPlan
 	return init, main, nil
 }
 
-// writePodDir writes what the job reads: the pod itself (for adoption after
-// a restart), the container lists and each container's plan.
-func writePodDir(dir string, pod *corev1.Pod, init, main []containerPlan) error {
+// writePodDir writes what the job reads: the container lists, each
+// container's plan, and what of the host its containers may see.
+func (p *Provider) writePodDir(pod *corev1.Pod, t *tenant, init, main []containerPlan) error {
+	d, err := p.openPodFS(pod, t)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
 	for _, sub := range []string{"c", "tmp", "empty", "vol"} {
-		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
+		if err := d.mkdir(sub); err != nil {
 			return err
 		}
 	}
 	for _, v := range pod.Spec.Volumes {
 		if v.EmptyDir != nil {
-			if err := os.MkdirAll(filepath.Join(dir, "empty", v.Name), 0o700); err != nil {
+			if err := d.mkdir(path.Join("empty", v.Name)); err != nil {
 				return err
 			}
 		}
-	}
-	podJSON, err := json.Marshal(pod)
-	if err != nil {
-		return err
 	}
 	names := func(plans []containerPlan) []string {
 		var out []string
@@ -147,30 +152,52 @@ func writePodDir(dir string, pod *corev1.Pod, init, main []containerPlan) error 
 		hostname = pod.Name
 	}
 	files := map[string][]byte{
-		"pod.json": podJSON,
-		"init":     nulList(names(init)),
-		"main":     nulList(names(main)),
-		"hostname": []byte(hostname),
+		"init":      nulList(names(init)),
+		"main":      nulList(names(main)),
+		"hostname":  []byte(hostname),
+		"hostpaths": nulList(p.cfg.HostPaths),
+		"hidden":    nulList(p.hiddenPaths()),
 	}
 	for _, cp := range append(append([]containerPlan(nil), init...), main...) {
-		c := filepath.Join("c", cp.name)
-		if err := os.MkdirAll(filepath.Join(dir, c), 0o700); err != nil {
+		c := path.Join("c", cp.name)
+		if err := d.mkdir(c); err != nil {
 			return err
 		}
-		files[filepath.Join(c, "argv")] = nulList(cp.argv)
-		files[filepath.Join(c, "env")] = nulList(cp.env)
-		files[filepath.Join(c, "mounts")] = nulList(cp.mounts)
-		files[filepath.Join(c, "root")] = []byte(cp.root)
-		files[filepath.Join(c, "workdir")] = []byte(cp.workDir)
-		files[filepath.Join(c, "stdin")] = yesNo(cp.stdin)
-		files[filepath.Join(c, "tty")] = yesNo(cp.tty)
+		files[path.Join(c, "argv")] = nulList(cp.argv)
+		files[path.Join(c, "env")] = nulList(cp.env)
+		files[path.Join(c, "mounts")] = nulList(cp.mounts)
+		files[path.Join(c, "root")] = []byte(cp.root)
+		files[path.Join(c, "workdir")] = []byte(cp.workDir)
+		files[path.Join(c, "stdin")] = yesNo(cp.stdin)
+		files[path.Join(c, "tty")] = yesNo(cp.tty)
 	}
 	for name, data := range files {
-		if err := writeAtomic(filepath.Join(dir, name), data, 0o600); err != nil {
+		if err := d.write(name, data, 0o600); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// slurmCommands are the Slurm and munge client commands a container of a
+// host image must not find: a job's own credentials would let it act on
+// the tenant's other jobs from inside a pod.
+var slurmCommands = []string{"munge", "remunge", "unmunge", "sacct", "sacctmgr", "salloc", "sattach", "sbatch", "sbcast", "scancel", "scontrol", "scrontab", "sdiag", "sh5util", "sinfo", "sprio", "squeue", "sreport", "srun", "sshare", "sstat", "strigger", "sview"}
+
+// hiddenPaths are the host paths no container sees, even beneath a host
+// path: Slurm's and munge's configuration and commands, and the work
+// directory with every pod's files.
+func (p *Provider) hiddenPaths() []string {
+	hidden := []string{"/etc/munge", "/etc/slurm", "/etc/slurm-llnl", "/run/munge", "/var/run/munge", "/var/lib/munge", "/var/spool/slurmd", "/var/spool/slurmctld", p.cfg.WorkDir}
+	if p.cfg.SlurmConf != "" {
+		hidden = append(hidden, filepath.Dir(p.cfg.SlurmConf))
+	}
+	for _, dir := range []string{p.cfg.SlurmBin, "/usr/bin", "/usr/sbin", "/usr/local/bin"} {
+		for _, c := range slurmCommands {
+			hidden = append(hidden, filepath.Join(dir, c))
+		}
+	}
+	return hidden
 }
 
 // yesNo is how job.sh reads a flag.
@@ -193,8 +220,7 @@ func nulList(items []string) []byte {
 	return b.Bytes()
 }
 
-// writeAtomic replaces a file in one rename, so the job and the bind mounts
-// of running containers never see half a file.
+// writeAtomic replaces a file of the daemon's own in one rename.
 func writeAtomic(name string, data []byte, mode os.FileMode) error {
 	tmp := name + ".tmp"
 	if err := os.WriteFile(tmp, data, mode); err != nil {
@@ -206,13 +232,21 @@ func writeAtomic(name string, data []byte, mode os.FileMode) error {
 	return os.Rename(tmp, name)
 }
 
-// writeVolumes writes the resolved volumes' files under dir/vol, replacing
+// writeVolumes writes the resolved volumes' files under vol/, replacing
 // each file in place (bind mounts of running containers see the new
 // contents) and removing the files the volumes no longer have.
-func writeVolumes(dir string, contents *volume.Contents) error {
+func (p *Provider) writeVolumes(pod *corev1.Pod, t *tenant, contents *volume.Contents) error {
+	d, err := p.openPodFS(pod, t)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.mkdir("vol"); err != nil {
+		return err
+	}
 	for _, v := range contents.Volumes {
-		root := filepath.Join(dir, "vol", v.Name)
-		if err := os.MkdirAll(root, 0o755); err != nil {
+		root := path.Join("vol", v.Name)
+		if err := d.mkdir(root); err != nil {
 			return err
 		}
 		keep := map[string]bool{}
@@ -220,20 +254,20 @@ func writeVolumes(dir string, contents *volume.Contents) error {
 			if !filepath.IsLocal(f.Path) {
 				return fmt.Errorf("volume %q: file path %q leaves the volume", v.Name, f.Path)
 			}
-			name := filepath.Join(root, f.Path)
+			name := path.Join(root, filepath.ToSlash(f.Path))
 			keep[name] = true
-			if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			if err := d.mkdir(path.Dir(name)); err != nil {
 				return err
 			}
-			if err := writeAtomic(name, []byte(f.Data), os.FileMode(f.Mode&0o777)); err != nil {
+			if err := d.write(name, []byte(f.Data), os.FileMode(f.Mode&0o777)); err != nil {
 				return err
 			}
 		}
-		err := filepath.WalkDir(root, func(name string, d os.DirEntry, err error) error {
-			if err != nil || d.IsDir() || keep[name] {
+		err := fs.WalkDir(d.root.FS(), root, func(name string, e fs.DirEntry, err error) error {
+			if err != nil || e.IsDir() || keep[name] {
 				return err
 			}
-			return os.Remove(name)
+			return d.root.Remove(name)
 		})
 		if err != nil {
 			return err

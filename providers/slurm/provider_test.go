@@ -57,11 +57,21 @@ func (r *recorder) waitFor(t *testing.T, name, what string, cond func(*corev1.Po
 	return pod
 }
 
+// tenantA is the tenant of the tests' namespace "ns": jobs run as
+// vk-tenant-a (hack/slurm/slurm.sh install adds it).
+const tenantA = "tenants: [{namespaces: [ns], user: vk-tenant-a}]\n"
+
 func writeConfig(t *testing.T, conf, extra string) string {
 	t.Helper()
 	dir := t.TempDir()
+	// The tenant's jobs pass through to the work directory.
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
 	path := filepath.Join(dir, "slurm.yaml")
-	data := fmt.Sprintf("workDir: %s\nslurmConf: %s\npollInterval: 200ms\nimages:\n  busybox: {host: true}\n%s", filepath.Join(dir, "work"), conf, extra)
+	data := fmt.Sprintf("workDir: %s\nslurmConf: %s\npollInterval: 200ms\nimages:\n  busybox: {host: true}\n%s%s", filepath.Join(dir, "work"), conf, tenantA, extra)
 	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -238,11 +248,11 @@ func TestExecAndGracefulDelete(t *testing.T) {
 		t.Errorf("exec cat /etc/cfg/x: %v, out %q err %q", err, session.out.String(), session.errb.String())
 	}
 	// The attack: read the pod's secret from the work directory, where
-	// every pod's files are; the container sees an empty directory there.
+	// every pod's files are; the container does not see it.
 	session = &execIO{}
 	secret := filepath.Join(p.podDir(pod), "vol", "cfg", "x")
-	if err := p.RunInContainer(ctx, "ns", "term", "main", []string{"ls", "-A", p.cfg.WorkDir}, session); err != nil || session.out.String() != "" {
-		t.Errorf("ls the work directory: %v, out %q, want it empty", err, session.out.String())
+	if err := p.RunInContainer(ctx, "ns", "term", "main", []string{"ls", "-A", p.cfg.WorkDir}, session); err == nil || session.out.String() != "" {
+		t.Errorf("ls the work directory: %v, out %q, want it missing", err, session.out.String())
 	}
 	session = &execIO{}
 	if err := p.RunInContainer(ctx, "ns", "term", "main", []string{"cat", secret}, session); err == nil || strings.Contains(session.out.String(), "secret-x") {

@@ -13,7 +13,6 @@ package slurm
 import (
 	"context"
 	_ "embed"
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -22,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,16 +40,9 @@ var jobScript []byte
 
 // AnnotationSbatchPrefix starts the pod annotations that pass an extra
 // sbatch option: slurm.virtual-kubelet.io/sbatch-constraint: "avx512"
-// becomes --constraint=avx512. Only the options in SbatchOptions are taken.
+// becomes --constraint=avx512. Only the options in SbatchOptions are taken,
+// and only those the pod's tenant allows (see Allow).
 const AnnotationSbatchPrefix = "slurm.virtual-kubelet.io/sbatch-"
-
-// SbatchOptions are the sbatch options a pod's annotations may set; the
-// others (--uid, --chdir, --output, --wrap, ...) would let a pod author
-// step outside what the node's config allows.
-var SbatchOptions = map[string]bool{
-	"constraint": true, "gres": true, "licenses": true, "reservation": true,
-	"nice": true, "exclusive": true, "time-min": true, "mail-type": true,
-}
 
 // Provider runs pods as Slurm jobs. Create it with New.
 type Provider struct {
@@ -73,9 +66,10 @@ type Provider struct {
 
 // podJob is one pod and its job.
 type podJob struct {
-	pod   *corev1.Pod
-	dir   string
-	jobID string // empty while sbatch runs
+	pod    *corev1.Pod
+	tenant *tenant
+	dir    string
+	jobID  string // empty while sbatch runs
 	// submitted is when sbatch returned: a listing started before it may
 	// not show the job.
 	submitted time.Time
@@ -110,6 +104,9 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.checkPrivileges(os.Geteuid()); err != nil {
+		return nil, fmt.Errorf("provider config %s: %w", ic.ConfigPath, err)
+	}
 	p := &Provider{
 		NodeBasics: provider.NodeBasicsFrom(ic),
 		cfg:        cfg,
@@ -120,11 +117,8 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 		pods:       map[string]*podJob{},
 		unsure:     map[types.UID]bool{},
 	}
-	if err := os.MkdirAll(cfg.WorkDir, 0o711); err != nil {
-		return nil, fmt.Errorf("provider config %s: workDir: %v", ic.ConfigPath, err)
-	}
-	if err := writeAtomic(p.scriptPath(), jobScript, 0o755); err != nil {
-		return nil, fmt.Errorf("provider config %s: workDir: %v", ic.ConfigPath, err)
+	if err := p.install(); err != nil {
+		return nil, fmt.Errorf("provider config %s: %w", ic.ConfigPath, err)
 	}
 	if p.capacity = cfg.capacity(); p.capacity == nil {
 		if p.capacity, err = p.sinfoCapacity(ctx); err != nil {
@@ -137,7 +131,41 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 	return p, nil
 }
 
+// install lays out the work directory: tenants may pass through it
+// (0711) but list or change nothing in it; the job script and the
+// container launcher (this binary, see ContainerCommand) are the
+// daemon's; the state directory is the daemon's alone.
+func (p *Provider) install() error {
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{{p.cfg.WorkDir, 0o711}, {filepath.Join(p.cfg.WorkDir, ".bin"), 0o755}, {p.cfg.StateDir, 0o700}} {
+		if err := os.MkdirAll(d.path, d.mode); err != nil {
+			return fmt.Errorf("workDir: %v", err)
+		}
+		if err := os.Chmod(d.path, d.mode); err != nil {
+			return fmt.Errorf("workDir: %v", err)
+		}
+	}
+	if err := writeAtomic(p.scriptPath(), jobScript, 0o755); err != nil {
+		return fmt.Errorf("workDir: %v", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("the container launcher: %v", err)
+	}
+	if err := copyExecutable(self, p.launcherPath()); err != nil {
+		return fmt.Errorf("the container launcher: %v", err)
+	}
+	return nil
+}
+
 func (p *Provider) scriptPath() string { return filepath.Join(p.cfg.WorkDir, "job.sh") }
+
+// launcherPath is where jobs find the container launcher.
+func (p *Provider) launcherPath() string {
+	return filepath.Join(p.cfg.WorkDir, ".bin", "virtual-kubelet")
+}
 
 func podKey(namespace, name string) string { return namespace + "/" + name }
 
@@ -163,39 +191,54 @@ func (p *Provider) sinfoCapacity(ctx context.Context) (corev1.ResourceList, erro
 }
 
 // adopt takes over the jobs of this node that Slurm still lists, from the
-// pods their directories kept.
+// records only the daemon writes (see record): a job is the pod's only if
+// its ID is the one sbatch returned for the pod and it belongs to the
+// pod's tenant.
 func (p *Provider) adopt(ctx context.Context) error {
+	recs, err := p.records(ctx)
+	if err != nil || len(recs) == 0 {
+		return err
+	}
 	jobs, err := p.cli.squeue(ctx)
 	if err != nil {
 		return err
 	}
+	byID := map[string]*job{}
 	for i := range jobs {
-		j := &jobs[i]
-		uid, ok := strings.CutPrefix(j.Comment, "vk-pod:")
-		if j.Name != p.jobName || !ok {
-			continue
-		}
-		dir := filepath.Join(p.cfg.WorkDir, uid)
-		data, err := os.ReadFile(filepath.Join(dir, "pod.json"))
-		if err != nil {
-			log.G(ctx).WithError(err).Warnf("job %d: the pod it runs is unknown", j.ID)
-			continue
-		}
-		var pod corev1.Pod
-		if err := json.Unmarshal(data, &pod); err != nil || string(pod.UID) != uid {
-			log.G(ctx).Warnf("job %d: %s is not the pod's", j.ID, filepath.Join(dir, "pod.json"))
-			continue
-		}
+		byID[jobs[i].jobID()] = &jobs[i]
+	}
+	for _, r := range recs {
+		pod := r.Pod
 		key := podKey(pod.Namespace, pod.Name)
-		if old, ok := p.pods[key]; ok && old.job != nil && old.job.ID > j.ID {
+		t, err := p.cfg.tenantOf(pod.Namespace)
+		if err != nil {
+			log.G(ctx).Warnf("pod %s: its job %s is not adopted: %v", key, r.JobID, err)
 			continue
 		}
-		pj := &podJob{pod: &pod, dir: dir, jobID: j.jobID(), job: j, listed: true}
-		pj.status = podStatus(&pod, p.view(pj))
+		j := byID[r.JobID]
+		if j == nil {
+			log.G(ctx).Infof("pod %s: its job %s is no longer in Slurm", key, r.JobID)
+			p.removeRecord(pod.UID)
+			continue
+		}
+		if !p.owns(j, t, pod.UID) {
+			log.G(ctx).Warnf("pod %s: job %s is not the pod's (name %q, user %d, comment %q): not adopted", key, r.JobID, j.Name, j.UserID, j.Comment)
+			continue
+		}
+		pj := &podJob{pod: pod, tenant: t, dir: p.podDir(pod), jobID: r.JobID, job: j, listed: true}
+		pj.status = podStatus(pod, p.view(pj))
 		p.pods[key] = pj
 		log.G(ctx).Infof("adopted job %d of pod %s", j.ID, key)
 	}
 	return nil
+}
+
+// owns reports whether a job Slurm lists is one this node submitted for
+// the pod: its name and comment are the node's and the pod's, and it
+// belongs to the pod's tenant. Any Slurm user can name a job and write a
+// comment; only the tenant's user (or root) can own it.
+func (p *Provider) owns(j *job, t *tenant, uid types.UID) bool {
+	return j.Name == p.jobName && j.Comment == jobComment(uid) && j.UserID == t.uid
 }
 
 // Capacity implements node.Provider.
@@ -209,7 +252,7 @@ func (p *Provider) NodeConditions(context.Context) []corev1.NodeCondition {
 // Ping implements node.NodeProvider: the node is Ready while slurmctld
 // answers.
 func (p *Provider) Ping(ctx context.Context) error {
-	_, err := p.cli.run(ctx, "squeue", "--noheader", "--states=RUNNING", "--format=%i", "--name="+p.jobName)
+	_, err := p.cli.run(ctx, nil, "squeue", "--noheader", "--states=RUNNING", "--format=%i", "--name="+p.jobName)
 	return err
 }
 
@@ -218,20 +261,29 @@ func (p *Provider) Ping(ctx context.Context) error {
 func (p *Provider) NotifyNodeStatus(context.Context, func(*corev1.Node)) {}
 
 // SetPodVolumes implements node.PodVolumeHandler: the files go to the pod's
-// directory, where its containers' bind mounts see them.
+// directory, where its containers' bind mounts see them. A pod of a
+// namespace no tenant maps gets nothing written; CreatePod rejects it.
 func (p *Provider) SetPodVolumes(_ context.Context, pod *corev1.Pod, contents *volume.Contents) error {
-	return writeVolumes(p.podDir(pod), contents)
+	t, err := p.cfg.tenantOf(pod.Namespace)
+	if err != nil {
+		return nil
+	}
+	return p.writeVolumes(pod, t, contents)
 }
 
 // CreatePod submits the pod's job, unless a job for it already exists.
 func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	key := podKey(pod.Namespace, pod.Name)
-	dir := p.podDir(pod)
-	init, main, err := p.plan(pod, dir)
+	t, err := p.cfg.tenantOf(pod.Namespace)
 	if err != nil {
 		return err
 	}
-	args, err := p.sbatchArgs(pod, dir)
+	dir := p.podDir(pod)
+	init, main, err := p.plan(pod)
+	if err != nil {
+		return err
+	}
+	args, err := p.sbatchArgs(pod, t, dir)
 	if err != nil {
 		return err
 	}
@@ -240,11 +292,11 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 		p.mu.Unlock()
 		return nil
 	}
-	pj := &podJob{pod: pod.DeepCopy(), dir: dir}
+	pj := &podJob{pod: pod.DeepCopy(), tenant: t, dir: dir}
 	p.pods[key] = pj
 	p.mu.Unlock()
 
-	id, err := p.submit(ctx, pod, dir, init, main, args)
+	id, err := p.submit(ctx, pod, t, init, main, args)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {
@@ -260,7 +312,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 // submit writes the pod's directory and submits its job. A failed sbatch
 // may still have queued the job (slurmctld took it, the answer was lost):
 // the retry looks for it before submitting again.
-func (p *Provider) submit(ctx context.Context, pod *corev1.Pod, dir string, init, main []containerPlan, args []string) (string, error) {
+func (p *Provider) submit(ctx context.Context, pod *corev1.Pod, t *tenant, init, main []containerPlan, args []string) (string, error) {
 	p.mu.Lock()
 	retry := p.unsure[pod.UID]
 	p.mu.Unlock()
@@ -269,16 +321,19 @@ func (p *Provider) submit(ctx context.Context, pod *corev1.Pod, dir string, init
 		if err != nil {
 			return "", err
 		}
-		for _, j := range jobs {
-			if j.Name == p.jobName && j.Comment == jobComment(pod.UID) {
-				return j.jobID(), nil
+		for i := range jobs {
+			if p.owns(&jobs[i], t, pod.UID) {
+				return jobs[i].jobID(), p.saveRecord(pod, jobs[i].jobID())
 			}
 		}
 	}
-	if err := writePodDir(dir, pod, init, main); err != nil {
+	if err := p.writePodDir(pod, t, init, main); err != nil {
 		return "", fmt.Errorf("writing the pod's directory: %w", err)
 	}
-	id, err := p.cli.sbatch(ctx, append(args, p.scriptPath(), dir, p.cfg.Bwrap)...)
+	id, err := p.cli.sbatch(ctx, t.cred, append(args, p.scriptPath(), p.podDir(pod), p.launcherPath(), p.cfg.Bwrap)...)
+	if err == nil {
+		err = p.saveRecord(pod, id)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {
@@ -289,15 +344,30 @@ func (p *Provider) submit(ctx context.Context, pod *corev1.Pod, dir string, init
 	return id, err
 }
 
-// sbatchArgs are the options of the pod's job.
-func (p *Provider) sbatchArgs(pod *corev1.Pod, dir string) ([]string, error) {
+// sbatchArgs are the options of the pod's job: the tenant's account,
+// partition and QOS, the pod's resources and the annotations the tenant
+// allows.
+func (p *Provider) sbatchArgs(pod *corev1.Pod, t *tenant, dir string) ([]string, error) {
 	args := []string{
 		"--job-name=" + p.jobName, "--comment=" + jobComment(pod.UID),
 		"--output=" + filepath.Join(dir, "job.out"), "--chdir=" + dir,
 		"--nodes=1", "--ntasks=1",
 	}
-	for opt, v := range map[string]string{"partition": p.cfg.Partition, "account": p.cfg.Account, "qos": p.cfg.QOS, "uid": p.cfg.User} {
-		if v != "" {
+	chosen := map[string]bool{}
+	for _, k := range sortedKeys(pod.Annotations) {
+		name, ok := strings.CutPrefix(k, AnnotationSbatchPrefix)
+		if !ok {
+			continue
+		}
+		arg, err := t.option(k, name, pod.Annotations[k])
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, arg)
+		chosen[name] = true
+	}
+	for opt, v := range map[string]string{"partition": t.partition, "account": t.account, "qos": t.qos} {
+		if v != "" && !chosen[opt] {
 			args = append(args, "--"+opt+"="+v)
 		}
 	}
@@ -311,23 +381,6 @@ func (p *Provider) sbatchArgs(pod *corev1.Pod, dir string) ([]string, error) {
 		// limits are whole minutes and checked lazily); the time limit,
 		// a minute later, is the backstop should the daemon be down.
 		args = append(args, "--time="+strconv.FormatInt(int64(math.Ceil(float64(*d)/60))+1, 10))
-	}
-	for _, k := range sortedKeys(pod.Annotations) {
-		name, ok := strings.CutPrefix(k, AnnotationSbatchPrefix)
-		if !ok {
-			continue
-		}
-		v := pod.Annotations[k]
-		switch {
-		case !SbatchOptions[name]:
-			return nil, errdefs.InvalidInputf("annotation %s: sbatch option %q is not allowed (allowed: %s)", k, name, strings.Join(sortedKeys(SbatchOptions), ", "))
-		case strings.ContainsAny(v, "\n\r\x00"):
-			return nil, errdefs.InvalidInputf("annotation %s: the value must be one line", k)
-		case v == "":
-			args = append(args, "--"+name)
-		default:
-			args = append(args, "--"+name+"="+v)
-		}
 	}
 	return args, nil
 }
@@ -386,7 +439,7 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 		p.mu.Unlock()
 		return errdefs.NotFoundf("pod %s is not on this node", key)
 	}
-	id, ended := pj.jobID, pj.status.Phase == corev1.PodSucceeded || pj.status.Phase == corev1.PodFailed
+	id, cred, ended := pj.jobID, pj.tenant.cred, pj.status.Phase == corev1.PodSucceeded || pj.status.Phase == corev1.PodFailed
 	first := !pj.deleting
 	pj.deleting = true
 	if ended || id == "" {
@@ -406,29 +459,30 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 		grace = *pod.Spec.TerminationGracePeriodSeconds
 	}
 	if grace <= 0 || pending {
-		_, err := p.cli.run(ctx, "scancel", id)
+		_, err := p.cli.run(ctx, cred, "scancel", id)
 		return err
 	}
-	if _, err := p.cli.run(ctx, "scancel", "--batch", "--signal=TERM", id); err != nil {
+	if _, err := p.cli.run(ctx, cred, "scancel", "--batch", "--signal=TERM", id); err != nil {
 		return err
 	}
 	time.AfterFunc(time.Duration(grace)*time.Second, func() {
 		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if _, err := p.cli.run(cctx, "scancel", id); err != nil {
+		if _, err := p.cli.run(cctx, cred, "scancel", id); err != nil {
 			log.G(ctx).WithError(err).Warnf("cancelling job %s after the grace period", id)
 		}
 	})
 	return nil
 }
 
-// forget reports the pod's final status and drops it and its directory;
-// p.mu must be held.
+// forget reports the pod's final status and drops it, its record and its
+// directory; p.mu must be held.
 func (p *Provider) forget(key string, pj *podJob) {
 	if p.notify != nil {
 		p.notify(p.notification(pj))
 	}
 	delete(p.pods, key)
+	p.removeRecord(pj.pod.UID)
 	_ = os.RemoveAll(pj.dir)
 }
 
@@ -499,16 +553,9 @@ func (p *Provider) poll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	byComment := map[string]*job{}
+	byID := make(map[string]*job, len(jobs))
 	for i := range jobs {
-		j := &jobs[i]
-		if j.Name != p.jobName {
-			continue
-		}
-		// A requeued or resubmitted pod keeps its newest job.
-		if old, ok := byComment[j.Comment]; !ok || old.ID < j.ID {
-			byComment[j.Comment] = j
-		}
+		byID[jobs[i].jobID()] = &jobs[i]
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -516,9 +563,16 @@ func (p *Provider) poll(ctx context.Context) error {
 		if pj.jobID == "" || listed.Before(pj.submitted) {
 			continue
 		}
-		pj.job, pj.listed = byComment[jobComment(pj.pod.UID)], true
+		j := byID[pj.jobID]
+		if j != nil && !p.owns(j, pj.tenant, pj.pod.UID) {
+			// The ID sbatch returned names another user's job: Slurm
+			// reused it after ours was purged, so ours is gone.
+			log.G(ctx).Warnf("pod %s: job %s now belongs to user %d (%q): not the pod's", key, pj.jobID, j.UserID, j.Comment)
+			j = nil
+		}
+		pj.job, pj.listed = j, true
 		if pj.reachedDeadline(listed) {
-			p.cancelAtDeadline(ctx, pj.jobID)
+			p.cancelAtDeadline(ctx, pj.tenant.cred, pj.jobID)
 		}
 		if pj.deleting && (pj.job == nil || jobDone(pj.job.State)) {
 			pj.status = podStatus(pj.pod, p.view(pj))
@@ -548,9 +602,9 @@ func (pj *podJob) reachedDeadline(now time.Time) bool {
 // cancelAtDeadline stops a job whose pod reached its deadline, as a kubelet
 // kills the containers of such a pod (no grace period beyond Slurm's
 // KillWait).
-func (p *Provider) cancelAtDeadline(ctx context.Context, id string) {
+func (p *Provider) cancelAtDeadline(ctx context.Context, cred *syscall.Credential, id string) {
 	go func() {
-		if _, err := p.cli.run(ctx, "scancel", id); err != nil && ctx.Err() == nil {
+		if _, err := p.cli.run(ctx, cred, "scancel", id); err != nil && ctx.Err() == nil {
 			log.G(ctx).WithError(err).Warnf("cancelling job %s at the pod's active deadline", id)
 		}
 	}()

@@ -28,7 +28,7 @@ type jobUsage struct {
 // sstat samples the running jobs ids (jobacct_gather must be configured;
 // JobAcctGatherFrequency sets how fresh the figures are).
 func (s *slurmCLI) sstat(ctx context.Context, ids []string) (map[string]jobUsage, error) {
-	out, err := s.run(ctx, "sstat", "--noheader", "--parsable2", "--allsteps",
+	out, err := s.run(ctx, nil, "sstat", "--noheader", "--parsable2", "--allsteps",
 		"--jobs="+strings.Join(ids, ","), "--format=JobID,TRESUsageInTot")
 	if err != nil {
 		return nil, err

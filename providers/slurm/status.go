@@ -42,16 +42,21 @@ type containerFiles struct {
 func readContainerFiles(dir, name string) containerFiles {
 	var f containerFiles
 	c := filepath.Join(dir, "c", name)
-	if st, err := os.Stat(filepath.Join(c, "info")); err == nil && st.Size() > 0 {
+	if st, err := os.Lstat(filepath.Join(c, "info")); err == nil && st.Mode().IsRegular() && st.Size() > 0 {
 		f.started = st.ModTime()
 	}
-	data, err := os.ReadFile(filepath.Join(c, "exit"))
+	// The files are the tenant's: read without following a link or
+	// waiting on a fifo.
+	exit, err := openRegular(filepath.Join(c, "exit"))
 	if err != nil {
 		return f
 	}
-	if code, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
+	defer exit.Close()
+	data := make([]byte, 16)
+	n, _ := exit.Read(data)
+	if code, err := strconv.Atoi(strings.TrimSpace(string(data[:n]))); err == nil {
 		f.exitCode = code
-		if st, err := os.Stat(filepath.Join(c, "exit")); err == nil {
+		if st, err := exit.Stat(); err == nil {
 			f.finished = st.ModTime()
 		}
 	}

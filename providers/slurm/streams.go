@@ -7,12 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 
 	corev1 "k8s.io/api/core/v1"
 	utilexec "k8s.io/utils/exec"
@@ -40,47 +39,49 @@ func (p *Provider) containerOf(namespace, podName, containerName string) (*podJo
 }
 
 // jobStep is the arguments of srun for a step in pj's running job,
-// overlapping its containers, followed by args.
-func (p *Provider) jobStep(pj *podJob, args ...string) []string {
+// overlapping its containers, followed by args, and the user the step
+// runs as: the tenant's, so Slurm lets it into the pod's job and no other.
+func (p *Provider) jobStep(pj *podJob, args ...string) (*syscall.Credential, []string) {
 	p.mu.Lock()
 	id := pj.jobID
 	p.mu.Unlock()
-	return append([]string{"--jobid=" + id, "--overlap", "--ntasks=1", "--quiet"}, args...)
+	return pj.tenant.cred, append([]string{"--jobid=" + id, "--overlap", "--ntasks=1", "--quiet"}, args...)
 }
 
 // childPID is the pid of the container's process, from bwrap's info file.
 var childPID = regexp.MustCompile(`"child-pid":\s*([0-9]+)`)
 
-// RunInContainer runs cmd in the container's mount namespace, on the node
-// running the job: srun --overlap joins the job, nsenter the container. The
-// command and its arguments stay argv elements all the way.
+// RunInContainer runs cmd in the container, on the node running the job,
+// as the tenant: srun --overlap joins the job, nsenter enters every
+// namespace of the container (user, mount, PID, IPC, UTS, cgroup), and
+// the command runs with the container's uid and no capabilities. The
+// container's environment reaches it through srun's environment, never an
+// argv: ps shows every process's arguments to every user.
 func (p *Provider) RunInContainer(ctx context.Context, namespace, podName, containerName string, cmd []string, attach api.AttachIO) error {
 	pj, c, err := p.containerOf(namespace, podName, containerName)
 	if err != nil {
 		return err
 	}
-	if len(cmd) == 0 || strings.Contains(cmd[0], "=") {
-		return errdefs.InvalidInputf("exec: the command %q must be a program name or path without '='", cmd)
+	if len(cmd) == 0 {
+		return errdefs.InvalidInput("exec: no command")
 	}
-	info, err := os.ReadFile(filepath.Join(pj.dir, "c", containerName, "info"))
+	info, err := readPodFile(pj.dir, "c", containerName, "info")
 	m := childPID.FindSubmatch(info)
 	if err != nil || m == nil {
 		return fmt.Errorf("container %q of pod %s/%s is not running", containerName, namespace, podName)
 	}
-	args := p.jobStep(pj)
+	env, names, err := execEnv(c.Env)
+	if err != nil {
+		return err
+	}
+	cred, args := p.jobStep(pj, "--export="+names)
 	if attach.TTY() {
 		args = append(args, "--pty")
 	}
-	args = append(args, "/usr/bin/nsenter", "--target="+string(m[1]), "--mount", "--root", "--wd", "--", "/usr/bin/env", "-i")
-	hasPath := false
-	for _, e := range c.Env {
-		args = append(args, e.Name+"="+e.Value)
-		hasPath = hasPath || e.Name == "PATH"
-	}
-	if !hasPath {
-		args = append(args, jobPath)
-	}
-	run := p.cli.command(ctx, "srun", append(args, cmd...)...)
+	args = append(args, "/usr/bin/nsenter", "--target="+string(m[1]), "--user", "--mount", "--pid", "--ipc", "--uts", "--cgroup",
+		"--preserve-credentials", "--root", "--wd", "--")
+	run := p.cli.command(ctx, cred, "srun", append(args, cmd...)...)
+	run.Env = append(append(run.Env, env...), p.cli.slurmEnv()...)
 	var stderr bytes.Buffer
 	run.Stdin = attach.Stdin()
 	if w := attach.Stdout(); w != nil {
@@ -96,6 +97,27 @@ func (p *Provider) RunInContainer(ctx context.Context, namespace, podName, conta
 		return utilexec.CodeExitError{Err: fmt.Errorf("command terminated with exit code %d", exitErr.ExitCode()), Code: exitErr.ExitCode()}
 	}
 	return err
+}
+
+// execEnv is the container's environment for an exec (PATH added when the
+// container sets none) and the names srun --export passes on. A name srun
+// cannot list (one with a comma) is refused.
+func execEnv(vars []corev1.EnvVar) (env []string, names string, err error) {
+	var list []string
+	hasPath := false
+	for _, e := range vars {
+		if strings.Contains(e.Name, ",") {
+			return nil, "", errdefs.InvalidInputf("exec: environment variable name %q has a comma, which srun --export cannot pass", e.Name)
+		}
+		env = append(env, e.Name+"="+e.Value)
+		list = append(list, e.Name)
+		hasPath = hasPath || e.Name == "PATH"
+	}
+	if !hasPath {
+		env = append(env, jobPath)
+		list = append(list, "PATH")
+	}
+	return env, strings.Join(list, ","), nil
 }
 
 // PortForward connects the stream to the port on the node running the

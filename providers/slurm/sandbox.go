@@ -1,0 +1,297 @@
+package slurm
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+)
+
+// ContainerCommand is the hidden subcommand a pod's job runs (as the
+// tenant's user, on the compute node) to start one container: it reads the
+// container's plan from the pod directory, resolves every bind source
+// beneath the pod directory at that moment, and replaces itself with
+// bubblewrap:
+//
+//	virtual-kubelet slurm-container POD_DIR CONTAINER BWRAP
+//
+// The container gets new user, PID, IPC, UTS and cgroup namespaces, no
+// capabilities, a /proc of its own PID namespace, a minimal /dev, and of
+// the file system only its image's root (or the host paths the config
+// allows, read-only, less the hidden ones), its volumes and its /tmp. It
+// keeps the node's network, which jobs need for MPI.
+func ContainerCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "slurm-container POD_DIR CONTAINER BWRAP",
+		Short:  "Start one container of a Slurm job under bubblewrap (run by the job, not by hand)",
+		Hidden: true,
+		Args:   cobra.ExactArgs(3),
+		RunE: func(_ *cobra.Command, args []string) error {
+			argv, keep, err := sandboxArgs(args[0], args[1], args[2])
+			if err != nil {
+				return fmt.Errorf("container %s: %w", args[1], err)
+			}
+			for _, f := range keep {
+				// Bubblewrap gets these descriptors: they must survive exec.
+				if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFD, 0); err != nil {
+					return err
+				}
+			}
+			return unix.Exec(args[2], argv, []string{jobPath})
+		},
+	}
+}
+
+// sandboxArgs builds bubblewrap's argv for the container and returns the
+// files whose descriptors the argv names.
+func sandboxArgs(podDir, name, bwrap string) (argv []string, keep []*os.File, err error) {
+	if !containerName.MatchString(name) {
+		return nil, nil, fmt.Errorf("%q is not a container name", name)
+	}
+	read := func(elem ...string) (string, error) {
+		data, err := readPodFile(podDir, elem...)
+		return string(data), err
+	}
+	readList := func(elem ...string) ([]string, error) {
+		data, err := readPodFile(podDir, elem...)
+		return nulFields(data), err
+	}
+	c := filepath.Join("c", name)
+	var root, wd, tty, hostname string
+	var cmd, env, mounts, hostPaths, hidden []string
+	for _, r := range []struct {
+		s    *string
+		l    *[]string
+		elem []string
+	}{
+		{s: &root, elem: []string{c, "root"}}, {s: &wd, elem: []string{c, "workdir"}}, {s: &tty, elem: []string{c, "tty"}},
+		{s: &hostname, elem: []string{"hostname"}},
+		{l: &cmd, elem: []string{c, "argv"}}, {l: &env, elem: []string{c, "env"}}, {l: &mounts, elem: []string{c, "mounts"}},
+		{l: &hostPaths, elem: []string{"hostpaths"}}, {l: &hidden, elem: []string{"hidden"}},
+	} {
+		var err error
+		if r.s != nil {
+			*r.s, err = read(r.elem...)
+		} else {
+			*r.l, err = readList(r.elem...)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(cmd) == 0 || len(mounts)%4 != 0 {
+		return nil, nil, errors.New("the plan in the pod directory is incomplete")
+	}
+	// The pod directory itself: its parent is the daemon's, so it cannot
+	// be swapped; what is inside is the tenant's, so everything below is
+	// opened beneath it.
+	pod, err := os.OpenFile(podDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer pod.Close()
+	defer func() {
+		if err != nil {
+			for _, f := range keep {
+				f.Close()
+			}
+		}
+	}()
+	beneath := func(base *os.File, rel string) (*os.File, error) {
+		f, err := pathrs.OpenatInRoot(base, rel)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", rel, err)
+		}
+		keep = append(keep, f)
+		return f, nil
+	}
+	fd := func(f *os.File) string { return strconv.Itoa(int(f.Fd())) }
+
+	// --as-pid-1: the container's process is PID 1 of its namespace, as
+	// in a container runtime, so the TERM of a graceful delete reaches it
+	// (job.sh signals bwrap's child) and not a reaper that ignores it.
+	argv = []string{bwrap,
+		"--unshare-user", "--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup",
+		"--cap-drop", "ALL", "--die-with-parent", "--hostname", hostname, "--info-fd", "3"}
+	if tty != "yes" {
+		// A container on a terminal keeps it (its own, made by script(1)).
+		argv = append(argv, "--new-session")
+	}
+	dests := []string{"/proc", "/dev", "/tmp"}
+	for i := 0; i+3 < len(mounts); i += 4 {
+		dests = append(dests, mounts[i+2])
+	}
+	if root != "" {
+		entries, err := os.ReadDir(root)
+		if err != nil {
+			return nil, nil, err
+		}
+		var binds []bindEntry
+		for _, e := range entries {
+			binds = append(binds, bindEntry{src: filepath.Join(root, e.Name()), dst: "/" + e.Name()})
+		}
+		argv = bindTree(argv, binds, dests)
+	} else {
+		var binds []bindEntry
+		for _, p := range hostPaths {
+			binds = append(binds, bindEntry{src: p, dst: p})
+		}
+		argv = bindTree(argv, binds, dests)
+		argv = hide(argv, hostPaths, hidden)
+	}
+	argv = append(argv, "--proc", "/proc")
+	argv = appendDev(argv)
+	tmp, err := beneath(pod, "tmp")
+	if err != nil {
+		return nil, nil, err
+	}
+	argv = append(argv, "--bind-fd", fd(tmp), "/tmp")
+	for i := 0; i+3 < len(mounts); i += 4 {
+		vol, sub, dst, mode := mounts[i], mounts[i+1], mounts[i+2], mounts[i+3]
+		if mode == "tmpfs" {
+			argv = append(argv, "--tmpfs", dst)
+			continue
+		}
+		// The subPath is resolved beneath the volume, at this moment, by
+		// the kernel (openat2 RESOLVE_IN_ROOT where it has it): a symlink
+		// an init container left in an emptyDir resolves inside it.
+		src, err := beneath(pod, vol)
+		if err != nil {
+			return nil, nil, err
+		}
+		if sub != "" {
+			if src, err = beneath(src, sub); err != nil {
+				return nil, nil, err
+			}
+		}
+		flag := "--ro-bind-fd"
+		if mode == "rw" {
+			flag = "--bind-fd"
+		}
+		argv = append(argv, flag, fd(src), dst)
+	}
+	if wd != "" {
+		argv = append(argv, "--chdir", wd)
+	}
+	// The environment reaches bubblewrap through a memory file, never its
+	// argv: ps shows every process's arguments to every user.
+	envArgs, err := envFile(env)
+	if err != nil {
+		return nil, nil, err
+	}
+	keep = append(keep, envArgs)
+	argv = append(argv, "--clearenv", "--args", fd(envArgs), "--")
+	return append(argv, cmd...), keep, nil
+}
+
+// bindEntry is a host path bound read-only into a container.
+type bindEntry struct{ src, dst string }
+
+// bindTree adds read-only binds of entries to argv, descending into a
+// directory that holds a mount destination so that bubblewrap makes that
+// mount point on its own root, never inside a host directory. A symlink is
+// recreated as one.
+func bindTree(argv []string, entries []bindEntry, dests []string) []string {
+	for _, e := range entries {
+		switch e.dst {
+		case "/proc", "/dev", "/tmp":
+			continue
+		}
+		st, err := os.Lstat(e.src)
+		if err != nil {
+			continue
+		}
+		covered, descend := false, false
+		for _, d := range dests {
+			covered = covered || d == e.dst
+			descend = descend || under(e.dst, d)
+		}
+		switch {
+		case covered:
+		case st.Mode()&os.ModeSymlink != 0:
+			if target, err := os.Readlink(e.src); err == nil {
+				argv = append(argv, "--symlink", target, e.dst)
+			}
+		case descend && st.IsDir():
+			children, err := os.ReadDir(e.src)
+			if err != nil {
+				continue
+			}
+			var sub []bindEntry
+			for _, c := range children {
+				sub = append(sub, bindEntry{src: filepath.Join(e.src, c.Name()), dst: filepath.Join(e.dst, c.Name())})
+			}
+			argv = bindTree(argv, sub, dests)
+		default:
+			argv = append(argv, "--ro-bind", e.src, e.dst)
+		}
+	}
+	return argv
+}
+
+// under reports whether p lies strictly beneath dir.
+func under(dir, p string) bool { return strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/") }
+
+// hide masks the hidden paths that lie beneath a bound host path: an empty
+// tmpfs over a directory, /dev/null over a file.
+func hide(argv, hostPaths, hidden []string) []string {
+	for _, h := range hidden {
+		if !slices.ContainsFunc(hostPaths, func(p string) bool { return p == h || under(p, h) }) {
+			continue
+		}
+		st, err := os.Lstat(h)
+		switch {
+		case err != nil:
+		case st.IsDir():
+			argv = append(argv, "--tmpfs", h)
+		case st.Mode().IsRegular():
+			argv = append(argv, "--ro-bind", "/dev/null", h)
+		}
+	}
+	return argv
+}
+
+// appendDev gives the container a /dev of the harmless devices only. Not
+// bubblewrap's --dev: mounting a devpts needs root in the first user
+// namespace, and bubblewrap then nests a second one, which keeps exec
+// (nsenter, as the tenant) out of the container's mount namespace.
+func appendDev(argv []string) []string {
+	argv = append(argv, "--tmpfs", "/dev")
+	for _, d := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
+		argv = append(argv, "--dev-bind", "/dev/"+d, "/dev/"+d)
+	}
+	for _, l := range [][2]string{{"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}} {
+		argv = append(argv, "--symlink", l[0], "/dev/"+l[1])
+	}
+	return append(argv, "--tmpfs", "/dev/shm")
+}
+
+// envFile is a memory file of bubblewrap --setenv arguments, NUL-separated,
+// for --args.
+func envFile(env []string) (*os.File, error) {
+	fd, err := unix.MemfdCreate("container-env", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "container-env")
+	var b strings.Builder
+	for _, e := range env {
+		k, v, _ := strings.Cut(e, "=")
+		b.WriteString("--setenv\x00" + k + "\x00" + v + "\x00")
+	}
+	if _, err := f.WriteString(b.String()); err == nil {
+		_, err = f.Seek(0, 0)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
