@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make run-slurm`: a local control plane, a one-node Slurm in the node host
 # vk-slurm (hack/slurm/slurm.sh, on the host's loopback) and the virtual node
-# vk-slurm, whose pods run as Slurm jobs (--provider slurm). Needs root.
+# vk-slurm, whose pods run as Slurm jobs (--provider slurm). Needs root: the
+# daemon submits each namespace's jobs as its tenant user; the default
+# namespace's run as vk-tenant-a (added by hack/slurm/slurm.sh), never root.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-$PWD/bin}
@@ -31,6 +33,8 @@ pollInterval: 1s
 images:
   busybox: {host: true}
   python: {prefix: [python3, -c]}
+tenants:
+- {namespaces: [default], user: vk-tenant-a}
 EOT
 cat <<EOT
 

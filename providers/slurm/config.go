@@ -31,6 +31,8 @@ import (
 //	  licenses: [matlab]      # what sbatch-licenses may name
 //	allow: {annotations: [constraint]}   # without tenants: what pods may ask (see Allow)
 //	hostPaths: [/usr, /etc]   # what containers of host images see of the host, read-only
+//	containerLogMaxSize: 10Mi # a container log is rotated at this size ...
+//	containerLogMaxFiles: 5   # ... keeping this many files, as the kubelet's
 //	slurmBin: /usr/bin        # where sbatch, squeue, scancel, srun and sinfo are
 //	slurmConf: /etc/slurm/slurm.conf   # SLURM_CONF for those commands; empty: theirs
 //	bwrap: /usr/bin/bwrap     # bubblewrap on the compute nodes
@@ -48,6 +50,10 @@ type Config struct {
 	StateDir     string            `json:"stateDir,omitempty"`
 	Tenants      []Tenant          `json:"tenants,omitempty"`
 	HostPaths    []string          `json:"hostPaths,omitempty"`
+	// ContainerLogMaxSize and ContainerLogMaxFiles bound each container's
+	// log on disk, as the kubelet's settings of the same names do.
+	ContainerLogMaxSize  string `json:"containerLogMaxSize,omitempty"`
+	ContainerLogMaxFiles int    `json:"containerLogMaxFiles,omitempty"`
 	SlurmBin     string            `json:"slurmBin,omitempty"`
 	SlurmConf    string            `json:"slurmConf,omitempty"`
 	Bwrap        string            `json:"bwrap,omitempty"`
@@ -59,6 +65,8 @@ type Config struct {
 	Allow Allow `json:"allow,omitempty"`
 
 	poll time.Duration
+	// logMaxBytes is ContainerLogMaxSize in bytes.
+	logMaxBytes int64
 	// tenants are Tenants resolved to Unix ids, by namespace.
 	tenants map[string]*tenant
 }
@@ -128,6 +136,21 @@ func (c *Config) validate() error {
 			return fmt.Errorf("hostPaths[%d]: must be an absolute path other than /, got %q", i, hp)
 		}
 		c.HostPaths[i] = filepath.Clean(hp)
+	}
+	size := resource.MustParse("10Mi")
+	if c.ContainerLogMaxSize != "" {
+		q, err := resource.ParseQuantity(c.ContainerLogMaxSize)
+		if err != nil || q.Value() < 1<<10 {
+			return fmt.Errorf("containerLogMaxSize: must be a quantity of at least 1Ki such as 10Mi, got %q", c.ContainerLogMaxSize)
+		}
+		size = q
+	}
+	c.logMaxBytes = size.Value()
+	if c.ContainerLogMaxFiles == 0 {
+		c.ContainerLogMaxFiles = 5
+	}
+	if c.ContainerLogMaxFiles < 2 {
+		return fmt.Errorf("containerLogMaxFiles: must be at least 2 (the kubelet's bound), got %d", c.ContainerLogMaxFiles)
 	}
 	if err := c.Allow.validate("allow."); err != nil {
 		return err

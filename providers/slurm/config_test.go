@@ -26,6 +26,8 @@ func TestLoadConfigNamesTheBadField(t *testing.T) {
 		{"bad annotation", good + "tenants: [{namespaces: [a], user: nobody, annotations: [uid]}]", `tenants[0].annotations[0]: "uid" is not one of`},
 		{"option as account", good + "tenants: [{namespaces: [a], user: nobody, account: --uid=0}]", `tenants[0].account: "--uid=0" is not a Slurm name`},
 		{"host root", good + "hostPaths: [/]", "hostPaths[0]: must be an absolute path other than /"},
+		{"log size", good + "containerLogMaxSize: 10", "containerLogMaxSize: must be a quantity of at least 1Ki"},
+		{"log files", good + "containerLogMaxFiles: 1", "containerLogMaxFiles: must be at least 2"},
 		{"bad poll", good + "pollInterval: 1ms", "pollInterval: must be a duration of at least 100ms"},
 		{"bad capacity", good + "capacity: {cpu: lots}", `capacity.cpu: invalid quantity "lots"`},
 		{"unknown field", good + "partitoin: batch", `unknown field "partitoin"`},

@@ -27,16 +27,25 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # put FILE VALUE: write atomically, so a reader never sees half a file.
 put() { printf '%s\n' "$2" >"$1.tmp" && mv -f "$1.tmp" "$1"; }
 
-# stamp, run by perl with the container's stdout and stderr fifos as
-# arguments, writes each chunk read from either as records, one a line:
-# "TIME STREAM TAG TEXT", TIME in RFC 3339 with nanoseconds (UTC), STREAM
-# stdout or stderr, TAG F when TEXT ends a line and P for a partial one (a
-# prompt with no newline yet): the format of the kubelet's CRI logs, which
-# the provider reads back for timestamps and since.
+# stamp, run by perl with the container's stdout and stderr fifos, its log
+# file and the rotation bounds (MAX bytes a file, FILES files) as
+# arguments, appends each chunk read from either to the log as records,
+# one a line: "TIME STREAM TAG TEXT", TIME in RFC 3339 with nanoseconds
+# (UTC), STREAM stdout or stderr, TAG F when TEXT ends a line and P for a
+# partial one (a prompt with no newline yet): the format of the kubelet's
+# CRI logs, which the provider reads back for timestamps and since. Once the
+# log holds MAX bytes it becomes log.1 (log.1 becomes log.2, ..., up to
+# FILES - 1 of them), as the kubelet rotates containerLogMaxSize and
+# containerLogMaxFiles: a container cannot fill the node's disk.
 # shellcheck disable=SC2016 # perl's own variables
 stamp='use Time::HiRes qw(time);
-open(my $o, "<", $ARGV[0]) or die "$ARGV[0]: $!";
-open(my $e, "<", $ARGV[1]) or die "$ARGV[1]: $!";
+my ($out, $err, $log, $max, $files) = @ARGV;
+open(my $o, "<", $out) or die "$out: $!";
+open(my $e, "<", $err) or die "$err: $!";
+my $l;
+sub reopen { open($l, ">>", $log) or die "$log: $!"; binmode $l }
+reopen();
+my $size = -s $l;
 my @open = ([$o, "stdout"], [$e, "stderr"]);
 while (@open) {
 	my $in = "";
@@ -53,7 +62,15 @@ while (@open) {
 		for my $line (split /(?<=\n)/, $buf) {
 			$rec .= $line =~ /\n\z/ ? "$ts $s->[1] F $line" : "$ts $s->[1] P $line\n";
 		}
-		syswrite(STDOUT, $rec);
+		syswrite($l, $rec);
+		$size += length $rec;
+		if ($size >= $max) {
+			for (my $i = $files - 1; $i > 1; $i--) { rename("$log." . ($i - 1), "$log.$i") }
+			if ($files > 1) { rename($log, "$log.1") } else { unlink($log) }
+			close($l);
+			reopen();
+			$size = 0;
+		}
 	}
 	@open = grep { !$_->[2] } @open;
 }'
@@ -70,7 +87,7 @@ start() {
 		put "$c/in.holder" $!
 	fi
 	rm -f "$c/out" "$c/err" && mkfifo -m 0600 "$c/out" "$c/err"
-	perl -e "$stamp" "$c/out" "$c/err" >>"$c/log" </dev/null &
+	perl -e "$stamp" "$c/out" "$c/err" "$c/log" "${logmax[0]}" "${logmax[1]}" </dev/null &
 	stampers[$1]=$!
 	# The launcher becomes bwrap, with --die-with-parent: a signal that
 	# kills this script's child (scancel, a time limit) kills the container
@@ -125,6 +142,8 @@ stopping=
 trap forward TERM
 
 declare -A pids stampers
+# The log rotation's bounds: bytes a file, files a container.
+read -r -a logmax <"$pod/logmax"
 mapfile -d '' -t init <"$pod/init"
 mapfile -d '' -t main <"$pod/main"
 for name in "${init[@]}"; do

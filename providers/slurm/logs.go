@@ -94,7 +94,7 @@ func openLog(ctx context.Context, dir string, tail int, follow bool) (*records, 
 			_, err := os.Lstat(filepath.Join(dir, "exit"))
 			return err == nil
 		}
-		src = &follower{ctx: ctx, f: f, done: exited}
+		src = &follower{ctx: ctx, f: f, name: filepath.Join(dir, "log"), done: exited}
 	}
 	return &records{r: bufio.NewReader(src), c: src}, nil
 }
@@ -181,8 +181,11 @@ func tailOffset(f *os.File, n int) (int64, error) {
 // follower reads a log file and, at its end, waits for more until the
 // container exits or the request ends.
 type follower struct {
-	ctx  context.Context
-	f    *os.File
+	ctx context.Context
+	f   *os.File
+	// name is the log's path: once the job rotates the file away, the
+	// follower goes on in the new one.
+	name string
 	done func() bool
 }
 
@@ -192,7 +195,21 @@ func (r *follower) Read(b []byte) (int, error) {
 		// read before EOF is returned.
 		exited := r.done()
 		n, err := r.f.Read(b)
-		if n > 0 || !errors.Is(err, io.EOF) || exited {
+		if n > 0 || !errors.Is(err, io.EOF) {
+			return n, err
+		}
+		if next := r.rotated(); next != nil {
+			// Nothing is written to the old file once it is renamed:
+			// drain it, then go on in the new one.
+			if n, err := r.f.Read(b); n > 0 {
+				next.Close()
+				return n, err
+			}
+			r.f.Close()
+			r.f = next
+			continue
+		}
+		if exited {
 			return n, err
 		}
 		select {
@@ -201,6 +218,21 @@ func (r *follower) Read(b []byte) (int, error) {
 		case <-time.After(followPoll):
 		}
 	}
+}
+
+// rotated returns the log file at name when it is no longer the one being
+// read, open at its start; nil otherwise.
+func (r *follower) rotated() *os.File {
+	cur, err1 := r.f.Stat()
+	now, err2 := os.Lstat(r.name)
+	if err1 != nil || err2 != nil || os.SameFile(cur, now) {
+		return nil
+	}
+	f, err := openRegular(r.name)
+	if err != nil {
+		return nil
+	}
+	return f
 }
 
 func (r *follower) Close() error { return r.f.Close() }

@@ -157,6 +157,7 @@ func (p *Provider) writePodDir(pod *corev1.Pod, t *tenant, init, main []containe
 		"hostname":  []byte(hostname),
 		"hostpaths": nulList(p.cfg.HostPaths),
 		"hidden":    nulList(p.hiddenPaths()),
+		"logmax":    fmt.Appendf(nil, "%d %d\n", p.cfg.logMaxBytes, p.cfg.ContainerLogMaxFiles),
 	}
 	for _, cp := range append(append([]containerPlan(nil), init...), main...) {
 		c := path.Join("c", cp.name)

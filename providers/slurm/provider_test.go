@@ -303,3 +303,34 @@ func TestExecAndGracefulDelete(t *testing.T) {
 		t.Errorf("the force-deleted container's process %d still runs", pid)
 	}
 }
+
+// TestLogRotation: a container writing far more than the log bounds leaves
+// at most containerLogMaxFiles files of containerLogMaxSize on disk, and
+// its log still ends with its newest lines.
+func TestLogRotation(t *testing.T) {
+	p, r := newProvider(t, writeConfig(t, localSlurm(t), "containerLogMaxSize: 1Mi\ncontainerLogMaxFiles: 3\n"))
+	pod := testPod("loud", shell("main", `yes 0123456789abcdef0123456789abcdef | head -c 40000000; echo; echo the-end`))
+	if err := p.CreatePod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "loud", "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	files, err := filepath.Glob(filepath.Join(p.podDir(pod), "c", "main", "log*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += st.Size()
+	}
+	// Three files of 1 MiB, the last record of each past the bound.
+	if len(files) > 3 || total > 3<<20+3*200<<10 {
+		t.Errorf("%d log files, %d bytes on disk, want at most 3 files of about 1 MiB", len(files), total)
+	}
+	if log := readLog(t, p, "loud", "main", api.ContainerLogOpts{Tail: 1}); log != "the-end\n" {
+		t.Errorf("the log's last line %q, want the-end", log)
+	}
+}

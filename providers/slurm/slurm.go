@@ -62,6 +62,9 @@ type Provider struct {
 	unsure map[types.UID]bool
 	// notify is the controller's callback; calls are serialised by mu.
 	notify func(*corev1.Pod)
+	// ignored are the jobs, by ID, that carry this node's job name but are
+	// no pod's: logged once each.
+	ignored map[string]bool
 }
 
 // podJob is one pod and its job.
@@ -116,6 +119,7 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 		started:    time.Now(),
 		pods:       map[string]*podJob{},
 		unsure:     map[types.UID]bool{},
+		ignored:    map[string]bool{},
 	}
 	if err := p.install(); err != nil {
 		return nil, fmt.Errorf("provider config %s: %w", ic.ConfigPath, err)
@@ -559,6 +563,7 @@ func (p *Provider) poll(ctx context.Context) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.logForged(ctx, jobs)
 	for key, pj := range p.pods {
 		if pj.jobID == "" || listed.Before(pj.submitted) {
 			continue
@@ -582,6 +587,34 @@ func (p *Provider) poll(ctx context.Context) error {
 		p.report(pj)
 	}
 	return nil
+}
+
+// logForged logs, once each, the jobs that carry this node's job name but
+// are not the job sbatch returned for any pod: any Slurm user can submit
+// one, with any comment. They change no pod's status; p.mu must be held.
+func (p *Provider) logForged(ctx context.Context, jobs []job) {
+	ours := make(map[string]bool, len(p.pods))
+	for _, pj := range p.pods {
+		// A pod whose sbatch has not returned yet may own a job by its
+		// comment alone, for now.
+		ours[pj.jobID] = true
+		if pj.jobID == "" {
+			ours[jobComment(pj.pod.UID)] = true
+		}
+	}
+	listed := make(map[string]bool, len(p.ignored))
+	for i := range jobs {
+		j := &jobs[i]
+		id := j.jobID()
+		if j.Name != p.jobName || ours[id] || ours[j.Comment] {
+			continue
+		}
+		listed[id] = true
+		if !p.ignored[id] {
+			log.G(ctx).Warnf("job %s of user %d is named %s with comment %q but is no pod's job on this node: ignored", id, j.UserID, j.Name, j.Comment)
+		}
+	}
+	p.ignored = listed
 }
 
 // reachedDeadline marks the pod past its activeDeadlineSeconds, counted

@@ -61,10 +61,30 @@ func slurmScript() string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "..", "hack", "slurm", "slurm.sh")
 }
 
+// The tenant users hack/slurm/slurm.sh install adds: the tests' pods run
+// as them, never as root.
+const (
+	tenantA = "vk-tenant-a"
+	tenantB = "vk-tenant-b"
+)
+
+// tenants is the provider config's tenants field: each user's namespaces.
+type tenants map[string][]string
+
+func (ts tenants) yaml() string {
+	out := "tenants:\n"
+	for _, user := range []string{tenantA, tenantB} {
+		if len(ts[user]) > 0 {
+			out += fmt.Sprintf("- {user: %s, namespaces: [%s], annotations: [constraint, nice]}\n", user, strings.Join(ts[user], ", "))
+		}
+	}
+	return out
+}
+
 // newSlurmNode starts Slurm in a new node host (installing Debian's
 // packages first when missing), with env added to hack/slurm/slurm.sh's
-// environment, and writes the provider's config.
-func newSlurmNode(t *testing.T, c *testcluster.Cluster, env ...string) *slurmNode {
+// environment, and writes the provider's config with the tenants given.
+func newSlurmNode(t *testing.T, c *testcluster.Cluster, ts tenants, env ...string) *slurmNode {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("Slurm runs as root here")
@@ -96,7 +116,7 @@ images:
   busybox: {host: true}
   python: {prefix: [python3, -c]}
 capacity: {cpu: "8", memory: 16Gi, pods: "100"}
-`, n.dir, n.dir)
+%s`, n.dir, n.dir, ts.yaml())
 	if err := os.WriteFile(n.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -163,10 +183,11 @@ func (n *slurmNode) jobComments(t *testing.T) []string {
 func runningNode(t *testing.T) (*slurmNode, *daemon, string) {
 	t.Helper()
 	c := testcluster.Shared(t)
-	n := newSlurmNode(t, c)
+	ns := c.Namespace(t)
+	n := newSlurmNode(t, c, tenants{tenantA: {ns}})
 	d := n.start(t)
 	n.waitReady(t)
-	return n, d, c.Namespace(t)
+	return n, d, ns
 }
 
 func (n *slurmNode) waitReady(t *testing.T) {

@@ -1,0 +1,331 @@
+package e2e_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
+)
+
+// These tests attack the slurm provider as a tenant would: from inside a
+// pod, and as another tenant's Unix user on the node. Each asserts the
+// attack fails.
+
+// tenantCredential runs a process as a tenant user.
+func tenantCredential(t *testing.T, name string) *syscall.Credential {
+	t.Helper()
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatalf("tenant user %s: %v", name, err)
+	}
+	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{uint32(gid)}}
+}
+
+// asTenant runs a command in the node's host as a tenant's user, as that
+// user could by hand, and returns its combined output and error.
+func (n *slurmNode) asTenant(t *testing.T, name string, argv ...string) (string, error) {
+	t.Helper()
+	cmd := n.host.Command(context.Background(), argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "SLURM_CONF="+filepath.Join(n.dir, "slurm.conf"))
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: tenantCredential(t, name)}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// jobOf is the ID of the job Slurm lists for the pod.
+func (n *slurmNode) jobOf(t *testing.T, pod *corev1.Pod) string {
+	t.Helper()
+	for _, line := range strings.Split(n.slurm(t, "squeue", "--noheader", "--states=all", "--format=%i %k"), "\n") {
+		if id, comment, ok := strings.Cut(strings.TrimSpace(line), " "); ok && comment == "vk-pod:"+string(pod.UID) {
+			return id
+		}
+	}
+	t.Fatalf("no job for pod %s", pod.Name)
+	return ""
+}
+
+// TestTenantSandbox: a pod gets its tenant's uid, no capabilities, its
+// own PID namespace, and no way to Slurm or munge; its Secret values are
+// in no process's argv on the node, nor are an exec's.
+func TestTenantSandbox(t *testing.T) {
+	n, _, ns := runningNode(t)
+	ctx := context.Background()
+	tenantUID := tenantCredential(t, tenantA).Uid
+	secret := randomValue(t)
+	if _, err := n.c.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "s"}, StringData: map[string]string{"v": secret},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(n.dir, "munge-key", "munge.key")
+	sock := filepath.Join(n.dir, "munge", "munge.socket")
+	probe := `echo uid=$(id -u)
+grep CapEff /proc/self/status
+nsenter -t 1 -a true 2>/dev/null; echo nsenter=$?
+for f in /etc/munge/munge.key "$1" "$2" /run/munge/munge.socket "$3"; do [ -e "$f" ] && echo "sees $f"; done
+for c in squeue srun scancel sbatch scontrol munge; do command -v $c >/dev/null && echo "finds $c"; done
+echo procs=$(ps -e -o comm= | tr '\n' ' ')
+echo secret-len=${#SECRET}
+echo done
+sleep 3600`
+	pod := n.pod(ns, "probe", corev1.Container{Name: "main", Image: "busybox",
+		Command: []string{"sh", "-c", probe, "sh", key, sock, filepath.Join(n.dir, "slurm.conf")},
+		Env:     []corev1.EnvVar{{Name: "SECRET", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}, Key: "v"}}}}})
+	n.create(t, pod)
+	n.waitPod(t, ns, "probe", "Running", running)
+	var logs string
+	eventually(t, "the probe's output", func() (bool, string) {
+		logs = n.kubectl(t, "-n", ns, "logs", "probe")
+		return strings.Contains(logs, "done"), logs
+	})
+	for _, want := range []string{"uid=" + strconv.Itoa(int(tenantUID)) + "\n", "CapEff:\t0000000000000000\n", "nsenter=1\n", "secret-len=" + strconv.Itoa(len(secret)) + "\n"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the pod's output lacks %q:\n%s", want, logs)
+		}
+	}
+	for _, bad := range []string{"sees ", "finds "} {
+		if strings.Contains(logs, bad) {
+			t.Errorf("the pod reaches Slurm or munge:\n%s", logs)
+		}
+	}
+	// Its own PID namespace: the shell (PID 1) and ps, nothing of the node.
+	for _, line := range strings.Split(logs, "\n") {
+		if procs, ok := strings.CutPrefix(line, "procs="); ok {
+			for _, p := range strings.Fields(procs) {
+				if p != "sh" && p != "ps" && p != "tr" {
+					t.Errorf("ps in the pod shows %q: %s", p, procs)
+				}
+			}
+		}
+	}
+	// exec joins the same sandbox, as the same user.
+	if out := n.kubectl(t, "-n", ns, "exec", "probe", "--", "sh", "-c", "id -u; grep CapEff /proc/self/status; echo ${#SECRET}"); out != strconv.Itoa(int(tenantUID))+"\nCapEff:\t0000000000000000\n"+strconv.Itoa(len(secret))+"\n" {
+		t.Errorf("exec: %q", out)
+	}
+	// During an exec too, no argv on the node holds the Secret's value.
+	execCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	ex := exec.CommandContext(execCtx, filepath.Join(n.c.Info.BinDir, "kubectl"), "--kubeconfig", n.c.Info.Kubeconfig, "-n", ns, "exec", "probe", "--", "sleep", "4")
+	if err := ex.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	ps, err := exec.Command("ps", "-eww", "-o", "args=").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = ex.Wait()
+	if !strings.Contains(string(ps), "nsenter") {
+		t.Errorf("the exec was not running while ps looked:\n%s", ps)
+	}
+	if strings.Contains(string(ps), secret) {
+		t.Errorf("ps -eww on the node shows the Secret's value")
+	}
+}
+
+func randomValue(t *testing.T) string {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return "s3cret-" + hex.EncodeToString(b)
+}
+
+// TestSubPathSymlinkAttack: an init container plants a symlink to / in an
+// emptyDir; a container mounting it by subPath sees the emptyDir's own
+// content, and what it writes there stays in the emptyDir.
+func TestSubPathSymlinkAttack(t *testing.T) {
+	n, _, ns := runningNode(t)
+	marker := "vk-subpath-" + randomValue(t)
+	pod := n.pod(ns, "subpath", shell("main", `ls -A /host; touch /host/`+marker+` 2>&1; echo done; sleep 3600`))
+	pod.Spec.InitContainers = []corev1.Container{shell("plant", "ln -s / /data/x")}
+	pod.Spec.InitContainers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/host", SubPath: "x"}}
+	pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	n.create(t, pod)
+	var logs string
+	eventually(t, "the attack's output", func() (bool, string) {
+		logs = n.kubectl(t, "-n", ns, "logs", "subpath")
+		return strings.Contains(logs, "done"), logs
+	})
+	if logs != "x\ndone\n" {
+		t.Errorf("/host in the pod shows %q, want the emptyDir's own content (x)", logs)
+	}
+	if _, err := os.Stat("/" + marker); err == nil {
+		_ = os.Remove("/" + marker)
+		t.Errorf("the pod wrote /%s on the node", marker)
+	}
+}
+
+// TestTenantIsolation: tenant B, as its Unix user on the node, can neither
+// read tenant A's pod files nor step into or cancel A's job: Slurm refuses
+// B's uid. (From inside B's pods none of these commands exists: see
+// TestTenantSandbox.)
+func TestTenantIsolation(t *testing.T) {
+	c := testcluster.Shared(t)
+	nsA, nsB := c.Namespace(t), c.Namespace(t)
+	n := newSlurmNode(t, c, tenants{tenantA: {nsA}, tenantB: {nsB}})
+	n.start(t)
+	n.waitReady(t)
+	ctx := context.Background()
+	if _, err := c.Client.CoreV1().Secrets(nsA).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "s"}, StringData: map[string]string{"v": "a-secret"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a := n.pod(nsA, "a", shell("main", "sleep 3600"))
+	a.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "s", MountPath: "/s"}}
+	a.Spec.Volumes = []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s"}}}}
+	a = n.create(t, a)
+	n.waitPod(t, nsA, "a", "Running", running)
+	n.create(t, n.pod(nsB, "b", shell("main", "sleep 3600")))
+	n.waitPod(t, nsB, "b", "Running", running)
+	if out := n.kubectl(t, "-n", nsB, "exec", "b", "--", "id", "-u"); strings.TrimSpace(out) != strconv.Itoa(int(tenantCredential(t, tenantB).Uid)) {
+		t.Errorf("tenant B's pod runs as uid %q", out)
+	}
+
+	podDir := filepath.Join(n.dir, "work", string(a.UID))
+	if out, err := n.asTenant(t, tenantB, "cat", filepath.Join(podDir, "vol", "s", "v")); err == nil || strings.Contains(out, "a-secret") {
+		t.Errorf("tenant B read tenant A's secret: %v %q", err, out)
+	}
+	if out, err := n.asTenant(t, tenantB, "ls", podDir); err == nil {
+		t.Errorf("tenant B listed tenant A's pod directory: %q", out)
+	}
+	// The control: A's own user reads it.
+	if out, err := n.asTenant(t, tenantA, "cat", filepath.Join(podDir, "vol", "s", "v")); err != nil || out != "a-secret" {
+		t.Errorf("tenant A reading its own secret: %v %q", err, out)
+	}
+	job := n.jobOf(t, a)
+	if out, err := n.asTenant(t, tenantB, "srun", "--jobid="+job, "--overlap", "true"); err == nil || !strings.Contains(out, "denied") {
+		t.Errorf("tenant B's srun into A's job %s: %v %q, want Slurm's refusal", job, err, out)
+	}
+	if out, err := n.asTenant(t, tenantB, "scancel", job); err == nil || !strings.Contains(out, "denied") {
+		t.Errorf("tenant B's scancel of A's job %s: %v %q, want Slurm's refusal", job, err, out)
+	}
+	time.Sleep(2 * time.Second)
+	if p := n.waitPod(t, nsA, "a", "Running", running); p.Status.Phase != corev1.PodRunning {
+		t.Errorf("tenant A's pod after B's attempts: %s", p.Status.Phase)
+	}
+}
+
+// TestForgedJobs: another Slurm user submits jobs named as the node's,
+// with the victim's UID in the comment, and one with a comment that walks
+// out of the work directory. The victim stays Running, across a restart
+// of the daemon too, nothing is deleted, and both jobs are logged.
+func TestForgedJobs(t *testing.T) {
+	c := testcluster.Shared(t)
+	nsA := c.Namespace(t)
+	n := newSlurmNode(t, c, tenants{tenantA: {nsA}})
+	d := n.start(t)
+	n.waitReady(t)
+	victim := n.create(t, n.pod(nsA, "victim", shell("main", "sleep 3600")))
+	n.waitPod(t, nsA, "victim", "Running", running)
+	sentinel := filepath.Join(n.dir, "sentinel")
+	if err := os.MkdirAll(filepath.Join(sentinel, "keep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	forge := func(comment string) string {
+		out, err := n.asTenant(t, tenantB, "sbatch", "--parsable", "--job-name=vk_"+n.name, "--comment="+comment, "--output=/dev/null", "--wrap", "true")
+		if err != nil {
+			t.Fatalf("forging a job: %v %s", err, out)
+		}
+		return strings.TrimSpace(out)
+	}
+	ids := []string{forge("vk-pod:" + string(victim.UID)), forge("vk-pod:../sentinel")}
+	for _, id := range ids {
+		eventually(t, "the forged job "+id+" logged", func() (bool, string) {
+			return strings.Contains(d.output.String(), "job "+id+" of user"), "not yet"
+		})
+	}
+	// Several polls after the forged jobs ended.
+	time.Sleep(3 * time.Second)
+	if p := n.waitPod(t, nsA, "victim", "Running", running); p.Status.Phase != corev1.PodRunning {
+		t.Errorf("the victim is %s after the forged jobs", p.Status.Phase)
+	}
+	d.Stop(20 * time.Second)
+	n.start(t)
+	time.Sleep(3 * time.Second)
+	p := n.waitPod(t, nsA, "victim", "Running", running)
+	if len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Running == nil {
+		t.Errorf("the victim after a restart: %+v", p.Status.ContainerStatuses)
+	}
+	if _, err := os.Stat(filepath.Join(sentinel, "keep")); err != nil {
+		t.Errorf("a forged comment deleted %s: %v", sentinel, err)
+	}
+}
+
+// TestTenantPolicy: what a namespace may not ask of Slurm ends the pod
+// ProviderRejected, naming the annotation or the namespace.
+func TestTenantPolicy(t *testing.T) {
+	c := testcluster.Shared(t)
+	nsA, unmapped := c.Namespace(t), c.Namespace(t)
+	n := newSlurmNode(t, c, tenants{tenantA: {nsA}})
+	n.start(t)
+	n.waitReady(t)
+	rejected := func(ns, name, want string) {
+		t.Helper()
+		p := n.waitPod(t, ns, name, "rejected", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+		if p.Status.Reason != "ProviderRejected" || !strings.Contains(p.Status.Message, want) {
+			t.Errorf("pod %s: reason %q message %q, want ProviderRejected naming %q", name, p.Status.Reason, p.Status.Message, want)
+		}
+	}
+	nice := n.pod(nsA, "nice", shell("main", "true"))
+	nice.Annotations = map[string]string{"slurm.virtual-kubelet.io/sbatch-nice": "-10"}
+	n.create(t, nice)
+	resv := n.pod(nsA, "resv", shell("main", "true"))
+	resv.Annotations = map[string]string{"slurm.virtual-kubelet.io/sbatch-reservation": "maint"}
+	n.create(t, resv)
+	n.create(t, n.pod(unmapped, "stray", shell("main", "true")))
+	rejected(nsA, "nice", "annotation slurm.virtual-kubelet.io/sbatch-nice")
+	rejected(nsA, "resv", "annotation slurm.virtual-kubelet.io/sbatch-reservation")
+	rejected(unmapped, "stray", `namespace "`+unmapped+`"`)
+	// The control: a nice the tenant may set runs.
+	ok := n.pod(nsA, "ok", shell("main", "true"))
+	ok.Annotations = map[string]string{"slurm.virtual-kubelet.io/sbatch-nice": "10"}
+	n.create(t, ok)
+	n.waitPod(t, nsA, "ok", "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+}
+
+// TestDaemonRefusesRoot: a tenant mapped to root, or a root daemon without
+// tenants, is a one-line error at start.
+func TestDaemonRefusesRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the refusal of a root daemon without tenants needs root")
+	}
+	c := testcluster.Shared(t)
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, extra, want string }{
+		{"root tenant", "tenants: [{namespaces: [a], user: root}]\n", `tenants[0].user: "root" is root (uid 0)`},
+		{"no tenants", "", "the daemon runs as root, so jobs would run as root"},
+	} {
+		cfg := filepath.Join(dir, tc.name+".yaml")
+		data := "workDir: " + filepath.Join(dir, "work") + "\nimages: {busybox: {host: true}}\ncapacity: {cpu: \"1\"}\n" + tc.extra
+		if err := os.WriteFile(cfg, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		out, err := exec.CommandContext(ctx, binary, "--provider", "slurm", "--provider-config", cfg, "--nodename", "refused",
+			"--kubeconfig", c.Info.NodeKubeconfig, "--metrics-addr", "").CombinedOutput()
+		cancel()
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if err == nil || !strings.Contains(lines[len(lines)-1], tc.want) {
+			t.Errorf("%s: %v, last line %q, want one naming %q\n%s", tc.name, err, lines[len(lines)-1], tc.want, out)
+		}
+	}
+}
