@@ -43,23 +43,23 @@ import (
 //	  debian:12: {root: /srv/images/debian12}     # a directory as the root file system
 //	capacity: {cpu: "64", memory: 256Gi, pods: "500"}   # or left out: from sinfo
 type Config struct {
-	Partition    string            `json:"partition,omitempty"`
-	Account      string            `json:"account,omitempty"`
-	QOS          string            `json:"qos,omitempty"`
-	WorkDir      string            `json:"workDir"`
-	StateDir     string            `json:"stateDir,omitempty"`
-	Tenants      []Tenant          `json:"tenants,omitempty"`
-	HostPaths    []string          `json:"hostPaths,omitempty"`
+	Partition string   `json:"partition,omitempty"`
+	Account   string   `json:"account,omitempty"`
+	QOS       string   `json:"qos,omitempty"`
+	WorkDir   string   `json:"workDir"`
+	StateDir  string   `json:"stateDir,omitempty"`
+	Tenants   []Tenant `json:"tenants,omitempty"`
+	HostPaths []string `json:"hostPaths,omitempty"`
 	// ContainerLogMaxSize and ContainerLogMaxFiles bound each container's
 	// log on disk, as the kubelet's settings of the same names do.
-	ContainerLogMaxSize  string `json:"containerLogMaxSize,omitempty"`
-	ContainerLogMaxFiles int    `json:"containerLogMaxFiles,omitempty"`
-	SlurmBin     string            `json:"slurmBin,omitempty"`
-	SlurmConf    string            `json:"slurmConf,omitempty"`
-	Bwrap        string            `json:"bwrap,omitempty"`
-	PollInterval string            `json:"pollInterval,omitempty"`
-	Images       map[string]Image  `json:"images"`
-	Capacity     map[string]string `json:"capacity,omitempty"`
+	ContainerLogMaxSize  string            `json:"containerLogMaxSize,omitempty"`
+	ContainerLogMaxFiles int               `json:"containerLogMaxFiles,omitempty"`
+	SlurmBin             string            `json:"slurmBin,omitempty"`
+	SlurmConf            string            `json:"slurmConf,omitempty"`
+	Bwrap                string            `json:"bwrap,omitempty"`
+	PollInterval         string            `json:"pollInterval,omitempty"`
+	Images               map[string]Image  `json:"images"`
+	Capacity             map[string]string `json:"capacity,omitempty"`
 	// Allow is what pods may ask of Slurm when there are no tenants (the
 	// daemon's own user runs every job).
 	Allow Allow `json:"allow,omitempty"`
