@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -332,5 +333,22 @@ func TestLogRotation(t *testing.T) {
 	}
 	if log := readLog(t, p, "loud", "main", api.ContainerLogOpts{Tail: 1}); log != "the-end\n" {
 		t.Errorf("the log's last line %q, want the-end", log)
+	}
+}
+
+// TestEmptyDirSizeLimitEvicts: a pod writing past its emptyDir's sizeLimit
+// is evicted, as the kubelet evicts it: Failed, Evicted, naming the volume.
+func TestEmptyDirSizeLimitEvicts(t *testing.T) {
+	p, r := newProvider(t, writeConfig(t, localSlurm(t), ""))
+	pod := testPod("full", shell("main", `head -c 5000000 /dev/zero > /data/fill; sleep 3600`))
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	limit := resource.MustParse("1Mi")
+	pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &limit}}}}
+	if err := p.CreatePod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	got := r.waitFor(t, "full", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	if got.Status.Reason != "Evicted" || !strings.Contains(got.Status.Message, `EmptyDir volume "data" exceeds the limit "1Mi"`) {
+		t.Errorf("reason %q message %q, want Evicted naming the volume", got.Status.Reason, got.Status.Message)
 	}
 }

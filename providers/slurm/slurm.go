@@ -27,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	"github.com/vkubelet/virtual-kubelet/node"
@@ -85,7 +86,10 @@ type podJob struct {
 	// pastDeadline is set once the job ran past the pod's
 	// activeDeadlineSeconds and the provider cancelled it.
 	pastDeadline bool
-	status       corev1.PodStatus
+	// evicted says why the pod was evicted (an emptyDir past its
+	// sizeLimit); empty while it was not.
+	evicted string
+	status  corev1.PodStatus
 }
 
 var (
@@ -548,6 +552,7 @@ func (p *Provider) NotifyPods(ctx context.Context, f func(*corev1.Pod)) {
 			}
 		}
 	}()
+	go wait.Until(func() { p.evictOverfullEmptyDirs(ctx) }, evictionInterval, ctx.Done())
 }
 
 // poll lists all jobs once and reports the pods whose status changed.
@@ -646,7 +651,7 @@ func (p *Provider) cancelAtDeadline(ctx context.Context, cred *syscall.Credentia
 // view gathers what the pod's status is computed from; it reads the
 // pod's files, not Slurm.
 func (p *Provider) view(pj *podJob) jobView {
-	v := jobView{gone: pj.listed && pj.job == nil, pastDeadline: pj.pastDeadline, job: pj.job, files: map[string]containerFiles{}, podIP: p.InternalIP}
+	v := jobView{gone: pj.listed && pj.job == nil, pastDeadline: pj.pastDeadline, evicted: pj.evicted, job: pj.job, files: map[string]containerFiles{}, podIP: p.InternalIP}
 	for _, list := range [][]corev1.Container{pj.pod.Spec.InitContainers, pj.pod.Spec.Containers} {
 		for _, c := range list {
 			v.files[c.Name] = readContainerFiles(pj.dir, c.Name)

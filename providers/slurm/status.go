@@ -70,9 +70,12 @@ type jobView struct {
 	// pastDeadline is set once the pod ran longer than its
 	// activeDeadlineSeconds and the provider stopped the job.
 	pastDeadline bool
-	job          *job
-	files        map[string]containerFiles
-	podIP        string
+	// evicted says why the provider evicted the pod; empty while it has
+	// not.
+	evicted string
+	job     *job
+	files   map[string]containerFiles
+	podIP   string
 }
 
 // podStatus is the pod's status as a kubelet would report it.
@@ -93,13 +96,15 @@ func podStatus(pod *corev1.Pod, v jobView) corev1.PodStatus {
 	// A kubelet fails a pod at its deadline, before its containers are
 	// killed; so does the provider, whatever the containers report since.
 	timedOut := v.pastDeadline || state == stateTimeout || state == stateDeadline
-	done := v.gone || timedOut || (v.job != nil && jobDone(state))
+	done := v.gone || timedOut || v.evicted != "" || (v.job != nil && jobDone(state))
 
 	// Why a container that never wrote its exit file ended.
 	lostReason, lostMessage := "Error", "the job ended (Slurm state "+state+") before the container exited"
 	switch {
 	case timedOut:
 		lostReason, lostMessage = "DeadlineExceeded", "the pod reached its active deadline"
+	case v.evicted != "":
+		lostReason, lostMessage = "Evicted", v.evicted
 	case state == stateOOM:
 		lostReason, lostMessage = "OOMKilled", "the job ran out of memory"
 	case state == "":
@@ -165,6 +170,8 @@ func podStatus(pod *corev1.Pod, v jobView) corev1.PodStatus {
 	switch {
 	case timedOut:
 		s.Phase, s.Reason, s.Message = corev1.PodFailed, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline"
+	case v.evicted != "":
+		s.Phase, s.Reason, s.Message = corev1.PodFailed, "Evicted", v.evicted
 	case done && allZero && initDone:
 		s.Phase = corev1.PodSucceeded
 	case done || (allExited && !allZero):
