@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/vkubelet/virtual-kubelet/internal/provider"
@@ -31,6 +32,7 @@ import (
 //	  licenses: [matlab]      # what sbatch-licenses may name
 //	allow: {annotations: [constraint]}   # without tenants: what pods may ask (see Allow)
 //	hostPaths: [/usr, /etc]   # what containers of host images see of the host, read-only
+//	gres: {nvidia.com/gpu: gpu}   # extended resources a pod may request, as the GRES they become
 //	containerLogMaxSize: 10Mi # a container log is rotated at this size ...
 //	containerLogMaxFiles: 5   # ... keeping this many files, as the kubelet's
 //	slurmBin: /usr/bin        # where sbatch, squeue, scancel, srun and sinfo are
@@ -50,6 +52,10 @@ type Config struct {
 	StateDir  string   `json:"stateDir,omitempty"`
 	Tenants   []Tenant `json:"tenants,omitempty"`
 	HostPaths []string `json:"hostPaths,omitempty"`
+	// Gres maps extended resources (nvidia.com/gpu) to the Slurm GRES
+	// names (gpu) a job asks for: a pod's limit of 2 becomes --gres=gpu:2.
+	// List each in capacity, so the scheduler counts them.
+	Gres map[string]string `json:"gres,omitempty"`
 	// ContainerLogMaxSize and ContainerLogMaxFiles bound each container's
 	// log on disk, as the kubelet's settings of the same names do.
 	ContainerLogMaxSize  string            `json:"containerLogMaxSize,omitempty"`
@@ -151,6 +157,14 @@ func (c *Config) validate() error {
 	}
 	if c.ContainerLogMaxFiles < 2 {
 		return fmt.Errorf("containerLogMaxFiles: must be at least 2 (the kubelet's bound), got %d", c.ContainerLogMaxFiles)
+	}
+	for _, name := range sortedKeys(c.Gres) {
+		if !strings.Contains(name, "/") || strings.HasPrefix(name, "kubernetes.io/") {
+			return fmt.Errorf("gres: %q is not an extended resource name (domain/name)", name)
+		}
+		if err := slurmName("gres."+name, c.Gres[name]); err != nil || c.Gres[name] == "" || strings.Contains(c.Gres[name], ":") {
+			return fmt.Errorf("gres.%s: %q is not a GRES name", name, c.Gres[name])
+		}
 	}
 	if err := c.Allow.validate("allow."); err != nil {
 		return err

@@ -104,3 +104,21 @@ func TestSbatchArgs(t *testing.T) {
 		}
 	}
 }
+
+// TestGresArgs: extended resources become --gres by the node's map, counted
+// as a kubelet counts them; one the node does not map is refused.
+func TestGresArgs(t *testing.T) {
+	p := planProvider()
+	p.cfg.Gres = map[string]string{"nvidia.com/gpu": "gpu"}
+	pod := testPod("p", shell("a", "true"), shell("b", "true"))
+	pod.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}
+	pod.Spec.Containers[1].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), corev1.ResourceCPU: resource.MustParse("1")}
+	args, err := p.gresArgs(pod)
+	if err != nil || !slices.Equal(args, []string{"--gres=gpu:3"}) {
+		t.Errorf("gres args %q, %v, want --gres=gpu:3", args, err)
+	}
+	pod.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"example.com/fpga": resource.MustParse("1")}
+	if _, err := p.gresArgs(pod); !errdefs.IsInvalidInput(err) || !strings.Contains(err.Error(), "resource example.com/fpga: this Slurm node maps no GRES to it") {
+		t.Errorf("an unmapped extended resource: %v", err)
+	}
+}

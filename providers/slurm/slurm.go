@@ -384,6 +384,11 @@ func (p *Provider) sbatchArgs(pod *corev1.Pod, t *tenant, dir string) ([]string,
 	if m := mem.Value(); m > 0 {
 		args = append(args, "--mem="+strconv.FormatInt((m+(1<<20)-1)>>20, 10)+"M")
 	}
+	gres, err := p.gresArgs(pod)
+	if err != nil {
+		return nil, err
+	}
+	args = append(args, gres...)
 	if d := pod.Spec.ActiveDeadlineSeconds; d != nil {
 		// The provider cancels the job at the deadline itself (Slurm's
 		// limits are whole minutes and checked lazily); the time limit,
@@ -393,36 +398,69 @@ func (p *Provider) sbatchArgs(pod *corev1.Pod, t *tenant, dir string) ([]string,
 	return args, nil
 }
 
+// gresArgs turns the pod's extended resources into --gres options, one per
+// GRES, counted as podResources counts CPU; an extended resource the node
+// does not map is refused.
+func (p *Provider) gresArgs(pod *corev1.Pod) ([]string, error) {
+	names := map[string]bool{}
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range list {
+			for name := range c.Resources.Limits {
+				names[string(name)] = true
+			}
+			for name := range c.Resources.Requests {
+				names[string(name)] = true
+			}
+		}
+	}
+	var args []string
+	for _, name := range sortedKeys(names) {
+		rn := corev1.ResourceName(name)
+		if !strings.Contains(name, "/") || strings.HasPrefix(name, "kubernetes.io/") || strings.HasPrefix(name, corev1.ResourceHugePagesPrefix) {
+			continue
+		}
+		gres, ok := p.cfg.Gres[name]
+		if !ok {
+			return nil, errdefs.InvalidInputf("resource %s: this Slurm node maps no GRES to it (its config's gres: %s)", name, strings.Join(sortedKeys(p.cfg.Gres), ", "))
+		}
+		if q := podQuantity(pod, rn); q.Value() > 0 {
+			n := q.Value()
+			args = append(args, "--gres="+gres+":"+strconv.FormatInt(n, 10))
+		}
+	}
+	return args, nil
+}
+
 // podResources is what the pod asks for, as a kubelet counts it: the sum of
 // the containers' requests (limits where no request is set), or the
 // largest init container's, whichever is larger.
 func podResources(pod *corev1.Pod) (cpu, mem resource.Quantity) {
-	want := func(c *corev1.Container, name corev1.ResourceName) resource.Quantity {
+	return podQuantity(pod, corev1.ResourceCPU), podQuantity(pod, corev1.ResourceMemory)
+}
+
+// podQuantity is the pod's need of one resource: the sum of the
+// containers' requests (limits where no request is set), or the largest
+// init container's, whichever is larger.
+func podQuantity(pod *corev1.Pod, name corev1.ResourceName) resource.Quantity {
+	want := func(c *corev1.Container) resource.Quantity {
 		if q, ok := c.Resources.Requests[name]; ok {
 			return q
 		}
 		return c.Resources.Limits[name]
 	}
-	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-		var sum, initMax resource.Quantity
-		for i := range pod.Spec.Containers {
-			sum.Add(want(&pod.Spec.Containers[i], name))
-		}
-		for i := range pod.Spec.InitContainers {
-			if q := want(&pod.Spec.InitContainers[i], name); q.Cmp(initMax) > 0 {
-				initMax = q
-			}
-		}
-		if initMax.Cmp(sum) > 0 {
-			sum = initMax
-		}
-		if name == corev1.ResourceCPU {
-			cpu = sum
-		} else {
-			mem = sum
+	var sum, initMax resource.Quantity
+	for i := range pod.Spec.Containers {
+		sum.Add(want(&pod.Spec.Containers[i]))
+	}
+	for i := range pod.Spec.InitContainers {
+		if q := want(&pod.Spec.InitContainers[i]); q.Cmp(initMax) > 0 {
+			initMax = q
 		}
 	}
-	return cpu, mem
+	if initMax.Cmp(sum) > 0 {
+		return initMax
+	}
+	return sum
 }
 
 // UpdatePod keeps the new pod object; a job's spec cannot change.
