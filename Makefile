@@ -20,7 +20,7 @@ IMAGE      ?= virtual-kubelet:$(VERSION)
 LDFLAGS    := -X github.com/vkubelet/virtual-kubelet/internal/version.Version=$(VERSION) \
               -X github.com/vkubelet/virtual-kubelet/internal/version.GitCommit=$(GIT_COMMIT)
 
-.PHONY: all build proto build-static image test run run-two-clusters run-slurm cluster-up cluster-down controlplane bench bench-ab vet fmt clean
+.PHONY: all build proto build-static image test run run-two-clusters run-slurm cluster-up cluster-down controlplane bench bench-ab docs vet fmt clean
 
 all: build
 
@@ -63,23 +63,28 @@ test: ## go vet, unit and e2e tests, all with -race, against a real control plan
 	@BIN=$(BIN) hack/test.sh
 
 # N pod counts for `make bench`; BENCH_ARGS adds flags (go run ./hack/bench -h).
+# Results, profiles and logs go outside the repository: it holds no bench output.
 BENCH_N    ?= 300,1000,5000,10000
-BENCH_OUT  ?= docs/bench
+BENCH_DIR  ?= $(or $(TMPDIR),/tmp)/virtual-kubelet/bench
+BENCH_OUT  ?= $(BENCH_DIR)
 BENCH_ARGS ?=
 
 # KWOK=0 leaves kwok out of `make bench`.
 KWOK ?= 1
 kwok_flag = $(if $(filter-out 0,$(KWOK)),-kwok "$$(hack/kwok/build.sh)")
-bench: build ## the bench against the local control plane (make cluster-up first), floor, kwok and daemon; results in docs/bench
+bench: build ## the bench against the local control plane (make cluster-up first), floor, kwok and daemon; results in BENCH_OUT ($(BENCH_DIR) by default)
 	$(GO) run ./hack/bench -cluster $(CLUSTER_DIR) -n $(BENCH_N) -binary $(BIN)/virtual-kubelet -out $(BENCH_OUT) $(kwok_flag) $(BENCH_ARGS)
 
 # Pod counts and results of `make bench-ab` (BENCH_ARGS applies too, e.g.
 # '-remote-qps 500 -remote-burst 1000').
 BENCH_AB_N   ?= 1000
-BENCH_AB_OUT ?= docs/bench/ab
+BENCH_AB_OUT ?= $(BENCH_DIR)/ab
 
 bench-ab: build ## A→B: --provider kubernetes in CLUSTER_DIR running its pods in CLUSTER_B_DIR (cluster-up both first); ratios to both floors' sum
 	$(GO) run ./hack/bench -cluster $(CLUSTER_DIR) -remote-cluster $(CLUSTER_B_DIR) -n $(BENCH_AB_N) -binary $(BIN)/virtual-kubelet -out $(BENCH_AB_OUT) $(BENCH_ARGS)
+
+docs: ## regenerate docs/flags.md from the command's flags (a test fails when it is stale)
+	$(GO) run ./hack/gendocs -out docs/flags.md
 
 vet:
 	$(GO) vet ./...

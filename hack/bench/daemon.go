@@ -110,7 +110,7 @@ func startDaemon(ctx context.Context, c config, s daemonSpec) (*benchDaemon, err
 	if s.measured {
 		// One watch of all bound pods, as the daemon is run for a node with
 		// thousands of pods: the API server cuts a watch on one node's pods
-		// off under such bursts (BENCHMARKS.md, "One watch of all bound pods").
+		// off under such bursts (BENCHMARKS.md, "Defaults the figures chose").
 		args = append(args, "--shared-pod-watch")
 		args = append(args, c.daemonArgs...)
 		env = append(env, c.daemonEnv...)

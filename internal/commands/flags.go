@@ -21,6 +21,16 @@ import (
 // at once.
 const statusReportFrequency = 5 * time.Minute
 
+// FlagGroupAnnotation is the annotation, on each of the root command's
+// flags, that names the group --help shows it in, so that docs/flags.md
+// (hack/gendocs) groups them the same way.
+const FlagGroupAnnotation = "virtual-kubelet.io/flag-group"
+
+// DocDefaultAnnotation is the annotation, on a flag whose default depends on
+// the machine (the host name), that says in words what the default is: a
+// generated page must not depend on where it was generated.
+const DocDefaultAnnotation = "virtual-kubelet.io/doc-default"
+
 // flagGroup is a titled set of flags, shown together in --help.
 type flagGroup struct {
 	title string
@@ -66,6 +76,7 @@ func (o *Options) flagGroups() []flagGroup {
 			if env := envFor(f.Name); env != "" {
 				f.Usage += " (env " + env + ")"
 			}
+			_ = fs.SetAnnotation(f.Name, FlagGroupAnnotation, []string{title})
 		})
 		return flagGroup{title, fs}
 	}
@@ -87,6 +98,7 @@ func (p *ProviderOptions) addFlags(fs *pflag.FlagSet) {
 func (n *NodeOptions) addFlags(fs *pflag.FlagSet) {
 	hostname, _ := os.Hostname()
 	fs.StringVar(&n.NodeName, "nodename", strings.ToLower(hostname), "name of the Node to register; with --node-count above 1, the prefix of the nodes' names")
+	_ = fs.SetAnnotation("nodename", DocDefaultAnnotation, []string{"the host name, in lower case"})
 	fs.IntVar(&n.NodeCount, "node-count", 1, "register this many nodes from one process, named NODENAME-0 ... NODENAME-(N-1), each with its own provider, lease and kubelet API on --listen-port + i")
 	fs.StringVar(&n.OperatingSystem, "os", "linux", "operating system the node runs pods for (kubernetes.io/os label)")
 	fs.StringVar(&n.NodeIP, "node-ip", "", "the Node's InternalIP, where the API server reaches the kubelet API; default: the address of the default route's interface")

@@ -63,7 +63,7 @@ func (p *Provider) remotePod(pod *corev1.Pod) (*corev1.Pod, error) {
 		spec.Hostname = pod.Name
 	}
 
-	// A's service account token cannot be served by B (see the README):
+	// A's service account token cannot be served by B (docs/providers/kubernetes.md):
 	// the projected kube-api-access volume is dropped and B mounts none.
 	spec.ServiceAccountName, spec.DeprecatedServiceAccount = "", ""
 	spec.AutomountServiceAccountToken = ptr.To(false)

@@ -2,7 +2,7 @@
 // need: a certificate authority and the leaf certificates it signs, each
 // with a P-256 key, in memory.
 //
-// It uses the standard library only, so that hack/endpointfloor, which
+// It uses the standard library only, so that hack/bench/endpointfloor, which
 // measures what a bare Go process pays for its endpoints, can link it
 // without growing the floor it measures.
 package testpki
