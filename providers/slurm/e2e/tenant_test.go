@@ -329,3 +329,27 @@ func TestDaemonRefusesRoot(t *testing.T) {
 		}
 	}
 }
+
+// TestLogBounds: a container writing 1 GiB to stdout leaves at most the
+// default 10Mi x 5 of log on disk, and kubectl logs shows its newest line.
+func TestLogBounds(t *testing.T) {
+	n, _, ns := runningNode(t)
+	pod := n.create(t, n.pod(ns, "loud", shell("main", `dd if=/dev/zero bs=1M count=1024 2>/dev/null | tr '\0' x; echo; echo the-end; sleep 3600`)))
+	eventually(t, "the loud pod's last line", func() (bool, string) {
+		out := n.kubectl(t, "-n", ns, "logs", "loud", "--tail=1")
+		return out == "the-end\n", out
+	})
+	files, err := filepath.Glob(filepath.Join(n.dir, "work", string(pod.UID), "c", "main", "log*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil {
+			total += st.Size()
+		}
+	}
+	if len(files) == 0 || total > 60<<20 {
+		t.Errorf("%d log files holding %d bytes, want at most 60 MiB", len(files), total)
+	}
+}
