@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -169,10 +168,9 @@ func (n *slurmNode) floorPass(t *testing.T, jobs int) benchTimes {
 		t.Fatal(err)
 	}
 	// The floor submits and cancels as the pods' tenant does.
-	cmd := n.host.Command(ctx, "bash", "-c", floorScript, "floor", strconv.Itoa(jobs), strconv.Itoa(benchWorkers), marks)
+	cmd := n.host.Command(ctx, "setpriv", append(asUser(t, tenantA), "bash", "-c", floorScript, "floor", strconv.Itoa(jobs), strconv.Itoa(benchWorkers), marks)...)
 	cmd.Env = append(os.Environ(), "SLURM_CONF="+filepath.Join(n.dir, "slurm.conf"))
 	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: tenantCredential(t, tenantA)}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the floor pass: %v\n%s", err, out)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
@@ -36,14 +37,21 @@ func tenantCredential(t *testing.T, name string) *syscall.Credential {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{uint32(gid)}}
 }
 
+// asUser is setpriv's arguments that run the rest of its command line as
+// a tenant user: entering the node host's network namespace needs root,
+// so the host's command drops to the user itself.
+func asUser(t *testing.T, name string) []string {
+	c := tenantCredential(t, name)
+	return []string{fmt.Sprintf("--reuid=%d", c.Uid), fmt.Sprintf("--regid=%d", c.Gid), "--clear-groups", "--"}
+}
+
 // asTenant runs a command in the node's host as a tenant's user, as that
 // user could by hand, and returns its combined output and error.
 func (n *slurmNode) asTenant(t *testing.T, name string, argv ...string) (string, error) {
 	t.Helper()
-	cmd := n.host.Command(context.Background(), argv[0], argv[1:]...)
+	cmd := n.host.Command(context.Background(), "setpriv", append(asUser(t, name), argv...)...)
 	cmd.Env = append(os.Environ(), "SLURM_CONF="+filepath.Join(n.dir, "slurm.conf"))
 	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: tenantCredential(t, name)}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -161,7 +169,7 @@ func TestSubPathSymlinkAttack(t *testing.T) {
 	n.create(t, pod)
 	var logs string
 	eventually(t, "the attack's output", func() (bool, string) {
-		logs = n.kubectl(t, "-n", ns, "logs", "subpath")
+		logs = n.kubectl(t, "-n", ns, "logs", "subpath", "-c", "main")
 		return strings.Contains(logs, "done"), logs
 	})
 	if logs != "x\ndone\n" {
