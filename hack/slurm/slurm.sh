@@ -112,7 +112,8 @@ start() {
 	# the key and the daemons' state stay root's.
 	chmod 0711 "$dir"
 	chmod 0755 "$dir/munge"
-	chmod 0700 "$dir/munge-key" "$dir/state" "$dir/spool"
+	# slurmd keeps its spool open to the jobs' users: their scripts run from it.
+	chmod 0700 "$dir/munge-key" "$dir/state"
 	[[ -f $dir/munge-key/munge.key ]] || mungekey --create --keyfile="$dir/munge-key/munge.key"
 	[[ -f $dir/slurm.conf ]] || write_conf
 	export SLURM_CONF=$dir/slurm.conf
