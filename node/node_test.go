@@ -95,7 +95,7 @@ func TestConditionTimesAcrossUpdates(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond)
 
 	same := &corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
-	if n.setDesired(same) {
+	if n.setDesired(context.Background(), same) {
 		t.Error("a status-only update reported an object change")
 	}
 	n.touchConditions()
@@ -108,7 +108,7 @@ func TestConditionTimesAcrossUpdates(t *testing.T) {
 	}
 
 	changed := &corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}}}
-	n.setDesired(changed)
+	n.setDesired(context.Background(), changed)
 	n.touchConditions()
 	if c := n.desired.Status.Conditions[0]; !c.LastTransitionTime.After(first.LastTransitionTime.Time) {
 		t.Errorf("transition time did not move on a status change: %v -> %v", first.LastTransitionTime, c.LastTransitionTime)
@@ -135,7 +135,7 @@ func TestSetDesiredReportsObjectChanges(t *testing.T) {
 			n := &NodeController{desired: base.DeepCopy()}
 			update := base.DeepCopy()
 			tc.change(update)
-			if got := n.setDesired(update); got != tc.want {
+			if got := n.setDesired(context.Background(), update); got != tc.want {
 				t.Fatalf("setDesired = %v, want %v", got, tc.want)
 			}
 			if !reflect.DeepEqual(n.Node().Labels, update.Labels) || !reflect.DeepEqual(n.Node().Spec, update.Spec) {
