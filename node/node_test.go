@@ -83,7 +83,7 @@ func TestKeepTransitionTimes(t *testing.T) {
 // The heartbeat moves on every write; the transition time only when a
 // provider update changes a condition's status.
 func TestConditionTimesAcrossUpdates(t *testing.T) {
-	n := &NodeController{desired: &corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+	n := &NodeController{labels: NewNodeLabelGuard(""), desired: &corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
 		{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
 	}}}}
 	n.touchConditions()
@@ -115,6 +115,26 @@ func TestConditionTimesAcrossUpdates(t *testing.T) {
 	}
 }
 
+// TestSetDesiredRestrictsLabels: a provider's update that only adds
+// labels NodeRestriction forbids changes nothing.
+func TestSetDesiredRestrictsLabels(t *testing.T) {
+	base := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"a": "1", corev1.LabelHostname: "n"}}}
+	n := &NodeController{name: "n", labels: NewNodeLabelGuard("n"), desired: base.DeepCopy()}
+	update := base.DeepCopy()
+	update.Labels["node-role.kubernetes.io/control-plane"] = ""
+	update.Labels[corev1.LabelHostname] = "other"
+	if n.setDesired(context.Background(), update) {
+		t.Error("forbidden labels changed the node")
+	}
+	if got := n.Node().Labels; !reflect.DeepEqual(got, base.Labels) {
+		t.Errorf("labels %v, want %v", got, base.Labels)
+	}
+	update.Labels["b"] = "2"
+	if !n.setDesired(context.Background(), update) || n.Node().Labels["b"] != "2" {
+		t.Errorf("an allowed label beside them did not arrive: %v", n.Node().Labels)
+	}
+}
+
 func TestSetDesiredReportsObjectChanges(t *testing.T) {
 	base := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"a": "1"}},
@@ -132,7 +152,7 @@ func TestSetDesiredReportsObjectChanges(t *testing.T) {
 		{"unschedulable", func(n *corev1.Node) { n.Spec.Unschedulable = true }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := &NodeController{desired: base.DeepCopy()}
+			n := &NodeController{labels: NewNodeLabelGuard("n"), desired: base.DeepCopy()}
 			update := base.DeepCopy()
 			tc.change(update)
 			if got := n.setDesired(context.Background(), update); got != tc.want {
