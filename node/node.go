@@ -38,6 +38,8 @@ type NodeController struct { //nolint:revive
 	nodes v1.NodeInterface
 	// name of the Node; the provider's updates cannot change it.
 	name string
+	// labels restricts the labels the provider's updates set.
+	labels *NodeLabelGuard
 
 	leases coordclientset.LeaseInterface
 	// lease is the lease as our last write left it, nil when unknown; only
@@ -105,6 +107,7 @@ func NewNodeController(p NodeProvider, node *corev1.Node, nodes v1.NodeInterface
 		done:           make(chan struct{}),
 	}
 	n.reported.Store(n.desired.DeepCopy())
+	n.labels = NewNodeLabelGuard(n.name)
 	for _, o := range opts {
 		if err := o(n); err != nil {
 			return nil, err
@@ -238,12 +241,14 @@ func (n *NodeController) onProviderStatus(node *corev1.Node) {
 	}
 }
 
-// setDesired takes the provider's node as the one to write: its labels,
-// annotations, spec and status. It reports whether more than the status
-// changed, which takes more than a status write.
-func (n *NodeController) setDesired(node *corev1.Node) (objectChanged bool) {
+// setDesired takes the provider's node as the one to write: its labels
+// (those NodeRestriction allows, see NodeLabelGuard), annotations, spec and
+// status. It reports whether more than the status changed, which takes
+// more than a status write.
+func (n *NodeController) setDesired(ctx context.Context, node *corev1.Node) (objectChanged bool) {
 	next := n.desired.DeepCopy()
-	next.Labels, next.Annotations, next.Spec, next.Status = node.Labels, node.Annotations, node.Spec, node.Status
+	next.Labels = n.labels.Restrict(ctx, n.desired.Labels, node.Labels)
+	next.Annotations, next.Spec, next.Status = node.Annotations, node.Spec, node.Status
 	keepTransitionTimes(n.desired.Status.Conditions, next.Status.Conditions)
 	objectChanged = !apiequality.Semantic.DeepEqual(n.desired.Labels, next.Labels) ||
 		!apiequality.Semantic.DeepEqual(n.desired.Annotations, next.Annotations) ||
@@ -306,7 +311,7 @@ func (n *NodeController) controlLoop(ctx context.Context) error {
 			}
 		case node := <-n.statusUpdates:
 			write := n.writeStatus
-			if n.setDesired(node) {
+			if n.setDesired(ctx, node) {
 				write = n.writeNode
 			}
 			if err := write(ctx); err != nil {

@@ -108,3 +108,17 @@ func WithNodeWatch(w NodeWatch) NodeControllerOpt {
 		return nil
 	}
 }
+
+// WithNodeLabelGuard has the controller restrict the labels the provider
+// reports with g, the guard that already restricted the provider's labels
+// in the Node given to NewNodeController, so that a refused label is named
+// once in all. Without it the controller has a guard of its own.
+func WithNodeLabelGuard(g *NodeLabelGuard) NodeControllerOpt {
+	return func(n *NodeController) error {
+		if g == nil || g.nodeName != n.name {
+			return fmt.Errorf("node controller: the label guard must be node %s's", n.name)
+		}
+		n.labels = g
+		return nil
+	}
+}

@@ -83,7 +83,7 @@ func TestKeepTransitionTimes(t *testing.T) {
 // The heartbeat moves on every write; the transition time only when a
 // provider update changes a condition's status.
 func TestConditionTimesAcrossUpdates(t *testing.T) {
-	n := &NodeController{desired: &corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+	n := &NodeController{labels: NewNodeLabelGuard(""), desired: &corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
 		{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
 	}}}}
 	n.touchConditions()
@@ -95,7 +95,7 @@ func TestConditionTimesAcrossUpdates(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond)
 
 	same := &corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
-	if n.setDesired(same) {
+	if n.setDesired(context.Background(), same) {
 		t.Error("a status-only update reported an object change")
 	}
 	n.touchConditions()
@@ -108,10 +108,30 @@ func TestConditionTimesAcrossUpdates(t *testing.T) {
 	}
 
 	changed := &corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}}}
-	n.setDesired(changed)
+	n.setDesired(context.Background(), changed)
 	n.touchConditions()
 	if c := n.desired.Status.Conditions[0]; !c.LastTransitionTime.After(first.LastTransitionTime.Time) {
 		t.Errorf("transition time did not move on a status change: %v -> %v", first.LastTransitionTime, c.LastTransitionTime)
+	}
+}
+
+// TestSetDesiredRestrictsLabels: a provider's update that only adds
+// labels NodeRestriction forbids changes nothing.
+func TestSetDesiredRestrictsLabels(t *testing.T) {
+	base := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"a": "1", corev1.LabelHostname: "n"}}}
+	n := &NodeController{name: "n", labels: NewNodeLabelGuard("n"), desired: base.DeepCopy()}
+	update := base.DeepCopy()
+	update.Labels["node-role.kubernetes.io/control-plane"] = ""
+	update.Labels[corev1.LabelHostname] = "other"
+	if n.setDesired(context.Background(), update) {
+		t.Error("forbidden labels changed the node")
+	}
+	if got := n.Node().Labels; !reflect.DeepEqual(got, base.Labels) {
+		t.Errorf("labels %v, want %v", got, base.Labels)
+	}
+	update.Labels["b"] = "2"
+	if !n.setDesired(context.Background(), update) || n.Node().Labels["b"] != "2" {
+		t.Errorf("an allowed label beside them did not arrive: %v", n.Node().Labels)
 	}
 }
 
@@ -132,10 +152,10 @@ func TestSetDesiredReportsObjectChanges(t *testing.T) {
 		{"unschedulable", func(n *corev1.Node) { n.Spec.Unschedulable = true }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := &NodeController{desired: base.DeepCopy()}
+			n := &NodeController{labels: NewNodeLabelGuard("n"), desired: base.DeepCopy()}
 			update := base.DeepCopy()
 			tc.change(update)
-			if got := n.setDesired(update); got != tc.want {
+			if got := n.setDesired(context.Background(), update); got != tc.want {
 				t.Fatalf("setDesired = %v, want %v", got, tc.want)
 			}
 			if !reflect.DeepEqual(n.Node().Labels, update.Labels) || !reflect.DeepEqual(n.Node().Spec, update.Spec) {

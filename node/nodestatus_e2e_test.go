@@ -395,3 +395,36 @@ func sharedNodeWatch(t *testing.T, c *testcluster.Cluster, name string) *nodeuti
 	})
 	return w
 }
+
+// TestProviderCannotClaimLabels has the provider report its node as the
+// control plane, with another node's hostname, beside labels a kubelet
+// may set: the Node in the API server gets only the allowed ones.
+func TestProviderCannotClaimLabels(t *testing.T) {
+	c := testcluster.Shared(t)
+	ctx := context.Background()
+	np, name := startNodeWith(t, c, func(name string) *corev1.Node {
+		n := nodeSpec(name)
+		n.Labels[corev1.LabelHostname] = name
+		return n
+	})
+
+	hostile := nodeSpec(name)
+	hostile.Labels["node-role.kubernetes.io/control-plane"] = ""
+	hostile.Labels["node-restriction.kubernetes.io/pool"] = "trusted"
+	hostile.Labels[corev1.LabelHostname] = "other"
+	hostile.Labels[corev1.LabelTopologyZone] = "z1"
+	hostile.Labels["example.com/x"] = "y"
+	if err := np.UpdateStatus(ctx, hostile); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the allowed labels on the Node", func() (bool, string) {
+		n := getNode(t, c, name)
+		return n.Labels[corev1.LabelTopologyZone] == "z1" && n.Labels["example.com/x"] == "y", fmt.Sprint(n.Labels)
+	})
+	n := getNode(t, c, name)
+	_, controlPlane := n.Labels["node-role.kubernetes.io/control-plane"]
+	_, pool := n.Labels["node-restriction.kubernetes.io/pool"]
+	if controlPlane || pool || n.Labels[corev1.LabelHostname] != name {
+		t.Errorf("the provider claimed labels: %v", n.Labels)
+	}
+}

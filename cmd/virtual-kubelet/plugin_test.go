@@ -51,10 +51,18 @@ type plugin struct {
 // sock; mockConfig is its --provider-config, if any.
 func startPlugin(t *testing.T, name, sock, mockConfig string) *plugin {
 	t.Helper()
-	p := &plugin{args: []string{"plugin", "--provider", "mock", "--nodename", name, "--listen", "unix://" + sock}, output: &childproc.Output{}}
+	args := []string{"--provider", "mock", "--nodename", name, "--listen", "unix://" + sock}
 	if mockConfig != "" {
-		p.args = append(p.args, "--provider-config", mockConfig)
+		args = append(args, "--provider-config", mockConfig)
 	}
+	return startPluginWith(t, args...)
+}
+
+// startPluginWith runs `virtual-kubelet plugin` with args until the test
+// ends.
+func startPluginWith(t *testing.T, args ...string) *plugin {
+	t.Helper()
+	p := &plugin{args: append([]string{"plugin"}, args...), output: &childproc.Output{}}
 	p.restart(t)
 	t.Cleanup(func() {
 		if !p.Exited() {

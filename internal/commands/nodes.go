@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"fmt"
+	"maps"
 	"runtime"
 	"strings"
 
@@ -127,7 +128,8 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		}
 		return nil, nil, fmt.Errorf("provider %s: %w", o.Provider.Name, err)
 	}
-	spec := nodeSpec(ctx, o, name, p)
+	labels := node.NewNodeLabelGuard(name)
+	spec := nodeSpec(ctx, o, name, p, labels)
 	cfg := nodeutil.Config{
 		Client:               client,
 		Node:                 spec,
@@ -148,7 +150,7 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 			}
 		},
 	}
-	cfg.NodeOptions = append(cfg.NodeOptions, node.WithNodeStatusUpdateInterval(o.Node.StatusReportFrequency))
+	cfg.NodeOptions = append(cfg.NodeOptions, node.WithNodeStatusUpdateInterval(o.Node.StatusReportFrequency), node.WithNodeLabelGuard(labels))
 	if sh.pods != nil {
 		cfg.PodInformer = sh.pods.For(name)
 		cfg.NodeOptions = append(cfg.NodeOptions, node.WithNodeWatch(sh.nodeWatch))
@@ -165,8 +167,9 @@ const (
 )
 
 // nodeSpec is the Node the daemon registers: what schedulers and users
-// select on, what the provider says the node has, and where its kubelet API is.
-func nodeSpec(ctx context.Context, o *Options, name string, p node.Provider) *corev1.Node {
+// select on, what the provider says the node has (its labels as labels
+// allows), and where its kubelet API is.
+func nodeSpec(ctx context.Context, o *Options, name string, p node.Provider, labels *node.NodeLabelGuard) *corev1.Node {
 	capacity := p.Capacity(ctx)
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
@@ -208,9 +211,9 @@ func nodeSpec(ctx context.Context, o *Options, name string, p node.Provider) *co
 		n.Spec.Taints = []corev1.Taint{{Key: o.Node.TaintKey, Value: value, Effect: corev1.TaintEffect(o.Node.TaintEffect)}}
 	}
 	if d, ok := p.(node.NodeDecorator); ok {
-		for k, v := range d.NodeLabels() {
-			n.Labels[k] = v
-		}
+		proposed := maps.Clone(n.Labels)
+		maps.Copy(proposed, d.NodeLabels())
+		n.Labels = labels.Restrict(ctx, n.Labels, proposed)
 		n.Spec.Taints = append(n.Spec.Taints, d.NodeTaints()...)
 	}
 	n.Labels[nodeTypeLabel] = nodeTypeValue // ours: the daemon finds its Nodes by it

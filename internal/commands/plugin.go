@@ -6,11 +6,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,6 +26,10 @@ type pluginOptions struct {
 	pprofAddr string
 	// The plugin's side of mutual TLS, for a host:port listener.
 	tlsCert, tlsKey, tlsClientCA string
+	// insecure serves a host:port listener without TLS, on request only.
+	insecure bool
+	// socketMode is the permission of a unix socket listener, in octal.
+	socketMode string
 }
 
 // newPluginCommand serves a built-in provider as a provider plugin, for a
@@ -58,6 +60,8 @@ endpoint.`,
 	f.StringVar(&o.tlsCert, "tls-cert-file", "", "the plugin's serving certificate (PEM), for mutual TLS")
 	f.StringVar(&o.tlsKey, "tls-key-file", "", "its private key (PEM)")
 	f.StringVar(&o.tlsClientCA, "tls-client-ca-file", "", "the CA (PEM) that signed the daemon's client certificate")
+	f.BoolVar(&o.insecure, "insecure", false, "serve a host:port --listen without TLS: anyone who reaches the port controls every pod (tests only)")
+	f.StringVar(&o.socketMode, "socket-mode", "0600", "the permission bits (octal) of a unix:// --listen socket: who may connect")
 	return cmd
 }
 
@@ -65,13 +69,13 @@ func runPlugin(cmd *cobra.Command, o *pluginOptions) error {
 	if o.provider == "" || o.listen == "" {
 		return errors.New("plugin: --provider and --listen are required")
 	}
+	l, err := o.listener(cmd)
+	if err != nil {
+		return fmt.Errorf("plugin: %w", err)
+	}
 	var opts []grpc.ServerOption
-	if o.tlsCert != "" || o.tlsKey != "" || o.tlsClientCA != "" {
-		creds, err := serverTLS(o.tlsCert, o.tlsKey, o.tlsClientCA)
-		if err != nil {
-			return fmt.Errorf("plugin: %w", err)
-		}
-		opts = append(opts, grpc.Creds(creds))
+	if l.tls != nil {
+		opts = append(opts, grpc.Creds(l.tls))
 	}
 	initFunc, err := provider.Get(o.provider)
 	if err != nil {
@@ -82,7 +86,7 @@ func runPlugin(cmd *cobra.Command, o *pluginOptions) error {
 	if err != nil {
 		return fmt.Errorf("provider %s: %w", o.provider, err)
 	}
-	lis, err := listenPlugin(o.listen)
+	lis, err := l.listen()
 	if err != nil {
 		return err
 	}
@@ -91,6 +95,9 @@ func runPlugin(cmd *cobra.Command, o *pluginOptions) error {
 			lis.Close()
 			return err
 		}
+	}
+	if o.insecure {
+		fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: --insecure: serving %s without TLS or client authentication: anyone who reaches it can create pods, read their Secrets and exec into them\n", o.listen)
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "serving provider %s for node %s on %s\n", o.provider, o.nodeName, o.listen)
 	return providerserver.Serve(ctx, lis, p, opts...)
@@ -116,21 +123,6 @@ func servePluginPprof(ctx context.Context, addr string) error {
 	}()
 	go srv.Serve(lis) //nolint:errcheck // ends with ErrServerClosed when ctx does
 	return nil
-}
-
-// listenPlugin opens a unix socket (replacing the one a plugin that died left) or
-// a TCP address.
-func listenPlugin(addr string) (net.Listener, error) {
-	path, ok := strings.CutPrefix(addr, "unix://")
-	if !ok {
-		return net.Listen("tcp", addr)
-	}
-	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() == fs.ModeSocket {
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("--listen %s: %w", addr, err)
-		}
-	}
-	return net.Listen("unix", path)
 }
 
 // serverTLS is mutual TLS: the plugin's certificate, and only clients with

@@ -35,6 +35,34 @@ func TestSubcommandHelp(t *testing.T) {
 	}
 }
 
+// TestPluginListenFlags: --listen, the TLS flags, --insecure and
+// --socket-mode are checked together before the provider starts, each
+// contradiction in one line naming the flags.
+func TestPluginListenFlags(t *testing.T) {
+	sock := "unix://" + filepath.Join(t.TempDir(), "p.sock")
+	tls := []string{"--tls-cert-file", "c", "--tls-key-file", "k", "--tls-client-ca-file", "ca"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen", "127.0.0.1:1"}, "plugin: --listen 127.0.0.1:1 is TCP: set --tls-cert-file, --tls-key-file and --tls-client-ca-file (mutual TLS), or --insecure to serve it unauthenticated"},
+		{[]string{"--listen", "127.0.0.1:1", "--tls-cert-file", "c"}, "--tls-cert-file, --tls-key-file and --tls-client-ca-file go together"},
+		{append([]string{"--listen", "127.0.0.1:1", "--insecure"}, tls...), "--insecure and the --tls-* flags contradict each other"},
+		{[]string{"--listen", "127.0.0.1:1", "--insecure", "--socket-mode", "0600"}, "--socket-mode is for a unix:// --listen"},
+		{[]string{"--listen", sock, "--insecure"}, "--insecure is for a host:port --listen"},
+		{append([]string{"--listen", sock}, tls...), "are for a host:port --listen, not a unix socket"},
+		{[]string{"--listen", sock, "--socket-mode", "0999"}, `--socket-mode "0999": want octal permission bits`},
+		{[]string{"--listen", sock, "--socket-mode", "01777"}, `--socket-mode "01777": want octal permission bits`},
+		{[]string{"--listen", "unix://p.sock"}, "a unix socket needs an absolute path"},
+		{[]string{"--listen", "tcp://127.0.0.1:1"}, "unix:///path/to.sock or host:port"},
+	} {
+		code, _, errOut := run(t, append([]string{"plugin", "--provider", "mock"}, tc.args...)...)
+		if code != 1 || !strings.Contains(errOut, tc.want) || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("%v: exit %d, %q; want one line with %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
 // TestPluginServesMutualTLS: `virtual-kubelet plugin` on host:port with
 // mutual TLS answers --provider grpc with the client certificate, and no
 // one without it.
