@@ -299,6 +299,8 @@ func TestKubernetesProviderTrustBoundary(t *testing.T) {
 			p := compliant(name, tc.node.name)
 			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "used", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: used}}})
 			createAs(t, tenantA, p)
+			// They use creds too, whose collection the next test awaits.
+			t.Cleanup(func() { _ = tenantA.CoreV1().Pods(tc.ns).Delete(context.Background(), name, deleteNow) })
 			waitPod(t, tc.a.Client, tc.ns, name, "Running", isRunning)
 		}
 		if _, err := tc.b.Client.CoreV1().Secrets(tc.remoteNS).Get(ctx, copyName(used), metav1.GetOptions{}); err != nil {
@@ -347,22 +349,6 @@ func TestKubernetesProviderTrustBoundary(t *testing.T) {
 			return len(r) == 1 && r[0].UID == recreated.UID && isRunning(&r[0]) && isRunning(p) && p.Status.PodIP == r[0].Status.PodIP
 		})
 
-		// What A's pods use still crosses, the ephemeral containers of A's
-		// included: an ephemeral container A's tenant adds to a bait pod
-		// gets its Secret copied.
-		bait, err := tenantA.CoreV1().Pods(tc.ns).Get(ctx, "bait-patched", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		bait.Spec.EphemeralContainers = append(bait.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
-			Name: "debug", Image: "busybox", EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: debug}}}}}})
-		if _, err := tenantA.CoreV1().Pods(tc.ns).UpdateEphemeralContainers(ctx, bait.Name, bait, metav1.UpdateOptions{}); err != nil {
-			t.Fatalf("A's tenant adds an ephemeral container: %v", err)
-		}
-		eventually(t, "the copy of "+debug+", which A's ephemeral container uses, in B", func() (bool, string) {
-			_, err := tc.b.Client.CoreV1().Secrets(tc.remoteNS).Get(ctx, copyName(debug), metav1.GetOptions{})
-			return err == nil, fmt.Sprint(err)
-		})
 		// Three changes of the bait pods' Secret reach B, one after the
 		// other: at least three rounds of resync and collection ran with
 		// both attacks in place, and none copied the victim.
@@ -387,6 +373,23 @@ func TestKubernetesProviderTrustBoundary(t *testing.T) {
 				return string(c.Data["value"]) == value, string(c.Data["value"])
 			})
 		}
+
+		// What A's pods use still crosses, the ephemeral containers of A's
+		// included: an ephemeral container A's tenant adds to a bait pod
+		// gets its Secret copied.
+		bait, err := tenantA.CoreV1().Pods(tc.ns).Get(ctx, "bait-patched", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bait.Spec.EphemeralContainers = append(bait.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+			Name: "debug", Image: "busybox", EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: debug}}}}}})
+		if _, err := tenantA.CoreV1().Pods(tc.ns).UpdateEphemeralContainers(ctx, bait.Name, bait, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("A's tenant adds an ephemeral container: %v", err)
+		}
+		eventually(t, "the copy of "+debug+", which A's ephemeral container uses, in B", func() (bool, string) {
+			_, err := tc.b.Client.CoreV1().Secrets(tc.remoteNS).Get(ctx, copyName(debug), metav1.GetOptions{})
+			return err == nil, fmt.Sprint(err)
+		})
 		secrets, err := tc.b.Client.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
