@@ -28,7 +28,7 @@ func tenant(t *testing.T, c *testcluster.Cluster, ns string) kubernetes.Interfac
 	ctx := context.Background()
 	user := testcluster.UniqueName("tenant")
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{""}, Resources: []string{"pods", "pods/log", "pods/exec", "configmaps", "secrets"}, Verbs: []string{"*"},
+		APIGroups: []string{""}, Resources: []string{"pods", "pods/log", "pods/exec", "pods/ephemeralcontainers", "configmaps", "secrets"}, Verbs: []string{"*"},
 	}}}
 	if _, err := c.Client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -277,6 +277,137 @@ func TestKubernetesProviderTrustBoundary(t *testing.T) {
 		if _, err := tc.b.Client.CoreV1().Pods(tc.remoteNS).Get(ctx, "forged", metav1.GetOptions{}); err != nil {
 			t.Errorf("the forged pod was deleted: %v", err)
 		}
+	})
+
+	t.Run("harmless: B's pod specs choose nothing of A's", func(t *testing.T) {
+		// A Secret of A's tenant no pod of A uses, the Secret the bait pods
+		// use, and one only an ephemeral container of A's adds.
+		victim, used, debug := testcluster.UniqueName("victim"), testcluster.UniqueName("used"), testcluster.UniqueName("debug")
+		victimValue := testcluster.UniqueName("the-victims-value")
+		for name, value := range map[string]string{victim: victimValue, used: "v0", debug: "debugging"} {
+			if _, err := tenantA.CoreV1().Secrets(tc.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name},
+				StringData: map[string]string{"value": value}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		copyName := func(name string) string { return "a." + tc.node.name + "." + tc.ns + "." + name }
+		// B's tenant's references are optional, so its containers run in B
+		// until the copy appears.
+		victimRef := corev1.LocalObjectReference{Name: copyName(victim)}
+		stealEnv := corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: victimRef, Optional: ptr.To(true)}}
+		for _, name := range []string{"bait-patched", "bait-recreated"} {
+			p := compliant(name, tc.node.name)
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "used", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: used}}})
+			createAs(t, tenantA, p)
+			// They use creds too, whose collection the next test awaits.
+			t.Cleanup(func() { _ = tenantA.CoreV1().Pods(tc.ns).Delete(context.Background(), name, deleteNow) })
+			waitPod(t, tc.a.Client, tc.ns, name, "Running", isRunning)
+		}
+		if _, err := tc.b.Client.CoreV1().Secrets(tc.remoteNS).Get(ctx, copyName(used), metav1.GetOptions{}); err != nil {
+			t.Fatalf("the copy of %s, which A's bait pods use: %v", used, err)
+		}
+
+		// Attack 1: an ephemeral container added in B through its
+		// subresource, its env from the victim's copy-to-be.
+		patched := tc.remotePods(t)["bait-patched"][0]
+		patched.Spec.EphemeralContainers = append(patched.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+			Name: "steal", Image: "busybox", EnvFrom: []corev1.EnvFromSource{stealEnv}}})
+		if _, err := tenantB.CoreV1().Pods(tc.remoteNS).UpdateEphemeralContainers(ctx, patched.Name, &patched, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("B's tenant patches ephemeralcontainers: %v", err)
+		}
+
+		// Attack 2: the pod deleted in B and made again with its signed
+		// metadata and a spec of B's tenant's, which mounts the victim's
+		// copy-to-be. The provider may make its own pod again first: then
+		// B's tenant tries again.
+		var recreated *corev1.Pod
+		eventually(t, "B's tenant's pod in place of bait-recreated", func() (bool, string) {
+			ours := tc.remotePods(t)["bait-recreated"]
+			if len(ours) != 1 {
+				return false, fmt.Sprintf("%d pods in B", len(ours))
+			}
+			forged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: ours[0].Name, Labels: ours[0].Labels, Annotations: ours[0].Annotations,
+				OwnerReferences: ours[0].OwnerReferences}, Spec: *ours[0].Spec.DeepCopy()}
+			if _, stolen := forged.Labels["stolen"]; stolen {
+				recreated = &ours[0]
+				return true, ""
+			}
+			forged.Labels["stolen"] = "" // not signed, so the signature still holds
+			forged.Spec.Volumes = append(forged.Spec.Volumes, corev1.Volume{Name: "steal", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: victimRef.Name, Optional: ptr.To(true)}}})
+			forged.Spec.Containers[0].EnvFrom = append(forged.Spec.Containers[0].EnvFrom, stealEnv)
+			if err := tenantB.CoreV1().Pods(tc.remoteNS).Delete(ctx, ours[0].Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0),
+				Preconditions: &metav1.Preconditions{UID: &ours[0].UID}}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				t.Fatal(err)
+			}
+			_, err := tenantB.CoreV1().Pods(tc.remoteNS).Create(ctx, forged, metav1.CreateOptions{})
+			return false, fmt.Sprint("recreated: ", err)
+		})
+		// The provider takes it for its own: A's pod runs on, with its IP.
+		waitPod(t, tc.a.Client, tc.ns, "bait-recreated", "Running on B's tenant's pod", func(p *corev1.Pod) bool {
+			r := tc.remotePods(t)["bait-recreated"]
+			return len(r) == 1 && r[0].UID == recreated.UID && isRunning(&r[0]) && isRunning(p) && p.Status.PodIP == r[0].Status.PodIP
+		})
+
+		// Three changes of the bait pods' Secret reach B, one after the
+		// other: at least three rounds of resync and collection ran with
+		// both attacks in place, and none copied the victim.
+		for i := 1; i <= 3; i++ {
+			value := fmt.Sprintf("v%d", i)
+			secret, err := tenantA.CoreV1().Secrets(tc.ns).Get(ctx, used, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			secret.Data["value"] = []byte(value)
+			if _, err := tenantA.CoreV1().Secrets(tc.ns).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the copy of "+used+" in B at "+value, func() (bool, string) {
+				if _, err := tc.b.Client.CoreV1().Secrets(tc.remoteNS).Get(ctx, victimRef.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					t.Fatalf("A's %s/%s was copied into B as %s for a pod spec of B's: %v", tc.ns, victim, victimRef.Name, err)
+				}
+				c, err := tc.b.Client.CoreV1().Secrets(tc.remoteNS).Get(ctx, copyName(used), metav1.GetOptions{})
+				if err != nil {
+					return false, err.Error()
+				}
+				return string(c.Data["value"]) == value, string(c.Data["value"])
+			})
+		}
+
+		// What A's pods use still crosses, the ephemeral containers of A's
+		// included: an ephemeral container A's tenant adds to a bait pod
+		// gets its Secret copied.
+		bait, err := tenantA.CoreV1().Pods(tc.ns).Get(ctx, "bait-patched", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bait.Spec.EphemeralContainers = append(bait.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+			Name: "debug", Image: "busybox", EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: debug}}}}}})
+		if _, err := tenantA.CoreV1().Pods(tc.ns).UpdateEphemeralContainers(ctx, bait.Name, bait, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("A's tenant adds an ephemeral container: %v", err)
+		}
+		eventually(t, "the copy of "+debug+", which A's ephemeral container uses, in B", func() (bool, string) {
+			_, err := tc.b.Client.CoreV1().Secrets(tc.remoteNS).Get(ctx, copyName(debug), metav1.GetOptions{})
+			return err == nil, fmt.Sprint(err)
+		})
+		secrets, err := tc.b.Client.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range secrets.Items {
+			if string(s.Data["value"]) == victimValue {
+				t.Errorf("A's %s/%s is in B as %s/%s", tc.ns, victim, s.Namespace, s.Name)
+			}
+		}
+		// The attacks are still in place: they were tried, and failed.
+		attacked := tc.remotePods(t)
+		if p := attacked["bait-patched"]; len(p) != 1 || len(p[0].Spec.EphemeralContainers) != 1 {
+			t.Errorf("bait-patched in B lost B's tenant's ephemeral container: %+v", p)
+		}
+		if p := attacked["bait-recreated"]; len(p) != 1 || p[0].UID != recreated.UID {
+			t.Errorf("bait-recreated in B is no longer B's tenant's pod: %+v", p)
+		}
+		noJewelsInB(t)
 	})
 
 	t.Run("harmless: two nodes in one namespace of B", func(t *testing.T) {

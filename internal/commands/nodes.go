@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	corev1informers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -104,6 +105,17 @@ func (sh *shared) stop() {
 func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP string, sh *shared) (*nodeutil.Node, node.Provider, error) {
 	client := sh.client
 	core := sh.factory.Core().V1()
+	// The node's pods: the provider reads the informer its pod controller
+	// works from.
+	var pods corev1informers.PodInformer
+	var podFactory informers.SharedInformerFactory
+	if sh.pods != nil {
+		pods = sh.pods.For(name)
+	} else {
+		podFactory = informers.NewSharedInformerFactoryWithOptions(client, o.Client.FullResyncPeriod,
+			nodeutil.PodInformerFilter(name), informers.WithTransform(nodeutil.TrimPods))
+		pods = podFactory.Core().V1().Pods()
+	}
 	initProvider, err := provider.Get(o.Provider.Name)
 	if err != nil {
 		return nil, nil, err
@@ -116,6 +128,8 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		DaemonPort:      port,
 		ClusterDomain:   o.Client.ClusterDomain,
 		ResourceManager: &provider.ResourceManager{
+			Pods:       pods.Lister(),
+			PodsSynced: pods.Informer().HasSynced,
 			ConfigMaps: core.ConfigMaps().Lister(),
 			Secrets:    core.Secrets().Lister(),
 			Services:   core.Services().Lister(),
@@ -138,6 +152,7 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		InformerResyncPeriod: o.Client.FullResyncPeriod,
 		DisableLease:         !o.Node.EnableNodeLease,
 		InformerFactory:      sh.nodeInformers(),
+		PodInformerFactory:   podFactory,
 		EventRecorder:        sh.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "virtual-kubelet", Host: name}),
 		ConfigurePodController: func(c *node.PodControllerConfig) {
 			c.ProviderCallObserver = metrics.ObserveProviderCall
@@ -152,7 +167,7 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 	}
 	cfg.NodeOptions = append(cfg.NodeOptions, node.WithNodeStatusUpdateInterval(o.Node.StatusReportFrequency), node.WithNodeLabelGuard(labels))
 	if sh.pods != nil {
-		cfg.PodInformer = sh.pods.For(name)
+		cfg.PodInformer = pods
 		cfg.NodeOptions = append(cfg.NodeOptions, node.WithNodeWatch(sh.nodeWatch))
 	}
 	n, err := nodeutil.New(cfg)

@@ -10,13 +10,20 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
 	"github.com/vkubelet/virtual-kubelet/node"
 )
 
-// ResourceManager reads the objects pods refer to.
+// ResourceManager reads the node's pods and the objects they refer to.
 type ResourceManager struct {
+	// Pods lists the node's pods, from the informer the pod controller
+	// works from: the pods it hands to the provider.
+	Pods corev1listers.PodLister
+	// PodsSynced reports whether Pods has listed them all once; until
+	// then a pod missing from Pods may exist.
+	PodsSynced cache.InformerSynced
 	ConfigMaps corev1listers.ConfigMapLister
 	Secrets    corev1listers.SecretLister
 	Services   corev1listers.ServiceLister
@@ -38,7 +45,8 @@ type InitConfig struct {
 	// ClusterDomain is the cluster's DNS domain (--cluster-domain), for the
 	// DNS search path of pods with the ClusterFirst policy.
 	ClusterDomain string
-	// ResourceManager reads ConfigMaps, Secrets and Services.
+	// ResourceManager reads the node's pods, ConfigMaps, Secrets and
+	// Services.
 	ResourceManager *ResourceManager
 	// KubeClient talks to the API server.
 	KubeClient kubernetes.Interface

@@ -48,10 +48,3 @@ func (n namer) remoteName(namespace, name string) (string, error) {
 	}
 	return remote, nil
 }
-
-// sourceName is the name in A's namespace of the object B names remote, or
-// ok false for a name this namer did not give.
-func (n namer) sourceName(namespace, remote string) (name string, ok bool) {
-	name, ok = strings.CutPrefix(remote, n.namePrefix(namespace))
-	return name, ok && name != ""
-}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 	"github.com/vkubelet/virtual-kubelet/node/log"
@@ -34,12 +35,15 @@ const copyGrace = 3 * objectResyncInterval
 // B uses any more.
 //
 // What is copied is decided by A alone: CreatePod copies what A's pod
-// refers to; the resync and the collection follow the references of the
-// pods this node made in B (signed, see AnnotationSignature), which are
-// those of A's pods, as a pod's volumes and env cannot change. The labels
-// and annotations of B's ConfigMaps and Secrets decide nothing: a copy is
-// touched only if its signature says this node made it, so an object of
-// B's users is never written, adopted nor deleted.
+// refers to; the resync and the collection follow the references of A's
+// pods (their specs in A, ephemeral containers included) that this node
+// made a pod for in B (see inUse). B's pod specs are never read for it:
+// the signature covers a pod's metadata only, and a writer in B can add
+// ephemeral containers to a signed pod, or make it again with its
+// metadata and another spec. The labels and annotations of B's ConfigMaps
+// and Secrets decide nothing either: a copy is touched only if its
+// signature says this node made it, so an object of B's users is never
+// written, adopted nor deleted.
 type objectSync struct {
 	p     *Provider
 	kinds map[string]copyKind
@@ -193,14 +197,20 @@ func (c *copier[T]) remove(ctx context.Context, namespace, name string, uid type
 	return c.client(namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 }
 
+// copyPlace is the namespace and name in B of the copy of A's object
+// namespace/name.
+func (p *Provider) copyPlace(namespace, name string) (remoteNamespace, remoteName string, err error) {
+	if remoteNamespace, err = p.names.remoteNamespace(namespace); err != nil {
+		return "", "", err
+	}
+	remoteName, err = p.names.remoteName(namespace, name)
+	return remoteNamespace, remoteName, err
+}
+
 // copyMeta is the metadata of B's copy of A's object namespace/name of kind,
 // signed.
 func (p *Provider) copyMeta(kind, namespace, name string) (metav1.ObjectMeta, error) {
-	ns, err := p.names.remoteNamespace(namespace)
-	if err != nil {
-		return metav1.ObjectMeta{}, err
-	}
-	remoteName, err := p.names.remoteName(namespace, name)
+	ns, remoteName, err := p.copyPlace(namespace, name)
 	if err != nil {
 		return metav1.ObjectMeta{}, err
 	}
@@ -232,11 +242,11 @@ func (s *objectSync) copyFor(ctx context.Context, pod *corev1.Pod) (release func
 	var keys []string
 	for _, kind := range copyKinds {
 		for _, r := range refs[kind] {
-			meta, err := s.p.copyMeta(kind, pod.Namespace, r.name)
+			ns, name, err := s.p.copyPlace(pod.Namespace, r.name)
 			if err != nil {
 				return nil, err
 			}
-			keys = append(keys, copyKey(kind, meta.Namespace, meta.Name))
+			keys = append(keys, copyKey(kind, ns, name))
 		}
 	}
 	release = s.use(keys)
@@ -299,31 +309,42 @@ func (s *objectSync) endCollecting(key string, uid types.UID, gone bool) {
 }
 
 // run brings every copy in B in line with its source, and collects the
-// copies no pod uses, until ctx ends.
+// copies no pod uses, until ctx ends. It starts once A's pods are listed:
+// until then every copy would look unused.
 func (s *objectSync) run(ctx context.Context) {
+	if !cache.WaitForCacheSync(ctx.Done(), s.p.local.PodsSynced) {
+		return
+	}
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		s.resync(ctx)
 		s.collect(ctx)
 	}, objectResyncInterval)
 }
 
-// sourceRef is an object of A a pod of this node in B uses.
+// sourceRef is an object of A a pod of this node uses.
 type sourceRef struct{ kind, namespace, name string }
 
-// inUse returns the objects of A the pods this node made in B use, by the
-// copyKey of their copies. Pods of B's users are not looked at.
+// inUse returns the objects of A in use, by the copyKey of their copies:
+// those the specs of A's pods refer to, ephemeral containers included,
+// for each pod of A this node made a pod for in B (B's signed pod, of the
+// same UID, is there). Only the metadata of B's pods is read, which the
+// signature covers; their specs, which a writer in B can change, are not,
+// and pods of B's users are not looked at.
 func (s *objectSync) inUse() map[string]sourceRef {
 	out := map[string]sourceRef{}
 	for _, obj := range s.p.pods.GetStore().List() {
-		pod := obj.(*corev1.Pod)
-		namespace, _, _, ok := s.p.trust.sourceOf(pod)
+		namespace, name, uid, ok := s.p.trust.sourceOf(obj.(*corev1.Pod))
 		if !ok {
 			continue
 		}
+		pod, err := s.p.local.Pods.Pods(namespace).Get(name)
+		if err != nil || pod.UID != uid {
+			continue // A's pod is gone, or B's is an older one's
+		}
 		for kind, refs := range referencedObjects(&pod.Spec) {
 			for _, r := range refs {
-				if name, ok := s.p.names.sourceName(namespace, r.name); ok {
-					out[copyKey(kind, pod.Namespace, r.name)] = sourceRef{kind, namespace, name}
+				if copyNS, copyName, err := s.p.copyPlace(namespace, r.name); err == nil {
+					out[copyKey(kind, copyNS, copyName)] = sourceRef{kind, namespace, r.name}
 				}
 			}
 		}

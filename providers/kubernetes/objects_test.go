@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,9 +32,10 @@ func newIndexer(t *testing.T, objs ...any) cache.Indexer {
 
 // objectsProvider is a test provider of cfg whose A holds ConfigMaps
 // "unused", "used", "fresh", "settings" and Secret "creds" of namespace
-// team and Secret kube-system/topsecret, and whose B holds remote (also in
-// B's informers).
-func objectsProvider(t *testing.T, cfg Config, remote ...runtime.Object) (*Provider, *fake.Clientset) {
+// team, Secret kube-system/topsecret and the node's pods in the indexer
+// returned (none at first), and whose B holds remote (also in B's
+// informers).
+func objectsProvider(t *testing.T, cfg Config, remote ...runtime.Object) (*Provider, *fake.Clientset, cache.Indexer) {
 	t.Helper()
 	var cms, secrets []any
 	for _, o := range remote {
@@ -52,14 +54,34 @@ func objectsProvider(t *testing.T, cfg Config, remote ...runtime.Object) (*Provi
 	for _, name := range []string{"unused", "used", "fresh", "settings"} {
 		local = append(local, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name}, Data: map[string]string{"k": "v"}})
 	}
+	localPods := newIndexer(t)
 	p.local = &provider.ResourceManager{
+		Pods:       corev1listers.NewPodLister(localPods),
+		PodsSynced: func() bool { return true },
 		ConfigMaps: corev1listers.NewConfigMapLister(newIndexer(t, local...)),
 		Secrets: corev1listers.NewSecretLister(newIndexer(t,
 			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "topsecret"}, Data: map[string][]byte{"token": []byte("root")}},
 			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "creds"}, Data: map[string][]byte{"password": []byte("hunter2")}})),
 	}
 	p.objects = newObjectSync(p, corev1listers.NewConfigMapLister(newIndexer(t, cms...)), corev1listers.NewSecretLister(newIndexer(t, secrets...)))
-	return p, client
+	return p, client, localPods
+}
+
+// madeInB adds pod to A's pods of the node and the pod the provider makes
+// of it to B's informer, and returns the latter.
+func madeInB(t *testing.T, p *Provider, localPods cache.Indexer, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	remote, err := p.remotePod(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := localPods.Add(pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.pods.GetStore().Add(remote); err != nil {
+		t.Fatal(err)
+	}
+	return remote
 }
 
 // copyOf is the copy this node makes in B of A's ConfigMap team/name.
@@ -101,14 +123,8 @@ func TestCollectCopies(t *testing.T) {
 	ctx := context.Background()
 	p0 := testProvider(t, Config{})
 	unused, used, fresh := copyOf(t, p0, "unused", "u1"), copyOf(t, p0, "used", "u2"), copyOf(t, p0, "fresh", "u3")
-	p, client := objectsProvider(t, Config{}, unused, used, fresh)
-	remote, err := p.remotePod(podUsing("used"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.pods.GetStore().Add(remote); err != nil {
-		t.Fatal(err)
-	}
+	p, client, localPods := objectsProvider(t, Config{}, unused, used, fresh)
+	madeInB(t, p, localPods, podUsing("used"))
 	freshKey := copyKey(kindConfigMap, fresh.Namespace, fresh.Name)
 	p.objects.use([]string{freshKey})() // a CreatePod just done with it
 
@@ -137,7 +153,7 @@ func TestCollectCopies(t *testing.T) {
 // a pod creation using another proceeds; one using that copy waits for the
 // deletion and then copies again.
 func TestCollectionDoesNotBlockCreation(t *testing.T) {
-	p, client := objectsProvider(t, Config{})
+	p, client, _ := objectsProvider(t, Config{})
 	s := p.objects
 	if !s.startCollecting("configmap/from-a/x") {
 		t.Fatal("an unused copy was not collectable")
@@ -187,7 +203,7 @@ func TestForgedCopies(t *testing.T) {
 		Labels:      map[string]string{LabelNode: "vk-b", LabelSourceNamespace: "kube-system", LabelSourceUID: "x"},
 		Annotations: map[string]string{AnnotationSourceName: "thief"}},
 		Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "a.vk-b.kube-system.topsecret"}}}}}}
-	p, client := objectsProvider(t, Config{}, forged, replayed, squatter)
+	p, client, _ := objectsProvider(t, Config{}, forged, replayed, squatter)
 	if err := p.pods.GetStore().Add(forgedPod); err != nil {
 		t.Fatal(err)
 	}
@@ -216,5 +232,84 @@ func TestForgedCopies(t *testing.T) {
 	p.remoteDeleted(forgedPod)
 	if pods, err := p.GetPods(ctx); err != nil || len(pods) != 0 || len(notified) != 0 {
 		t.Errorf("a forged pod was taken for this node's: GetPods %v %v, notified %v", pods, err, notified)
+	}
+}
+
+// TestInUseFromAPodsOnly: what is copied follows the specs of A's pods,
+// ephemeral containers included, for the pods this node made in B. A
+// writer in B who adds an ephemeral container to a signed pod, or makes
+// the pod again with its metadata and another spec, naming the copy of a
+// Secret of A no pod of A uses, gets nothing copied; nor does a pod of A
+// the provider made no pod for in B.
+func TestInUseFromAPodsOnly(t *testing.T) {
+	ctx := context.Background()
+	p, client, localPods := objectsProvider(t, Config{})
+	stolen := "a.vk-b.team.creds" // the copy-to-be of team/creds, which no pod of A uses
+	steal := corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: stolen}}}
+
+	// B's pod of p-used, with an ephemeral container added in B.
+	patched := madeInB(t, p, localPods, podUsing("used"))
+	patched.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+		Name: "steal", Image: "busybox", EnvFrom: []corev1.EnvFromSource{steal}}}}
+	// B's pod of p-fresh, made again in B with its metadata and B's spec.
+	recreated := madeInB(t, p, localPods, podUsing("fresh"))
+	recreated.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i", EnvFrom: []corev1.EnvFromSource{steal}}},
+		Volumes: []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: stolen}}}}}
+	for _, pod := range []*corev1.Pod{patched, recreated} {
+		if err := p.pods.GetStore().Update(pod); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, ok := p.trust.sourceOf(pod); !ok {
+			t.Fatalf("B's pod %s no longer signed: the attack is not the one meant", pod.Name)
+		}
+	}
+	// A's pod p-debug: its ephemeral container, which B's pod has not,
+	// uses ConfigMap settings.
+	debug := podUsing("unused")
+	debug.Name, debug.UID = "p-debug", "uid-debug"
+	debug.Spec.Volumes = nil
+	debug.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+		Name: "debug", Image: "busybox", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}}}}}}}
+	madeInB(t, p, localPods, debug)
+	// A's pods using Secret creds have no pod of this node in B: one is
+	// not there yet (or was refused), one is a new pod of an old one's
+	// name, one is gone from A.
+	usesCreds := func(name string) *corev1.Pod {
+		pod := podUsing("unused")
+		pod.Name, pod.UID = name, k8stypes.UID("uid-"+name)
+		pod.Spec.Volumes = []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "creds"}}}}
+		return pod
+	}
+	if err := localPods.Add(usesCreds("p-pending")); err != nil {
+		t.Fatal(err)
+	}
+	madeInB(t, p, localPods, usesCreds("p-replaced"))
+	replaced := usesCreds("p-replaced")
+	replaced.UID = "uid-new"
+	if err := localPods.Update(replaced); err != nil {
+		t.Fatal(err)
+	}
+	gone := usesCreds("p-gone")
+	madeInB(t, p, localPods, gone)
+	if err := localPods.Delete(gone); err != nil {
+		t.Fatal(err)
+	}
+
+	want := map[string]sourceRef{
+		"configmap/from-a/a.vk-b.team.used":     {kindConfigMap, "team", "used"},
+		"configmap/from-a/a.vk-b.team.fresh":    {kindConfigMap, "team", "fresh"},
+		"configmap/from-a/a.vk-b.team.settings": {kindConfigMap, "team", "settings"},
+	}
+	if got := p.objects.inUse(); !reflect.DeepEqual(got, want) {
+		t.Errorf("in use:\n got %v\nwant %v", got, want)
+	}
+	p.objects.resync(ctx)
+	if exists(t, client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "from-a", Name: stolen}}) {
+		t.Errorf("A's team/creds was copied to B as %s", stolen)
+	}
+	for _, name := range []string{"used", "fresh", "settings"} {
+		if !exists(t, client, copyOf(t, p, name, "")) {
+			t.Errorf("the copy of A's ConfigMap team/%s, which A's pods use, was not made", name)
+		}
 	}
 }

@@ -12,8 +12,8 @@
 //
 // What crosses over: the pod's spec with A's scheduling stripped (B's comes
 // from the config), and copies of the ConfigMaps and Secrets its volumes and
-// env use, kept in sync with A and deleted once no pod of the node in B uses
-// them. The pod controller resolves what only A knows in the env (downward
+// env use, kept in sync with A and deleted once no pod of the node uses
+// them, as A's pod specs say (B's are never read for it). The pod controller resolves what only A knows in the env (downward
 // API fields but the pod's IPs, which B gives; A's service links) and keeps
 // the ConfigMap and Secret references, which point at the copies in B: no
 // Secret value is written into B's pod spec. The ServiceAccount token volume
@@ -30,6 +30,7 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -125,6 +126,9 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 	remoteMetrics, err := metricsclient.NewForConfig(restCfg)
 	if err != nil {
 		return nil, fmt.Errorf("remote cluster: %w", err)
+	}
+	if rm := ic.ResourceManager; rm == nil || rm.Pods == nil || rm.PodsSynced == nil || rm.ConfigMaps == nil || rm.Secrets == nil {
+		return nil, errors.New("the kubernetes provider reads the node's pods, ConfigMaps and Secrets in the daemon's cluster: it runs in the daemon, not as a plugin")
 	}
 	p := &Provider{
 		cfg:          cfg,

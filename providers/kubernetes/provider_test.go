@@ -21,7 +21,7 @@ import (
 func TestNamespacesOfB(t *testing.T) {
 	ctx := context.Background()
 	foreign := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a-theirs", Labels: map[string]string{LabelSourceNamespace: "theirs"}}}
-	p, client := objectsProvider(t, Config{NamespacePrefix: "a-", PodSecurity: "restricted"}, foreign)
+	p, client, _ := objectsProvider(t, Config{NamespacePrefix: "a-", PodSecurity: "restricted"}, foreign)
 
 	pod := restrictedPod()
 	if err := p.CreatePod(ctx, pod); err != nil {

@@ -24,12 +24,6 @@ func TestRemoteNames(t *testing.T) {
 	if n1 != "a.vk-b.a-b.c" || n2 != "a.vk-b.a.b-c" || n3 != "a.vk-b.a.b.c" || other != "a.vk-c.a-b.c" {
 		t.Errorf("names: %s %s %s %s", n1, n2, n3, other)
 	}
-	if name, ok := one.sourceName("a", n3); !ok || name != "b.c" {
-		t.Errorf("sourceName(%s) = %q, %v", n3, name, ok)
-	}
-	if _, ok := one.sourceName("a", other); ok {
-		t.Errorf("another node's name %s was taken for this node's", other)
-	}
 	if _, err := one.remoteName("ns", strings.Repeat("x", 250)); err == nil || !errdefs.IsInvalidInput(err) || !strings.Contains(err.Error(), "must be no more than 253 characters") {
 		t.Errorf("name past 253 characters: %v", err)
 	}
