@@ -132,4 +132,3 @@ func FuzzStatsSummary(f *testing.F) {
 		}
 	})
 }
-
