@@ -104,18 +104,22 @@ func FuzzStatsSummary(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
+	// The summary the handler serves: each input's, decoded afresh on each
+	// request as a plugin's answer is (the fuzz function runs one input at
+	// a time).
+	var current []byte
+	h := api.PodHandler(api.PodHandlerConfig{
+		GetStatsSummary: func(context.Context) (*statsv1alpha1.Summary, error) {
+			var s statsv1alpha1.Summary
+			err := json.Unmarshal(current, &s)
+			return &s, err
+		},
+	}, false)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var summary statsv1alpha1.Summary
-		if json.Unmarshal(data, &summary) != nil {
+		if json.Unmarshal(data, new(statsv1alpha1.Summary)) != nil {
 			return // the grpc provider refuses it, naming the call
 		}
-		h := api.PodHandler(api.PodHandlerConfig{
-			GetStatsSummary: func(context.Context) (*statsv1alpha1.Summary, error) {
-				var s statsv1alpha1.Summary // a fresh one each time, as a plugin's answer is
-				err := json.Unmarshal(data, &s)
-				return &s, err
-			},
-		}, false)
+		current = data
 		for _, target := range []string{"/stats/summary", "/stats/summary?only_cpu_and_memory=true", api.MetricsResourceRouteSuffix} {
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, target, nil))
