@@ -22,7 +22,7 @@ func loadConfig(path string) (*Config, error) {
 // positive timeouts, a unix socket endpoint without TLS or a host:port one
 // with TLS or insecure: true, and written back loads the same.
 func FuzzConfig(f *testing.F) {
-	for _, seed := range []string{
+	fuzzconfig.Fuzz(f, []string{
 		"endpoint: unix:///run/vk/plugin.sock\n",
 		"endpoint: 127.0.0.1:19999\ninsecure: true\ncallTimeout: 5s\nconnectTimeout: 1m\n",
 		"endpoint: plugin.example:443\ntls: {caFile: /ca.pem, certFile: /c.pem, keyFile: /k.pem, serverName: plugin}\n",
@@ -35,14 +35,7 @@ func FuzzConfig(f *testing.F) {
 		"endpoint: h:1\ninsecure: true\ncallTimeout: forever\n",
 		"endpoint: [",
 		"",
-	} {
-		f.Add([]byte(seed))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg := fuzzconfig.Check(t, data, loadConfig)
-		if cfg == nil {
-			return
-		}
+	}, loadConfig, func(t *testing.T, cfg *Config) {
 		if cfg.CallTimeout.Duration <= 0 || cfg.ConnectTimeout.Duration <= 0 {
 			t.Fatalf("timeouts %s and %s accepted", cfg.CallTimeout.Duration, cfg.ConnectTimeout.Duration)
 		}

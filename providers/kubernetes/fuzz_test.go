@@ -103,7 +103,7 @@ func FuzzRemotePod(f *testing.F) {
 // has its defaults filled in and no annotation prefix under the provider's
 // own, and written back loads the same (fuzzconfig.Check).
 func FuzzLoadConfig(f *testing.F) {
-	for _, seed := range []string{
+	fuzzconfig.Fuzz(f, []string{
 		"remote: {kubeconfig: /}\nnamespace: from-a\nsourceCluster: a\nsigningKeyFile: /k\n",
 		"remote: {inCluster: true, qps: 500, burst: 1000}\nnamespacePrefix: a-\nsourceCluster: a\nsigningKeyFile: /k\n" +
 			"capacity: {cpu: \"64\", memory: 256Gi}\nnode: {labels: {topology.kubernetes.io/region: b}, taints: [{key: burst, value: \"true\", effect: NoSchedule}]}\n" +
@@ -117,14 +117,7 @@ func FuzzLoadConfig(f *testing.F) {
 		"{\"remote\": {\"inCluster\": true}, \"unknown\": 1}",
 		"remote: [",
 		"",
-	} {
-		f.Add([]byte(seed))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg := fuzzconfig.Check(t, data, LoadConfig)
-		if cfg == nil {
-			return
-		}
+	}, LoadConfig, func(t *testing.T, cfg *Config) {
 		if cfg.PodSecurity == "" || cfg.VolumeTypes == nil || cfg.AnnotationPrefixes == nil {
 			t.Fatalf("defaults not filled in: %+v", cfg)
 		}

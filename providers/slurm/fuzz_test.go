@@ -23,7 +23,7 @@ import (
 // exactly one kind and a capacity that parses, and written back loads the
 // same.
 func FuzzLoadConfig(f *testing.F) {
-	for _, seed := range []string{
+	fuzzconfig.Fuzz(f, []string{
 		"workDir: /shared/vk\nimages: {busybox: {host: true}}\n",
 		"partition: batch\naccount: physics\nqos: normal\nuser: vkjobs\nworkDir: /shared/vk/\nslurmBin: /usr/bin\nslurmConf: /etc/slurm/slurm.conf\n" +
 			"bwrap: /usr/bin/bwrap\npollInterval: 2s\nimages: {busybox: {host: true}, \"python:3.12\": {prefix: [/opt/py312/bin/python3]}, \"debian:12\": {root: /srv/images/debian12}}\n" +
@@ -38,14 +38,7 @@ func FuzzLoadConfig(f *testing.F) {
 		"workDir: /w\nslurmBin: bin\nimages: {busybox: {host: true}}\n",
 		"workDir: [",
 		"",
-	} {
-		f.Add([]byte(seed))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg := fuzzconfig.Check(t, data, LoadConfig)
-		if cfg == nil {
-			return
-		}
+	}, LoadConfig, func(t *testing.T, cfg *Config) {
 		for field, p := range map[string]string{"workDir": cfg.WorkDir, "slurmBin": cfg.SlurmBin, "bwrap": cfg.Bwrap} {
 			if !filepath.IsAbs(p) || field == "workDir" && filepath.Clean(p) != p {
 				t.Fatalf("%s %q accepted", field, p)

@@ -14,6 +14,19 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// Fuzz is the fuzz target of a loader: the seeds (files' contents), Check
+// on every input, and check on each config load accepted.
+func Fuzz[C any](f *testing.F, seeds []string, load func(path string) (*C, error), check func(*testing.T, *C)) {
+	for _, seed := range seeds {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if cfg := Check(t, data, load); cfg != nil {
+			check(t, cfg)
+		}
+	})
+}
+
 // File writes data to a file of its own under t's temporary directory and
 // returns its path.
 func File(t *testing.T, data []byte) string {
