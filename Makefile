@@ -20,7 +20,7 @@ IMAGE      ?= virtual-kubelet:$(VERSION)
 LDFLAGS    := -X github.com/vkubelet/virtual-kubelet/internal/version.Version=$(VERSION) \
               -X github.com/vkubelet/virtual-kubelet/internal/version.GitCommit=$(GIT_COMMIT)
 
-.PHONY: all build proto build-static image test run run-two-clusters run-slurm cluster-up cluster-down controlplane bench bench-ab docs vet fmt clean
+.PHONY: all build proto build-static image test fuzz run run-two-clusters run-slurm cluster-up cluster-down controlplane bench bench-ab docs vet fmt clean
 
 all: build
 
@@ -61,6 +61,12 @@ run-slurm: build ## local control plane + a one-node Slurm on loopback; node vk-
 
 test: ## go vet, unit and e2e tests, all with -race, against a real control plane
 	@BIN=$(BIN) hack/test.sh
+
+# How long `make fuzz` runs each target.
+FUZZTIME ?= 60s
+
+fuzz: ## every fuzz target for FUZZTIME, one after another, one worker each; crashers land in testdata/fuzz
+	@FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 # N pod counts for `make bench`; BENCH_ARGS adds flags (go run ./hack/bench -h).
 # Results, profiles and logs go outside the repository: it holds no bench output.

@@ -60,11 +60,13 @@ type Config struct {
 	// PodSecurity is the Pod Security Standards level pods must meet to
 	// cross to B, and the level enforced on the namespaces made in B.
 	PodSecurity string `json:"podSecurity,omitempty"`
-	// VolumeTypes are the volume sources (by field name) that may cross.
-	VolumeTypes []string `json:"volumeTypes,omitempty"`
+	// VolumeTypes are the volume sources (by field name) that may cross;
+	// left out, DefaultVolumeTypes. Not omitempty: an empty list (none may
+	// cross) written back must not become the defaults.
+	VolumeTypes []string `json:"volumeTypes"`
 	// AnnotationPrefixes are the prefixes of the annotations that cross;
-	// others are not copied.
-	AnnotationPrefixes []string `json:"annotationPrefixes,omitempty"`
+	// others are not copied. Not omitempty, as VolumeTypes.
+	AnnotationPrefixes []string `json:"annotationPrefixes"`
 	// RuntimeClasses maps A's runtimeClassName to B's; a pod naming a
 	// class not in the map is refused.
 	RuntimeClasses map[string]string `json:"runtimeClasses,omitempty"`

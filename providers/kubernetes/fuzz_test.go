@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	psapi "k8s.io/pod-security-admission/api"
 	"sigs.k8s.io/randfill"
+
+	"github.com/vkubelet/virtual-kubelet/internal/testing/fuzzconfig"
 )
 
 // FuzzRemotePod: whatever pod A hands over, remotePod does not panic, and
@@ -93,5 +95,36 @@ func FuzzRemotePod(f *testing.F) {
 				}
 			}
 		})
+	})
+}
+
+// FuzzLoadConfig: whatever the provider config file holds, LoadConfig does
+// not panic; a refusal names the file and the field; an accepted config
+// has its defaults filled in and no annotation prefix under the provider's
+// own, and written back loads the same (fuzzconfig.Check).
+func FuzzLoadConfig(f *testing.F) {
+	fuzzconfig.Fuzz(f, []string{
+		"remote: {kubeconfig: /}\nnamespace: from-a\nsourceCluster: a\nsigningKeyFile: /k\n",
+		"remote: {inCluster: true, qps: 500, burst: 1000}\nnamespacePrefix: a-\nsourceCluster: a\nsigningKeyFile: /k\n" +
+			"capacity: {cpu: \"64\", memory: 256Gi}\nnode: {labels: {topology.kubernetes.io/region: b}, taints: [{key: burst, value: \"true\", effect: NoSchedule}]}\n" +
+			"pods: {nodeSelector: {pool: burst}, tolerations: [{key: virtual-kubelet.io/provider, operator: Exists}], schedulerName: default-scheduler}\n" +
+			"podSecurity: restricted\nvolumeTypes: [configMap, emptyDir]\nannotationPrefixes: [mock.vkubelet.io/]\nruntimeClasses: {gvisor: runsc}\n",
+		"remote: {inCluster: true}\nnamespace: Bad_NS\nsourceCluster: a\nsigningKeyFile: /k\n",
+		"remote: {inCluster: true}\nnamespace: b\nsourceCluster: a\nsigningKeyFile: /k\nannotationPrefixes: [" + systemPrefix + "x]\n",
+		"remote: {inCluster: true, qps: -1}\n",
+		"remote: {inCluster: true}\nnamespace: b\nsourceCluster: a\nsigningKeyFile: /k\nderiveCapacity: true\ncapacity: {cpu: \"1\"}\n",
+		"remote: {inCluster: true}\nnamespace: b\nsourceCluster: a\nsigningKeyFile: /k\nnode: {taints: [{key: k, effect: Sometimes}]}\n",
+		"{\"remote\": {\"inCluster\": true}, \"unknown\": 1}",
+		"remote: [",
+		"",
+	}, LoadConfig, func(t *testing.T, cfg *Config) {
+		if cfg.PodSecurity == "" || cfg.VolumeTypes == nil || cfg.AnnotationPrefixes == nil {
+			t.Fatalf("defaults not filled in: %+v", cfg)
+		}
+		for _, prefix := range cfg.AnnotationPrefixes {
+			if prefix == "" || strings.HasPrefix(prefix, systemPrefix) {
+				t.Fatalf("annotation prefix %q accepted", prefix)
+			}
+		}
 	})
 }

@@ -1,6 +1,7 @@
 package mock
 
 import (
+	"math"
 	"strconv"
 	"time"
 
@@ -124,7 +125,10 @@ func parseScript(pod *corev1.Pod, container string) (script, error) {
 		}
 		return err
 	}
-	quantity := func(key string, dst *uint64, value func(resource.Quantity) uint64) error {
+	// usage reads a quantity as a whole number of unit (resource.Nano for
+	// nanocores, 0 for bytes), at most math.MaxInt64 of them: Quantity's
+	// figures wrap beyond that, and the stats would report garbage.
+	usage := func(key string, dst *uint64, unit resource.Scale) error {
 		name, v, ok := get(key)
 		if !ok {
 			return nil
@@ -133,7 +137,10 @@ func parseScript(pod *corev1.Pod, container string) (script, error) {
 		if err != nil || q.Sign() < 0 {
 			return errdefs.InvalidInputf("annotation %s: %q is not a valid quantity (e.g. 250m, 64Mi)", name, v)
 		}
-		*dst = value(q)
+		if limit := resource.NewScaledQuantity(math.MaxInt64, unit); q.Cmp(*limit) > 0 {
+			return errdefs.InvalidInputf("annotation %s: %q is above the maximum of %s", name, v, limit)
+		}
+		*dst = uint64(q.ScaledValue(unit))
 		return nil
 	}
 	for _, err := range []error{
@@ -141,8 +148,8 @@ func parseScript(pod *corev1.Pod, container string) (script, error) {
 		duration(AnnotationRunFor, &s.runFor, MinRunFor),
 		duration(AnnotationRestartDelay, &s.restartDelay, MinRestartDelay),
 		duration(AnnotationLogInterval, &s.logInterval, MinLogInterval),
-		quantity(AnnotationCPUUsage, &s.nanoCores, func(q resource.Quantity) uint64 { return uint64(q.MilliValue()) * 1_000_000 }),
-		quantity(AnnotationMemoryUsage, &s.memory, func(q resource.Quantity) uint64 { return uint64(q.Value()) }),
+		usage(AnnotationCPUUsage, &s.nanoCores, resource.Nano),
+		usage(AnnotationMemoryUsage, &s.memory, 0),
 	} {
 		if err != nil {
 			return s, err
