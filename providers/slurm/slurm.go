@@ -188,6 +188,11 @@ func (p *Provider) sinfoCapacity(ctx context.Context) (corev1.ResourceList, erro
 	}
 	var cpus, mem int64
 	for _, n := range nodes {
+		// sinfo's figures are a backend's bytes: nothing negative, nothing
+		// that wraps once summed and turned into bytes.
+		if n.CPUs < 0 || n.RealMemory < 0 || cpus > math.MaxInt32-n.CPUs || mem > (math.MaxInt64>>20)-n.RealMemory {
+			return nil, fmt.Errorf("sinfo --json: node %q reports %d CPUs and %d MiB, which the node's capacity cannot hold", n.Name, n.CPUs, n.RealMemory)
+		}
 		cpus += n.CPUs
 		mem += n.RealMemory
 	}

@@ -3,6 +3,7 @@ package slurm
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -91,16 +92,21 @@ func parseSlurmDuration(s string) (time.Duration, error) {
 	if err != nil || secs < 0 || secs >= 60 {
 		return 0, fmt.Errorf("%q is not [D-][HH:]MM:SS[.mmm]", s)
 	}
-	total := time.Duration(days)*24*time.Hour + time.Duration(secs*float64(time.Second))
-	units := []time.Duration{time.Minute, time.Hour}
+	// Summed in float seconds: a day count past what a Duration holds is
+	// an error, not a wrapped negative figure.
+	total := float64(days)*86400 + secs
+	units := []float64{60, 3600}
 	for i, p := range parts[:len(parts)-1] {
 		n, err := strconv.ParseInt(p, 10, 64)
 		if err != nil || n < 0 {
 			return 0, fmt.Errorf("%q is not [D-][HH:]MM:SS[.mmm]", s)
 		}
-		total += time.Duration(n) * units[len(parts)-2-i]
+		total += float64(n) * units[len(parts)-2-i]
 	}
-	return total, nil
+	if total*float64(time.Second) >= math.MaxInt64 {
+		return 0, fmt.Errorf("%q is longer than a duration holds", s)
+	}
+	return time.Duration(total * float64(time.Second)), nil
 }
 
 // parseSlurmBytes reads a size as Slurm prints it: bytes, or a number with
@@ -113,7 +119,7 @@ func parseSlurmBytes(s string) (uint64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || v < 0 {
+	if err != nil || !(v >= 0) || v*mult >= math.MaxUint64 {
 		return 0, fmt.Errorf("%q is not a size", s)
 	}
 	return uint64(v * mult), nil

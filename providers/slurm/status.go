@@ -22,6 +22,9 @@ const (
 	stateDeadline  = "DEADLINE"
 )
 
+// maxUnixTime is the first second of year 10000, past what RFC 3339 holds.
+const maxUnixTime = 253402300800
+
 // jobDone reports whether a job state is final.
 func jobDone(state string) bool {
 	switch state {
@@ -88,7 +91,9 @@ func podStatus(pod *corev1.Pod, v jobView) corev1.PodStatus {
 	state, reason := "", ""
 	if v.job != nil {
 		state, reason = v.job.State, v.job.Reason
-		if v.job.StartTime > 0 && state != statePending {
+		// A start past year 9999 cannot be written as RFC 3339: the API
+		// server would refuse the status.
+		if v.job.StartTime > 0 && v.job.StartTime < maxUnixTime && state != statePending {
 			t := metav1.NewTime(time.Unix(v.job.StartTime, 0))
 			s.StartTime = &t
 		}
