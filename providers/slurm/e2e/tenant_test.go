@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
@@ -359,5 +360,20 @@ func TestLogBounds(t *testing.T) {
 	}
 	if len(files) == 0 || total > 60<<20 {
 		t.Errorf("%d log files holding %d bytes, want at most 60 MiB", len(files), total)
+	}
+}
+
+// TestEmptyDirEviction: a pod writing past its emptyDir's sizeLimit is
+// evicted, as the kubelet evicts it: Failed, Evicted, naming the volume.
+func TestEmptyDirEviction(t *testing.T) {
+	n, _, ns := runningNode(t)
+	limit := resource.MustParse("1Mi")
+	pod := n.pod(ns, "full", shell("main", "head -c 5000000 /dev/zero > /data/fill; sleep 3600"))
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &limit}}}}
+	n.create(t, pod)
+	got := n.waitPod(t, ns, "full", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	if got.Status.Reason != "Evicted" || !strings.Contains(got.Status.Message, `EmptyDir volume "data" exceeds the limit "1Mi"`) {
+		t.Errorf("reason %q message %q, want Evicted naming the volume", got.Status.Reason, got.Status.Message)
 	}
 }
