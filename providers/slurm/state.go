@@ -80,7 +80,7 @@ func (p *Provider) records(ctx context.Context) ([]record, error) {
 // maxRecordBytes bounds a record: a pod object is at most about 1.5 MB.
 const maxRecordBytes = 4 << 20
 
-// readRegular reads at most limit bytes of a regular file without following
+// readRegular reads a regular file of at most limit bytes without following
 // a symlink in its last component and without waiting on a fifo or a
 // device: files in a pod directory are the tenant's, and a fifo there
 // must not stall the daemon.
@@ -90,5 +90,10 @@ func readRegular(name string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, limit))
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(data)) > limit {
+		// A cut file would be read as another plan or record.
+		err = fmt.Errorf("%s: larger than %d bytes", name, limit)
+	}
+	return data, err
 }
