@@ -155,8 +155,8 @@ func (p *Provider) writePodDir(pod *corev1.Pod, t *tenant, init, main []containe
 		"init":      nulList(names(init)),
 		"main":      nulList(names(main)),
 		"hostname":  []byte(hostname),
-		"hostpaths": nulList(p.cfg.HostPaths),
-		"hidden":    nulList(p.hiddenPaths()),
+		"hostpaths": p.hostPaths,
+		"hidden":    p.hidden,
 		"logmax":    fmt.Appendf(nil, "%d %d\n", p.cfg.logMaxBytes, p.cfg.ContainerLogMaxFiles),
 	}
 	for _, cp := range append(append([]containerPlan(nil), init...), main...) {

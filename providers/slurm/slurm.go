@@ -63,6 +63,9 @@ type Provider struct {
 	unsure map[types.UID]bool
 	// notify is the controller's callback; calls are serialised by mu.
 	notify func(*corev1.Pod)
+	// hostPaths and hidden are the pod directory's files of the same
+	// names, the same for every pod: made once.
+	hostPaths, hidden []byte
 	// ignored are the jobs, by ID, that carry this node's job name but are
 	// no pod's: logged once each.
 	ignored map[string]bool
@@ -125,6 +128,7 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 		unsure:     map[types.UID]bool{},
 		ignored:    map[string]bool{},
 	}
+	p.hostPaths, p.hidden = nulList(cfg.HostPaths), nulList(p.hiddenPaths())
 	if err := p.install(); err != nil {
 		return nil, fmt.Errorf("provider config %s: %w", ic.ConfigPath, err)
 	}
