@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
@@ -266,4 +267,15 @@ func (f *containerFS) holds() (used, pending, node int64) {
 	f.node.mu.Lock()
 	defer f.node.mu.Unlock()
 	return used, pending, f.node.held
+}
+
+// TestEventMessageIsBounded: a message quoting a name as long as a tar
+// header allows is cut to maxEventMessage, still valid UTF-8.
+func TestEventMessageIsBounded(t *testing.T) {
+	events := record.NewFakeRecorder(1)
+	podEvents{recorder: events}.warn("ns", "web", "uid", ReasonCopyRefused, strings.Repeat("é", 4000))
+	e := nextEvent(events)
+	if msg := strings.TrimPrefix(e, "Warning "+ReasonCopyRefused+" "); len(msg) > maxEventMessage || !strings.HasSuffix(msg, "...") || !utf8.ValidString(msg) {
+		t.Errorf("Event of %d bytes %q, want at most %d, valid, marked cut", len(msg), msg, maxEventMessage)
+	}
 }
