@@ -316,7 +316,8 @@ func TestAPIServerKilledWhilePodsFinishAndDelete(t *testing.T) {
 	cp := c.ControlPlane(t)
 	ctx := context.Background()
 	ns := c.Namespace(t)
-	d := startDaemon(t, c, nil)
+	// 64 workers: the 16 pods' DeletePod all hang, within the node's bound.
+	d := startDaemon(t, c, nil, "--pod-sync-workers", "64")
 	waitNodeReady(t, c.Client, d.name)
 
 	const n = 8

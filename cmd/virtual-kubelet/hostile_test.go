@@ -115,8 +115,8 @@ func checkMemory(t *testing.T, pid, pods int, when string) int64 {
 func TestHostileAnnotationsAreRejected(t *testing.T) {
 	c := testcluster.Shared(t)
 	ns := c.Namespace(t)
-	// Two workers, as a node of --node-count 25 has: one may hang.
-	d := startDaemon(t, c, nil, "--pod-sync-workers", "2")
+	// Four workers: one may hang (a quarter of them).
+	d := startDaemon(t, c, nil, "--pod-sync-workers", "4")
 	waitNodeReady(t, c.Client, d.name)
 	always := corev1.RestartPolicyAlways
 

@@ -120,6 +120,8 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 	if err != nil {
 		return nil, nil, err
 	}
+	// The pod controller and the provider record on the node's pods alike.
+	recorder := sh.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "virtual-kubelet", Host: name})
 	p, err := initProvider(ctx, provider.InitConfig{
 		ConfigPath:      o.Provider.Config,
 		NodeName:        name,
@@ -134,7 +136,9 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 			Secrets:    core.Secrets().Lister(),
 			Services:   core.Services().Lister(),
 		},
-		KubeClient: client,
+		KubeClient:     client,
+		EventRecorder:  recorder,
+		PodSyncWorkers: o.workersPerNode(),
 	})
 	if err != nil {
 		if o.Node.NodeCount > 1 {
@@ -153,7 +157,7 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		DisableLease:         !o.Node.EnableNodeLease,
 		InformerFactory:      sh.nodeInformers(),
 		PodInformerFactory:   podFactory,
-		EventRecorder:        sh.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "virtual-kubelet", Host: name}),
+		EventRecorder:        recorder,
 		ConfigurePodController: func(c *node.PodControllerConfig) {
 			c.ProviderCallObserver = metrics.ObserveProviderCall
 			c.QueueMetrics = metrics.QueueMetrics

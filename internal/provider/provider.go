@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/yaml"
 
 	"github.com/vkubelet/virtual-kubelet/node"
@@ -50,6 +51,14 @@ type InitConfig struct {
 	ResourceManager *ResourceManager
 	// KubeClient talks to the API server.
 	KubeClient kubernetes.Interface
+	// EventRecorder records Events on the node's pods, as the pod
+	// controller does, for what a provider refuses outside a provider call
+	// (a copy into a container, say); nil in a plugin process.
+	EventRecorder record.EventRecorder
+	// PodSyncWorkers is how many workers each of the node's pod controller
+	// queues has: a provider that makes calls wait (the mock's hang-calls)
+	// keeps most of them free. 0 when unknown (a plugin process).
+	PodSyncWorkers int
 }
 
 // InitFunc builds a provider. It returns a clear error, naming the file and

@@ -33,10 +33,13 @@ type config struct {
 	stateDir string
 	// faults apply to every pod (see faults.go).
 	faults faultSpec
+	// copiedBytes is what the node's containers hold, together, of files
+	// copied into them (see files.go).
+	copiedBytes int64
 }
 
 // configFields are the keys of a node's entry in its structured form.
-var configFields = []string{"capacity", "stateDir", "faults"}
+var configFields = []string{"capacity", "stateDir", "faults", "maxCopiedBytes"}
 
 // matchPattern finds the entry whose key is a shell pattern (path.Match:
 // "vk-*", "gpu-[0-3]") matching nodeName; of several, the longest pattern,
@@ -57,12 +60,14 @@ func matchPattern(nodes map[string]json.RawMessage, nodeName string) (string, js
 //
 //	{"vk0": {"cpu": "32", "memory": "256Gi", "pods": "5000", "nvidia.com/gpu": "8"}}
 //
-// or an object with any of capacity (as above), stateDir and faults (the
+// or an object with any of capacity (as above), stateDir, faults (the
 // fault annotations' names after "mock.vkubelet.io/", for every pod; GetPods
-// may be named too, and fail-for counts from the provider's start):
+// may be named too, and fail-for counts from the provider's start) and
+// maxCopiedBytes (what the node's containers hold together of files copied
+// into them, DefaultNodeCopiedBytes by default):
 //
 //	{"vk0": {"capacity": {"cpu": "32"}, "stateDir": "/var/lib/vk-mock/vk0",
-//	         "faults": {"fail-calls": "*", "fail-for": "5m"}}}
+//	         "faults": {"fail-calls": "*", "fail-for": "5m"}, "maxCopiedBytes": "1Gi"}}
 //
 // A key may also be a shell pattern ("vk-*") for the nodes of
 // --node-count that have no entry of their own; the longest matching
@@ -70,7 +75,7 @@ func matchPattern(nodes map[string]json.RawMessage, nodeName string) (string, js
 // Resources the node's entry leaves out keep their defaults. Errors name the
 // file, the node and the field.
 func loadConfig(path, nodeName string) (config, error) {
-	cfg := config{capacity: DefaultCapacity.DeepCopy()}
+	cfg := config{capacity: DefaultCapacity.DeepCopy(), copiedBytes: DefaultNodeCopiedBytes}
 	if path == "" {
 		return cfg, nil
 	}
@@ -149,6 +154,10 @@ func loadConfig(path, nodeName string) (config, error) {
 			if cfg.faults, err = parseFaults(faults, "", nodeCalls); err != nil {
 				return fail("faults: %v", err)
 			}
+		case "maxCopiedBytes":
+			if cfg.copiedBytes, err = parseBytes(value); err != nil {
+				return fail("maxCopiedBytes: %v", err)
+			}
 		default:
 			return fail("unknown field %q: a structured entry has %s (resources go under capacity)", key, strings.Join(configFields, ", "))
 		}
@@ -174,6 +183,24 @@ func parseCapacity(resources map[string]json.RawMessage, capacity corev1.Resourc
 		capacity[corev1.ResourceName(name)] = q
 	}
 	return nil
+}
+
+// parseBytes reads a positive whole number of bytes written as a quantity
+// string ("256Mi").
+func parseBytes(value json.RawMessage) (int64, error) {
+	var v string
+	if err := json.Unmarshal(value, &v); err != nil {
+		return 0, fmt.Errorf(`must be a quantity string such as "256Mi", got %s`, value)
+	}
+	q, err := resource.ParseQuantity(v)
+	if err != nil {
+		return 0, fmt.Errorf("invalid quantity %q: %v", v, err)
+	}
+	n, ok := q.AsInt64()
+	if !ok || n <= 0 {
+		return 0, fmt.Errorf("%q is not a positive whole number of bytes below 8Ei", v)
+	}
+	return n, nil
 }
 
 // describeJSONError turns a decoding error into one line with a position.

@@ -35,6 +35,8 @@ type session struct {
 	mounts func() []string
 	// fs holds the files written into the container.
 	fs *containerFS
+	// copyRefused records a refused copy into the container on its pod.
+	copyRefused func(message string)
 	// shell is set when attaching reaches an interactive shell (see
 	// isShell) rather than the container's output.
 	shell bool
@@ -114,7 +116,7 @@ func (p *Provider) session(ctx context.Context, namespace, podName, containerNam
 		env, pod, running = c.spec.env, ps.pod, c.status.State.Running != nil
 		mounted, mounts = p.mountedFiles(ps, c.spec)
 		if c.fs == nil {
-			c.fs = &containerFS{}
+			c.fs = &containerFS{node: p.copies}
 		}
 		fs = c.fs
 	}
@@ -126,6 +128,9 @@ func (p *Provider) session(ctx context.Context, namespace, podName, containerNam
 		return nil, errNotRunning(c)
 	}
 	s := &session{ctx: ctx, pod: pod, env: env, stdin: attach.Stdin(), stdout: io.Discard, stderr: io.Discard, tty: attach.TTY(), domain: p.domain, mounted: mounted, mounts: mounts, fs: fs, shell: shell, probes: probes, runStart: runStart, now: p.clock.Now}
+	s.copyRefused = func(message string) {
+		p.events.warn(pod.namespace, pod.name, pod.uid, ReasonCopyRefused, "kubectl cp refused: "+message)
+	}
 	if w := attach.Stdout(); w != nil {
 		s.stdout = w
 	}

@@ -30,7 +30,9 @@ const (
 	// ever.
 	AnnotationFailFor = "mock.vkubelet.io/fail-for"
 	// AnnotationHangCalls lists the calls (as AnnotationFailCalls) that
-	// block before doing their work.
+	// block before doing their work. At most a quarter of the node's
+	// pod-sync workers hang at once: a call past that runs at once, and the
+	// pod gets a Warning Event (ReasonHangRefused) naming the bound.
 	AnnotationHangCalls = "mock.vkubelet.io/hang-calls"
 	// AnnotationHangFor is how long each of those calls blocks, e.g. "10s",
 	// at most MaxHang; without it, until the caller's context is done or
@@ -179,6 +181,10 @@ func parseFaultDuration(values map[string]string, key, callsKey string, calls ca
 	return d, nil
 }
 
+// unknownWorkers is the pod-sync worker count the mock assumes when it is
+// not told (a plugin process): the fewest of which one hang is a quarter.
+const unknownWorkers = 4
+
 // faults is a provider's fault injection: the provider config's faults for
 // every pod, and the pods' own.
 type faults struct {
@@ -187,16 +193,38 @@ type faults struct {
 	start time.Time
 	// maxHang bounds a hang without hang-for: MaxHang.
 	maxHang time.Duration
+	// nodeName and workers (the node's pod-sync workers) are for the
+	// message of a refused hang; events records it on the pod.
+	nodeName string
+	workers  int
+	events   podEvents
+	// maxHanging is how many calls may hang at once at their pods'
+	// annotations: a quarter of the workers, so that pods asking for hangs
+	// never hold the workers every other pod of the node needs. The
+	// provider config's hangs are the operator's, and not counted.
+	maxHanging int
 
 	mu sync.Mutex
+	// hanging counts the calls hanging at their pods' annotations.
+	hanging int
 	// firstCall is when the mock first saw a call for a pod with a
 	// fail-for. A UID is forgotten when DeletePod does its work for it, so
 	// the map holds only pods the mock runs or is still asked about.
 	firstCall map[types.UID]time.Time
 }
 
-func newFaults(node faultSpec) *faults {
-	return &faults{node: node, start: time.Now(), maxHang: MaxHang, firstCall: map[types.UID]time.Time{}}
+// newFaults injects the provider config's faults (node) and the pods' into
+// the calls of node nodeName, whose pod controller queues have workers
+// workers each (0: unknown).
+func newFaults(nodeName string, node faultSpec, workers int, events podEvents) *faults {
+	if workers <= 0 {
+		workers = unknownWorkers
+	}
+	return &faults{
+		node: node, start: time.Now(), maxHang: MaxHang,
+		nodeName: nodeName, workers: workers, events: events, maxHanging: workers / 4,
+		firstCall: map[types.UID]time.Time{},
+	}
 }
 
 // injectFaults runs the faults of call c on pod before the call does its
@@ -252,8 +280,8 @@ func (p *Provider) forgetReplaced(pod *corev1.Pod) {
 }
 
 func (f *faults) inject(ctx context.Context, c call, namespace, name string, uid types.UID, pod faultSpec) (bool, error) {
-	if hang, d := f.hangs(c, pod); hang {
-		if err := f.sleep(ctx, d); err != nil {
+	if hang, d, own := f.hangs(c, pod); hang {
+		if err := f.hang(ctx, c, namespace, name, uid, d, own); err != nil {
 			return true, err
 		}
 	}
@@ -276,16 +304,53 @@ func (f *faults) inject(ctx context.Context, c call, namespace, name string, uid
 	return false, nil
 }
 
-// hangs says whether call c hangs, and for how long (0: until the context
-// is done); the pod's setting wins over the provider config's.
-func (f *faults) hangs(c call, pod faultSpec) (bool, time.Duration) {
+// hangs says whether call c hangs, for how long (0: until the context is
+// done), and whether the pod's annotation asks it (own); the pod's setting
+// wins over the provider config's.
+func (f *faults) hangs(c call, pod faultSpec) (hang bool, d time.Duration, own bool) {
 	switch {
 	case pod.hang.has(c):
-		return true, pod.hangFor
+		return true, pod.hangFor, true
 	case f.node.hang.has(c):
-		return true, f.node.hangFor
+		return true, f.node.hangFor, false
 	}
-	return false, 0
+	return false, 0, false
+}
+
+// hang makes call c wait d (see sleep). A hang the pod's annotation asks
+// for (own) takes one of the node's maxHanging places; with none free the
+// call runs at once, as if its hang had ended, and the pod gets a Warning
+// Event naming the bound: an error instead would fail a call the pod did
+// not ask to fail, and the controller's retries would spend the workers the
+// bound keeps free.
+func (f *faults) hang(ctx context.Context, c call, namespace, name string, uid types.UID, d time.Duration, own bool) error {
+	if own {
+		if !f.startHang() {
+			f.events.warn(namespace, name, uid, ReasonHangRefused, fmt.Sprintf(
+				"%s ran at once instead of hanging as annotation %s asks: node %s lets at most %d calls hang at a time (a quarter of its %d pod-sync workers, so the others serve its other pods)",
+				c, AnnotationHangCalls, f.nodeName, f.maxHanging, f.workers))
+			return nil
+		}
+		defer f.endHang()
+	}
+	return f.sleep(ctx, d)
+}
+
+// startHang takes a place for a hanging call, if one is free.
+func (f *faults) startHang() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.hanging >= f.maxHanging {
+		return false
+	}
+	f.hanging++
+	return true
+}
+
+func (f *faults) endHang() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hanging--
 }
 
 // first returns when the first call for uid was seen, recording now if none was.

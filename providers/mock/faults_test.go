@@ -198,7 +198,7 @@ func TestBadFaultAnnotationIsInvalidInput(t *testing.T) {
 func TestNodeFaultsFromConfig(t *testing.T) {
 	p, _ := newProvider(t)
 	ctx := context.Background()
-	p.faults = newFaults(faultSpec{fail: nodeCalls, failFor: 200 * time.Millisecond})
+	p.faults = newFaults("vk0", faultSpec{fail: nodeCalls, failFor: 200 * time.Millisecond}, 0, podEvents{})
 	pod := testPod("any", nil, corev1.RestartPolicyAlways)
 	if err := p.CreatePod(ctx, pod); !transient(err) || !strings.Contains(err.Error(), "provider config") {
 		t.Errorf("CreatePod while the provider is down: %v", err)

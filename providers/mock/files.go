@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // MaxCopiedBytes is how much a container holds of what is copied into it
@@ -17,17 +19,61 @@ import (
 // the files live in the daemon's memory.
 const MaxCopiedBytes = 64 << 20
 
+// DefaultNodeCopiedBytes is how much the containers of a node hold together
+// of what is copied into them, unless the provider config's maxCopiedBytes
+// says otherwise: MaxCopiedBytes alone would let a node of many pods fill
+// the daemon's memory.
+const DefaultNodeCopiedBytes = 256 << 20
+
 // fileOverhead is what a file costs besides its name and data: a tar
 // header block, so that a million empty files are not free.
 const fileOverhead = 512
 
+// copyBudget is what a node's containers may hold of files copied into
+// them, together, counting copies still being read.
+type copyBudget struct {
+	nodeName string
+	max      int64
+
+	mu   sync.Mutex
+	held int64
+}
+
+// take reserves n bytes, unless that would hold more than max.
+func (b *copyBudget) take(name string, n int64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held+n > b.max {
+		return fmt.Errorf("%s: node %s holds at most %s copied into its containers (maxCopiedBytes in the provider config), and %s of it is taken",
+			name, b.nodeName, bytesQuantity(b.max), bytesQuantity(b.held))
+	}
+	b.held += n
+	return nil
+}
+
+func (b *copyBudget) give(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.held -= n
+}
+
+// bytesQuantity writes n bytes as a quantity: 256Mi, 1536Ki, 1000.
+func bytesQuantity(n int64) string { return resource.NewQuantity(n, resource.BinarySI).String() }
+
 // containerFS holds the files written into a container (kubectl cp into
 // it); everything else the container sees is built in or mounted.
 type containerFS struct {
+	// node is what the node's containers may hold together.
+	node *copyBudget
+
 	mu    sync.Mutex
 	files map[string]fsFile
-	// used is what the files cost, at most MaxCopiedBytes.
-	used int64
+	// used is what the files cost, pending what the copies being read
+	// have reserved; together at most MaxCopiedBytes.
+	used, pending int64
+	// gone is set once the container's pod is gone: its files are given
+	// back to the node, and a copy still being read is dropped.
+	gone bool
 }
 
 type fsFile struct {
@@ -37,40 +83,94 @@ type fsFile struct {
 
 func fileCost(name string, size int64) int64 { return int64(len(name)) + size + fileOverhead }
 
-// room is how many bytes of data a file name may have.
-func (f *containerFS) room(name string) int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	free := MaxCopiedBytes - f.used
-	if old, ok := f.files[name]; ok {
-		free += fileCost(name, int64(len(old.data)))
-	}
-	return free - fileCost(name, 0)
+// reservation is the room a copy of one file holds while it is read.
+type reservation struct {
+	name string
+	cost int64
 }
 
-// write stores a file, unless the container's files would then cost more
-// than MaxCopiedBytes.
-func (f *containerFS) write(name string, data []byte, mode int64) error {
+// reserve makes room for a file of size bytes, before it is read: a copy
+// past the container's MaxCopiedBytes or the node's budget is refused
+// without being buffered. A file it replaces counts for the container (it
+// goes once the copy is in) but not for the node, which holds both while
+// the new one is read.
+func (f *containerFS) reserve(name string, size int64) (reservation, error) {
+	r := reservation{name: name, cost: fileCost(name, size)}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	used := f.used + fileCost(name, int64(len(data)))
-	if old, ok := f.files[name]; ok {
-		used -= fileCost(name, int64(len(old.data)))
+	if f.gone {
+		return r, errPodGone(name)
 	}
-	if used > MaxCopiedBytes {
-		return errCopyLimit(name)
+	replaced := int64(0)
+	if old, ok := f.files[name]; ok {
+		replaced = fileCost(name, int64(len(old.data)))
+	}
+	if f.used+f.pending-replaced+r.cost > MaxCopiedBytes {
+		return r, errCopyLimit(name)
+	}
+	if err := f.node.take(name, r.cost); err != nil {
+		return r, err
+	}
+	f.pending += r.cost
+	return r, nil
+}
+
+// commit stores the file r made room for; the file it replaces, if any,
+// is given back.
+func (f *containerFS) commit(r reservation, data []byte, mode int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pending -= r.cost
+	if f.gone {
+		f.node.give(r.cost)
+		return errPodGone(r.name)
+	}
+	if old, ok := f.files[r.name]; ok {
+		cost := fileCost(r.name, int64(len(old.data)))
+		f.used -= cost
+		f.node.give(cost)
 	}
 	if f.files == nil {
 		f.files = map[string]fsFile{}
 	}
-	f.files[name] = fsFile{data: data, mode: mode}
-	f.used = used
+	f.files[r.name] = fsFile{data: data, mode: mode}
+	f.used += r.cost
 	return nil
+}
+
+// cancel gives back the room of a copy that was not read through.
+func (f *containerFS) cancel(r reservation) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pending -= r.cost
+	f.node.give(r.cost)
+}
+
+// release drops the files, the container's pod being gone, and gives the
+// node back what they held.
+func (f *containerFS) release() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gone = true
+	f.node.give(f.used)
+	f.used, f.files = 0, nil
+}
+
+// releaseFiles drops the files copied into the pod's containers; p.mu must
+// be held, and the pod is gone.
+func (ps *podState) releaseFiles() {
+	for _, c := range ps.all() {
+		if c.fs != nil {
+			c.fs.release()
+		}
+	}
 }
 
 func errCopyLimit(name string) error {
 	return fmt.Errorf("%s: the mock holds at most %d MiB copied into a container", name, MaxCopiedBytes>>20)
 }
+
+func errPodGone(name string) error { return fmt.Errorf("%s: the container's pod is gone", name) }
 
 func (f *containerFS) read(name string) (fsFile, bool) {
 	f.mu.Lock()
@@ -237,17 +337,20 @@ func (s *session) tarExtract(dir string) int {
 		// Refused before reading: a 1 GiB copy is never buffered. The rest
 		// is read and dropped, as tar does: a session that ended with
 		// input unread would be reset, losing the message on its way.
-		if hdr.Size > s.fs.room(name) {
-			fmt.Fprintf(s.stderr, "tar: %v\n", errCopyLimit(name))
+		r, err := s.fs.reserve(name, hdr.Size)
+		if err != nil {
+			fmt.Fprintf(s.stderr, "tar: %v\n", err)
+			s.copyRefused(err.Error())
 			_, _ = io.Copy(io.Discard, s.stdin)
 			return 2
 		}
 		var data bytes.Buffer
 		if _, err := io.Copy(&data, tr); err != nil {
+			s.fs.cancel(r)
 			fmt.Fprintf(s.stderr, "tar: %v\n", err)
 			return 2
 		}
-		if err := s.fs.write(name, data.Bytes(), hdr.Mode&0o7777); err != nil {
+		if err := s.fs.commit(r, data.Bytes(), hdr.Mode&0o7777); err != nil {
 			fmt.Fprintf(s.stderr, "tar: %v\n", err)
 			return 2
 		}

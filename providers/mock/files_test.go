@@ -138,8 +138,8 @@ func TestCopyIntoContainerIsCapped(t *testing.T) {
 	p.mu.Lock()
 	fs := p.pods[podKey("ns", "web")].containers[0].fs
 	p.mu.Unlock()
-	if room := fs.room("/srv/huge.bin"); room != MaxCopiedBytes-fileCost("/srv/huge.bin", 0) {
-		t.Errorf("after the refused copy the container has room for %d bytes, want all of it", room)
+	if used, pending, held := fs.holds(); used != 0 || pending != 0 || held != 0 {
+		t.Errorf("after the refused copy the container holds %d bytes and reserves %d, the node %d; want none", used, pending, held)
 	}
 
 	// Files fill the container up to the cap; replacing one frees what it

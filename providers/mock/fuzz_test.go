@@ -199,6 +199,8 @@ func FuzzLoadConfig(f *testing.F) {
 		{`[]`, "vk0"},
 		{``, "vk0"},
 		{`{"gpu-[0-3]": {"stateDir": ""}}`, "gpu-2"},
+		{`{"vk0": {"maxCopiedBytes": "1Gi"}}`, "vk0"},
+		{`{"vk0": {"maxCopiedBytes": "0.5"}}`, "vk0"},
 	} {
 		f.Add([]byte(seed.data), seed.node)
 	}
@@ -225,6 +227,9 @@ func FuzzLoadConfig(f *testing.F) {
 			}
 		}
 		checkFaults(t, cfg.faults, nodeCalls)
+		if cfg.copiedBytes <= 0 {
+			t.Fatalf("maxCopiedBytes %d accepted", cfg.copiedBytes)
+		}
 		if cfg.faults.ignoreStop {
 			t.Fatal("the config set ignore-stop, an annotation only")
 		}
@@ -236,7 +241,7 @@ func FuzzLoadConfig(f *testing.F) {
 		if err != nil {
 			t.Fatalf("an accepted config, written back, is refused: %v", err)
 		}
-		if again.stateDir != cfg.stateDir || again.faults != cfg.faults || len(again.capacity) != len(cfg.capacity) {
+		if again.stateDir != cfg.stateDir || again.faults != cfg.faults || again.copiedBytes != cfg.copiedBytes || len(again.capacity) != len(cfg.capacity) {
 			t.Fatalf("written back, the config loads different: %+v, then %+v", cfg, again)
 		}
 		for name, q := range cfg.capacity {
@@ -282,6 +287,7 @@ func structuredConfig(t *testing.T, nodeName string, cfg config) []byte {
 		faults["hang-for"] = cfg.faults.hangFor.String()
 	}
 	entry["faults"] = faults
+	entry["maxCopiedBytes"] = strconv.FormatInt(cfg.copiedBytes, 10)
 	data, err := json.Marshal(map[string]any{nodeName: entry})
 	if err != nil {
 		t.Fatal(err)

@@ -39,6 +39,11 @@ type Provider struct {
 	capacity  corev1.ResourceList
 	startedAt time.Time
 	faults    *faults
+	// events records on the node's pods what the mock refuses them.
+	events podEvents
+	// copies is what the node's containers may hold of files copied
+	// into them.
+	copies *copyBudget
 	// state, if set, keeps the pods across restarts.
 	state *stateDir
 	// clock is real but while pods kept in state are replayed.
@@ -80,13 +85,16 @@ func New(_ context.Context, cfg provider.InitConfig) (node.Provider, error) {
 		return nil, err
 	}
 	now := time.Now()
+	events := podEvents{recorder: cfg.EventRecorder}
 	p := &Provider{
 		nodeName:   cfg.NodeName,
 		NodeBasics: provider.NodeBasicsFrom(cfg),
 		domain:     cfg.ClusterDomain,
 		capacity:   conf.capacity,
 		startedAt:  now,
-		faults:     newFaults(conf.faults),
+		faults:     newFaults(cfg.NodeName, conf.faults, cfg.PodSyncWorkers, events),
+		events:     events,
+		copies:     &copyBudget{nodeName: cfg.NodeName, max: conf.copiedBytes},
 		clock:      realClock{},
 		pods:       map[string]*podState{},
 		self:       newProcessUsage(now),
@@ -136,6 +144,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	key := podKey(pod.Namespace, pod.Name)
 	if old, ok := p.pods[key]; ok {
 		old.stopTimers()
+		old.releaseFiles()
 	}
 	ps := newPodState(p, pod, scripts, p.podIPs(pod))
 	p.pods[key] = ps
@@ -191,6 +200,7 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	}
 	ps.kill()
 	p.retiredCPU += ps.cpuTime(time.Now())
+	ps.releaseFiles()
 	delete(p.pods, key)
 	p.changed(ps)
 	p.persist(ctx, p.state.deleted(ps))

@@ -1,0 +1,42 @@
+package mock
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+)
+
+// Event reasons the mock records on a pod when a node-wide bound refuses
+// what the pod asked for.
+const (
+	// ReasonHangRefused: a call the pod's hang-calls annotation names ran
+	// at once, since the node's hanging calls were at their bound.
+	ReasonHangRefused = "HangRefused"
+	// ReasonCopyRefused: a copy into one of the pod's containers (kubectl
+	// cp) was refused, past the container's or the node's bound.
+	ReasonCopyRefused = "CopyRefused"
+)
+
+// maxEventMessage is the longest message the mock records, the limit of an
+// events.k8s.io note: a message quotes what the pod asked for (a copied
+// file's name, as long as a tar header can make it).
+const maxEventMessage = 1024
+
+// podEvents records Warning Events on the node's pods, so a pod's author
+// learns what the node refused them; without a recorder (a plugin process
+// has no API server to write to) it records nothing.
+type podEvents struct{ recorder record.EventRecorder }
+
+func (e podEvents) warn(namespace, name string, uid types.UID, reason, message string) {
+	if e.recorder == nil || name == "" {
+		return
+	}
+	if len(message) > maxEventMessage {
+		message = strings.ToValidUTF8(message[:maxEventMessage-len("...")], "") + "..."
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: uid}}
+	e.recorder.Event(pod, corev1.EventTypeWarning, reason, message)
+}
