@@ -67,6 +67,7 @@ type benchTimes struct {
 	running, gone time.Duration
 	allocated     time.Duration // the floor's: until squeue shows all RUNNING, before their scripts start
 	load          string        // /proc/loadavg's 1-, 5- and 15-minute figures at the start
+	machineCPU    time.Duration // CPU time all the machine's processes used over the pass
 }
 
 // TestSlurmBench measures N pods on one Slurm node against the floor, what
@@ -116,11 +117,11 @@ func TestSlurmBench(t *testing.T) {
 | virtual-kubelet --provider slurm (pods Running; gone from the API server) | %.2fs | %.2fs |
 | ratio to the floor (to squeue RUNNING; to scripts started) | %.2f×; %.2f× | %.2f× |
 
-Load average (1, 5, 15 min) at the start of the floor pass: %s; of the daemon pass: %s. Daemon CPU over its pass: %.2fs.
+Load average (1, 5, 15 min) at the start of the floor pass: %s; of the daemon pass: %s. CPU time of the whole machine over the floor pass: %.1fs; over the daemon pass: %.1fs, of which the daemon's own: %.1fs.
 `, pods, runtime.NumCPU(), perCore, benchWorkers, floor.allocated.Seconds(), floor.running.Seconds(), floor.gone.Seconds(),
 		daemon.running.Seconds(), daemon.gone.Seconds(),
 		daemon.running.Seconds()/floor.allocated.Seconds(), daemon.running.Seconds()/floor.running.Seconds(), daemon.gone.Seconds()/floor.gone.Seconds(),
-		floor.load, daemon.load, cpu.Seconds())
+		floor.load, daemon.load, floor.machineCPU.Seconds(), daemon.machineCPU.Seconds(), cpu.Seconds())
 	t.Log("\n" + table)
 	if out := os.Getenv(benchOutVar); out != "" {
 		if err := os.WriteFile(out, []byte(table), 0o644); err != nil {
@@ -137,6 +138,27 @@ func loadAvg(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return strings.Join(strings.Fields(string(data))[:3], " ")
+}
+
+// machineCPU is the CPU time (user, nice, system, irq, softirq) the
+// machine has used since it booted, from /proc/stat.
+func machineCPU(t *testing.T) time.Duration {
+	t.Helper()
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	var ticks int64
+	for _, i := range []int{1, 2, 3, 6, 7} {
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			t.Fatalf("/proc/stat: %q", line)
+		}
+		ticks += v
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
 }
 
 // processCPU is the user and system CPU time a process has used.
@@ -163,7 +185,7 @@ func (n *slurmNode) floorPass(t *testing.T, jobs int) benchTimes {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	load := loadAvg(t)
+	load, cpu := loadAvg(t), machineCPU(t)
 	marks := filepath.Join(n.dir, "floor-marks")
 	if err := os.Mkdir(marks, 0o777); err != nil {
 		t.Fatal(err)
@@ -184,7 +206,7 @@ func (n *slurmNode) floorPass(t *testing.T, jobs int) benchTimes {
 		t.Fatalf("the floor pass printed %q: %v", out, err)
 	}
 	sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-	return benchTimes{allocated: sec(t1 - t0), running: sec(t2 - t0), gone: sec(t3 - t2), load: load}
+	return benchTimes{allocated: sec(t1 - t0), running: sec(t2 - t0), gone: sec(t3 - t2), load: load, machineCPU: machineCPU(t) - cpu}
 }
 
 // benchContainer sleeps and exits on TERM, as the floor's job does. A bare
@@ -200,7 +222,7 @@ var benchContainer = corev1.Container{Name: "main", Image: "busybox", Command: [
 func (n *slurmNode) podPass(t *testing.T, ns string, pods int) benchTimes {
 	t.Helper()
 	ctx := context.Background()
-	load := loadAvg(t)
+	load, cpu := loadAvg(t), machineCPU(t)
 	inParallel := func(f func(name string) error) {
 		var wg sync.WaitGroup
 		errs := make(chan error, pods)
@@ -257,5 +279,5 @@ func (n *slurmNode) podPass(t *testing.T, ns string, pods int) benchTimes {
 		return n.c.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
 	})
 	count("all pods gone", func(items []corev1.Pod) bool { return len(items) == 0 })
-	return benchTimes{running: running, gone: time.Since(start), load: load}
+	return benchTimes{running: running, gone: time.Since(start), load: load, machineCPU: machineCPU(t) - cpu}
 }
