@@ -21,7 +21,7 @@ COPY node/ node/
 COPY providers/ providers/
 RUN CGO_ENABLED=0 go build -trimpath -tags "${BUILD_TAGS}" \
       -ldflags "-s -w -X github.com/vkubelet/virtual-kubelet/internal/version.Version=${VERSION} -X github.com/vkubelet/virtual-kubelet/internal/version.GitCommit=${GIT_COMMIT}" \
-      -o /out/virtual-kubelet ./cmd/virtual-kubelet
+      -o /out/ ./cmd/virtual-kubelet ./providers/slurm/cmd/virtual-kubelet-slurm-container
 
 FROM gcr.io/distroless/static-debian12:nonroot
 ARG VERSION=v0.1.0-dev
@@ -32,7 +32,7 @@ LABEL org.opencontainers.image.title="virtual-kubelet" \
       org.opencontainers.image.revision="${GIT_COMMIT}" \
       org.opencontainers.image.source="https://github.com/vkubelet/virtual-kubelet" \
       org.opencontainers.image.licenses="Apache-2.0"
-COPY --from=build /out/virtual-kubelet /usr/local/bin/virtual-kubelet
+COPY --from=build /out/ /usr/local/bin/
 # The kubelet API port and the metrics port.
 EXPOSE 10250 10255
 USER 65532:65532

@@ -24,8 +24,8 @@ LDFLAGS    := -X github.com/vkubelet/virtual-kubelet/internal/version.Version=$(
 
 all: build
 
-build: ## the daemon and the cluster helper, into bin/
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/virtual-kubelet ./hack/cluster
+build: ## the daemon, the slurm provider's container launcher and the cluster helper, into bin/
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/virtual-kubelet ./providers/slurm/cmd/virtual-kubelet-slurm-container ./hack/cluster
 
 proto: ## regenerate plugin/providerv1alpha1 from proto/ (protoc from apt, generators pinned in hack/proto/gen.sh)
 	BIN=$(BIN) hack/proto/gen.sh

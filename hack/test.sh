@@ -31,7 +31,7 @@ step "go vet"
 $GO vet ./...
 
 step "build"
-$GO build -o "$BIN/" ./cmd/virtual-kubelet ./hack/cluster
+$GO build -o "$BIN/" ./cmd/virtual-kubelet ./providers/slurm/cmd/virtual-kubelet-slurm-container ./hack/cluster
 
 step "unit tests (-race -short)"
 $GO test -race -short -count=1 ./...

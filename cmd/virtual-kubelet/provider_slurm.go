@@ -12,5 +12,4 @@ import (
 
 func init() {
 	provider.Register("slurm", slurm.New)
-	provider.RegisterCommand(slurm.ContainerCommand())
 }

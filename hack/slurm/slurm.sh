@@ -99,6 +99,9 @@ ReturnToService=2
 SchedulerParameters=sched_interval=2
 MinJobAge=300
 KillWait=5
+# Launching a burst of jobs on two cores can keep slurmd from answering
+# within the default 10 s; a launch that times out is requeued and held.
+MessageTimeout=60
 NodeName=vk-slurm NodeAddr=127.0.0.1 NodeHostname=localhost CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=vk Nodes=vk-slurm Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:$jobs_per_core
 EOF

@@ -49,7 +49,6 @@ virtual-kubelet.io/provider=<provider>:NoSchedule.`,
 	}
 	cmd.SetUsageFunc(func(c *cobra.Command) error { return usage(c, groups) })
 	cmd.AddCommand(newVersionCommand(), newProvidersCommand(), newPluginCommand())
-	cmd.AddCommand(provider.Commands()...)
 	return cmd
 }
 

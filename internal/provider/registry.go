@@ -5,31 +5,12 @@ import (
 	"sort"
 	"strings"
 	"sync"
-
-	"github.com/spf13/cobra"
 )
 
 var (
 	mu       sync.RWMutex
 	registry = map[string]InitFunc{}
-	commands []*cobra.Command
 )
-
-// RegisterCommand adds a subcommand a provider's backend runs, such as
-// the slurm provider's container launcher, which its jobs run on the
-// compute nodes. Called from init functions, like Register.
-func RegisterCommand(c *cobra.Command) {
-	mu.Lock()
-	defer mu.Unlock()
-	commands = append(commands, c)
-}
-
-// Commands returns the subcommands providers registered.
-func Commands() []*cobra.Command {
-	mu.RLock()
-	defer mu.RUnlock()
-	return append([]*cobra.Command(nil), commands...)
-}
 
 // Register makes a provider available under name. It is called from init
 // functions at compile time; registering a name twice is a programming error

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vkubelet/virtual-kubelet/node/api"
 	"github.com/vkubelet/virtual-kubelet/node/log"
+	"github.com/vkubelet/virtual-kubelet/providers/slurm/internal/sandbox"
 )
 
 // AttachToContainer implements node.AttachProvider. The output is the
@@ -105,7 +106,7 @@ func (p *Provider) writeStdin(ctx context.Context, pj *podJob, dir string, once 
 	if !once {
 		return
 	}
-	data, err := readRegular(holder, 64)
+	data, err := sandbox.ReadRegular(holder, 64)
 	pid := strings.TrimSpace(string(data))
 	if _, perr := strconv.Atoi(pid); err != nil || perr != nil {
 		log.G(ctx).Warnf("attach: no holder pid in %s (%v): the container's stdin stays open", holder, err)

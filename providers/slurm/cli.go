@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/vkubelet/virtual-kubelet/providers/slurm/internal/sandbox"
 )
 
 // slurmCLI runs the Slurm commands; every argument is passed as its own
@@ -24,11 +26,8 @@ type slurmCLI struct {
 	jobEnv []string
 }
 
-// jobPath is the PATH of sbatch and of the jobs it submits.
-const jobPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
 func newCLI(cfg *Config) *slurmCLI {
-	env, jobEnv := os.Environ(), []string{jobPath}
+	env, jobEnv := os.Environ(), []string{sandbox.JobPath}
 	if cfg.SlurmConf != "" {
 		env = append(env, "SLURM_CONF="+cfg.SlurmConf)
 		jobEnv = append(jobEnv, "SLURM_CONF="+cfg.SlurmConf)

@@ -38,6 +38,7 @@ import (
 //	slurmBin: /usr/bin        # where sbatch, squeue, scancel, srun and sinfo are
 //	slurmConf: /etc/slurm/slurm.conf   # SLURM_CONF for those commands; empty: theirs
 //	bwrap: /usr/bin/bwrap     # bubblewrap on the compute nodes
+//	launcher: /usr/local/bin/virtual-kubelet-slurm-container   # default: beside the daemon, else on PATH
 //	pollInterval: 2s          # one squeue for all the node's jobs per interval
 //	images:                   # what each container image runs as; others are refused
 //	  busybox: {host: true}                       # the command on the host (read-only)
@@ -58,14 +59,18 @@ type Config struct {
 	Gres map[string]string `json:"gres,omitempty"`
 	// ContainerLogMaxSize and ContainerLogMaxFiles bound each container's
 	// log on disk, as the kubelet's settings of the same names do.
-	ContainerLogMaxSize  string            `json:"containerLogMaxSize,omitempty"`
-	ContainerLogMaxFiles int               `json:"containerLogMaxFiles,omitempty"`
-	SlurmBin             string            `json:"slurmBin,omitempty"`
-	SlurmConf            string            `json:"slurmConf,omitempty"`
-	Bwrap                string            `json:"bwrap,omitempty"`
-	PollInterval         string            `json:"pollInterval,omitempty"`
-	Images               map[string]Image  `json:"images"`
-	Capacity             map[string]string `json:"capacity,omitempty"`
+	ContainerLogMaxSize  string `json:"containerLogMaxSize,omitempty"`
+	ContainerLogMaxFiles int    `json:"containerLogMaxFiles,omitempty"`
+	SlurmBin             string `json:"slurmBin,omitempty"`
+	SlurmConf            string `json:"slurmConf,omitempty"`
+	Bwrap                string `json:"bwrap,omitempty"`
+	// Launcher is the container launcher the daemon installs in workDir
+	// for its jobs; empty: virtual-kubelet-slurm-container beside the
+	// daemon's executable, else on PATH.
+	Launcher     string            `json:"launcher,omitempty"`
+	PollInterval string            `json:"pollInterval,omitempty"`
+	Images       map[string]Image  `json:"images"`
+	Capacity     map[string]string `json:"capacity,omitempty"`
 	// Allow is what pods may ask of Slurm when there are no tenants (the
 	// daemon's own user runs every job).
 	Allow Allow `json:"allow,omitempty"`
@@ -111,7 +116,7 @@ func (c *Config) validate() error {
 		return fmt.Errorf("workDir: must be an absolute path shared with the compute nodes, got %q", c.WorkDir)
 	}
 	c.WorkDir = filepath.Clean(c.WorkDir)
-	for field, v := range map[string]*string{"slurmBin": &c.SlurmBin, "bwrap": &c.Bwrap, "slurmConf": &c.SlurmConf} {
+	for field, v := range map[string]*string{"slurmBin": &c.SlurmBin, "bwrap": &c.Bwrap, "slurmConf": &c.SlurmConf, "launcher": &c.Launcher} {
 		if *v != "" && !filepath.IsAbs(*v) {
 			return fmt.Errorf("%s: must be an absolute path, got %q", field, *v)
 		}

@@ -84,3 +84,14 @@ func TestCheckPrivileges(t *testing.T) {
 		t.Errorf("a user without tenants: %v", err)
 	}
 }
+
+func TestFindLauncher(t *testing.T) {
+	if got, err := findLauncher("/opt/vk/launcher"); err != nil || got != "/opt/vk/launcher" {
+		t.Errorf("a configured launcher: got %q, %v", got, err)
+	}
+	// Neither beside the test binary nor on an empty PATH.
+	t.Setenv("PATH", "")
+	if _, err := findLauncher(""); err == nil || !strings.Contains(err.Error(), LauncherName) {
+		t.Errorf("no launcher anywhere: got %v, want an error naming %s", err, LauncherName)
+	}
+}

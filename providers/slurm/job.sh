@@ -8,7 +8,7 @@
 #
 # The job runs as the pod's tenant. POD_DIR/init and POD_DIR/main list the
 # containers; each POD_DIR/c/NAME holds the container's plan, which
-# LAUNCHER (virtual-kubelet slurm-container) reads to start it under
+# LAUNCHER (virtual-kubelet-slurm-container) reads to start it under
 # bubblewrap, and stdin ("yes" when the container keeps a standard input
 # to attach to) and tty ("yes" when it runs on a terminal of its own),
 # which this script reads. The script writes c/NAME/info (bwrap's
@@ -93,7 +93,7 @@ start() {
 	# kills this script's child (scancel, a time limit) kills the container
 	# too; orphaned, it would escape proctrack/linuxproc, which finds a
 	# job's processes by their parents, and outlive the job.
-	local run=("$launcher" slurm-container "$pod" "$1" "$bwrap")
+	local run=("$launcher" "$pod" "$1" "$bwrap")
 	if [[ $(<"$c/tty") == yes ]]; then
 		# script (util-linux) runs the container on a new terminal, whose
 		# output is its stdout. It takes a command line for $SHELL: each

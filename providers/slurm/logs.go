@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vkubelet/virtual-kubelet/node/api"
+	"github.com/vkubelet/virtual-kubelet/providers/slurm/internal/sandbox"
 )
 
 // A container's log file, c/NAME/log, holds records, one a line, as
@@ -70,7 +71,7 @@ func (rs *records) Close() error { return rs.c.Close() }
 // records read on, as they are written, until the container exits or ctx
 // ends. A container that has not started yet has an empty log.
 func openLog(ctx context.Context, dir string, tail int, follow bool) (*records, error) {
-	f, err := openRegular(filepath.Join(dir, "log"))
+	f, err := sandbox.OpenRegular(filepath.Join(dir, "log"))
 	if errors.Is(err, os.ErrNotExist) {
 		empty := io.NopCloser(strings.NewReader(""))
 		return &records{r: bufio.NewReader(empty), c: empty}, nil
@@ -228,7 +229,7 @@ func (r *follower) rotated() *os.File {
 	if err1 != nil || err2 != nil || os.SameFile(cur, now) {
 		return nil
 	}
-	f, err := openRegular(r.name)
+	f, err := sandbox.OpenRegular(r.name)
 	if err != nil {
 		return nil
 	}

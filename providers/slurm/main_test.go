@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/freeport"
+	"github.com/vkubelet/virtual-kubelet/providers/slurm/internal/sandbox"
 )
 
 // The package's tests share one Slurm on loopback (hack/slurm/slurm.sh),
@@ -24,14 +25,12 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	// The provider installs this test binary as its container launcher
-	// (os.Executable): run as one by a job, it is the launcher.
-	if len(os.Args) > 1 && os.Args[1] == "slurm-container" {
-		cmd := ContainerCommand()
-		cmd.SetArgs(os.Args[2:])
-		if err := cmd.Execute(); err != nil {
-			os.Exit(1)
-		}
+	// The tests' configs name this test binary as the container launcher
+	// (writeConfig): installed under the launcher's name and run by a job,
+	// it is the launcher.
+	if filepath.Base(os.Args[0]) == LauncherName {
+		fmt.Fprintln(os.Stderr, sandbox.Main(os.Args[1:]))
+		os.Exit(1)
 	}
 	code := m.Run()
 	if slurmDir != "" {

@@ -7,27 +7,24 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 	"github.com/vkubelet/virtual-kubelet/node/volume"
+	"github.com/vkubelet/virtual-kubelet/providers/slurm/internal/sandbox"
 )
 
 // A pod's directory, workDir/<pod UID>, belongs to the pod's tenant (mode
 // 0700, files 0600) and holds what its job reads (see job.sh and
-// ContainerCommand) and what the job writes back: per container
+// the launcher, package internal/sandbox) and what the job writes back: per container
 // c/NAME/{info,log,exit}, and c/NAME/{in,in.holder} for one with stdin.
 // The pod's own volumes live in it too: vol/NAME for those the controller
 // resolves, empty/NAME for emptyDirs, and tmp for the containers' /tmp.
 // The daemon writes it through an os.Root, which resolves every path
 // beneath the directory: the tenant's jobs can plant symlinks there, and
 // none leads a write of the daemon out of it.
-
-// containerName is what a container name must look like to be a directory.
-var containerName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
 // podDir is where the pod with this UID keeps its files.
 func (p *Provider) podDir(pod *corev1.Pod) string {
@@ -69,7 +66,7 @@ func (p *Provider) plan(pod *corev1.Pod) (init, main []containerPlan, err error)
 		}
 	}
 	one := func(c *corev1.Container) (containerPlan, error) {
-		if !containerName.MatchString(c.Name) {
+		if !sandbox.ValidContainerName(c.Name) {
 			return containerPlan{}, errdefs.InvalidInputf("container name %q is not a DNS label", c.Name)
 		}
 		img, ok := p.cfg.Images[c.Image]

@@ -3,13 +3,9 @@ package slurm
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
-	"strings"
-	"syscall"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -104,26 +100,6 @@ func (d *podFS) write(rel string, data []byte, mode os.FileMode) error {
 	return d.root.Rename(tmp, rel)
 }
 
-// openRegular opens a file for reading without following a symlink in its
-// last component and without waiting on a fifo or a device, and refuses
-// anything but a regular file.
-func openRegular(name string) (*os.File, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("%s: not a regular file (%s)", name, st.Mode().Type())
-	}
-	return f, nil
-}
-
 // copyExecutable installs src at dst (0755) unless dst already has the
 // same bytes.
 func copyExecutable(src, dst string) error {
@@ -135,18 +111,4 @@ func copyExecutable(src, dst string) error {
 		return nil
 	}
 	return writeAtomic(dst, want, 0o755)
-}
-
-// nulFields splits a NUL-terminated list as nulList writes it.
-func nulFields(data []byte) []string {
-	s := strings.TrimSuffix(string(data), "\x00")
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, "\x00")
-}
-
-// readPodFile reads a small file of a pod's directory (see readRegular).
-func readPodFile(dir string, elem ...string) ([]byte, error) {
-	return readRegular(filepath.Join(append([]string{dir}, elem...)...), 1<<20)
 }

@@ -72,7 +72,12 @@ func writeConfig(t *testing.T, conf, extra string) string {
 		}
 	}
 	path := filepath.Join(dir, "slurm.yaml")
-	data := fmt.Sprintf("workDir: %s\nslurmConf: %s\npollInterval: 200ms\nimages:\n  busybox: {host: true}\n%s%s", filepath.Join(dir, "work"), conf, tenantA, extra)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// This test binary is the launcher too (see TestMain).
+	data := fmt.Sprintf("workDir: %s\nslurmConf: %s\nlauncher: %s\npollInterval: 200ms\nimages:\n  busybox: {host: true}\n%s%s", filepath.Join(dir, "work"), conf, self, tenantA, extra)
 	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -145,8 +146,8 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 
 // install lays out the work directory: tenants may pass through it
 // (0711) but list or change nothing in it; the job script and the
-// container launcher (this binary, see ContainerCommand) are the
-// daemon's; the state directory is the daemon's alone.
+// container launcher (see findLauncher) are the daemon's; the state
+// directory is the daemon's alone.
 func (p *Provider) install() error {
 	for _, d := range []struct {
 		path string
@@ -162,21 +163,44 @@ func (p *Provider) install() error {
 	if err := writeAtomic(p.scriptPath(), jobScript, 0o755); err != nil {
 		return fmt.Errorf("workDir: %v", err)
 	}
-	self, err := os.Executable()
+	launcher, err := findLauncher(p.cfg.Launcher)
 	if err != nil {
-		return fmt.Errorf("the container launcher: %v", err)
+		return err
 	}
-	if err := copyExecutable(self, p.launcherPath()); err != nil {
-		return fmt.Errorf("the container launcher: %v", err)
+	if err := copyExecutable(launcher, p.launcherPath()); err != nil {
+		return fmt.Errorf("launcher: %v", err)
 	}
 	return nil
+}
+
+// LauncherName is the container launcher's program: every job runs it
+// once per container (see package internal/sandbox).
+const LauncherName = "virtual-kubelet-slurm-container"
+
+// findLauncher is the launcher the config names, or else the one beside
+// the daemon's executable, or else the one on PATH.
+func findLauncher(configured string) (string, error) {
+	if configured != "" {
+		return configured, nil
+	}
+	if self, err := os.Executable(); err == nil {
+		beside := filepath.Join(filepath.Dir(self), LauncherName)
+		if _, err := os.Stat(beside); err == nil {
+			return beside, nil
+		}
+	}
+	path, err := exec.LookPath(LauncherName)
+	if err != nil {
+		return "", fmt.Errorf("launcher: %s is neither beside the daemon's executable nor on PATH (make build builds both; or set launcher: in the config)", LauncherName)
+	}
+	return path, nil
 }
 
 func (p *Provider) scriptPath() string { return filepath.Join(p.cfg.WorkDir, "job.sh") }
 
 // launcherPath is where jobs find the container launcher.
 func (p *Provider) launcherPath() string {
-	return filepath.Join(p.cfg.WorkDir, ".bin", "virtual-kubelet")
+	return filepath.Join(p.cfg.WorkDir, ".bin", LauncherName)
 }
 
 func podKey(namespace, name string) string { return namespace + "/" + name }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vkubelet/virtual-kubelet/node/log"
+	"github.com/vkubelet/virtual-kubelet/providers/slurm/internal/sandbox"
 )
 
 // record is what the daemon keeps of each pod's job in its state
@@ -60,7 +60,7 @@ func (p *Provider) records(ctx context.Context) ([]record, error) {
 		if !ok || !e.Type().IsRegular() || !podUID.MatchString(uid) {
 			continue
 		}
-		data, err := readRegular(filepath.Join(p.cfg.StateDir, e.Name()), maxRecordBytes)
+		data, err := sandbox.ReadRegular(filepath.Join(p.cfg.StateDir, e.Name()), maxRecordBytes)
 		var r record
 		if err == nil {
 			err = json.Unmarshal(data, &r)
@@ -79,21 +79,3 @@ func (p *Provider) records(ctx context.Context) ([]record, error) {
 
 // maxRecordBytes bounds a record: a pod object is at most about 1.5 MB.
 const maxRecordBytes = 4 << 20
-
-// readRegular reads a regular file of at most limit bytes without following
-// a symlink in its last component and without waiting on a fifo or a
-// device: files in a pod directory are the tenant's, and a fifo there
-// must not stall the daemon.
-func readRegular(name string, limit int64) ([]byte, error) {
-	f, err := openRegular(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err == nil && int64(len(data)) > limit {
-		// A cut file would be read as another plan or record.
-		err = fmt.Errorf("%s: larger than %d bytes", name, limit)
-	}
-	return data, err
-}

@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vkubelet/virtual-kubelet/providers/slurm/internal/sandbox"
 )
 
 // Job states, as squeue names them.
@@ -50,7 +52,7 @@ func readContainerFiles(dir, name string) containerFiles {
 	}
 	// The files are the tenant's: read without following a link or
 	// waiting on a fifo.
-	exit, err := openRegular(filepath.Join(c, "exit"))
+	exit, err := sandbox.OpenRegular(filepath.Join(c, "exit"))
 	if err != nil {
 		return f
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/vkubelet/virtual-kubelet/node/api"
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
+	"github.com/vkubelet/virtual-kubelet/providers/slurm/internal/sandbox"
 )
 
 // containerOf finds a pod's job and the spec of one of its containers.
@@ -65,7 +66,7 @@ func (p *Provider) RunInContainer(ctx context.Context, namespace, podName, conta
 	if len(cmd) == 0 {
 		return errdefs.InvalidInput("exec: no command")
 	}
-	info, err := readPodFile(pj.dir, "c", containerName, "info")
+	info, err := sandbox.ReadPodFile(pj.dir, "c", containerName, "info")
 	m := childPID.FindSubmatch(info)
 	if err != nil || m == nil {
 		return fmt.Errorf("container %q of pod %s/%s is not running", containerName, namespace, podName)
@@ -114,7 +115,7 @@ func execEnv(vars []corev1.EnvVar) (env []string, names string, err error) {
 		hasPath = hasPath || e.Name == "PATH"
 	}
 	if !hasPath {
-		env = append(env, jobPath)
+		env = append(env, sandbox.JobPath)
 		list = append(list, "PATH")
 	}
 	return env, strings.Join(list, ","), nil

@@ -1,67 +1,78 @@
-package slurm
+// Package sandbox starts one container of a Slurm job under bubblewrap. It
+// is the launcher's whole program (virtual-kubelet-slurm-container), which
+// every container start of every job runs, so it imports nothing beyond
+// the standard library, x/sys and filepath-securejoin: it starts in about
+// a millisecond, where the daemon's binary spends a tenth of a second of
+// CPU in its packages' initialisation. It also holds the bounded, symlink-
+// refusing reads of a pod directory that the daemon shares with it.
+package sandbox
 
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
-	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 )
 
-// ContainerCommand is the hidden subcommand a pod's job runs (as the
-// tenant's user, on the compute node) to start one container: it reads the
+// JobPath is the PATH of sbatch, of the jobs it submits and of the
+// containers.
+const JobPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// containerName is what a container name must look like to be a directory.
+var containerName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// ValidContainerName reports whether name can be a container's directory.
+func ValidContainerName(name string) bool { return containerName.MatchString(name) }
+
+// Main is the launcher: given POD_DIR CONTAINER BWRAP, it reads the
 // container's plan from the pod directory, resolves every bind source
 // beneath the pod directory at that moment, and replaces itself with
-// bubblewrap:
-//
-//	virtual-kubelet slurm-container POD_DIR CONTAINER BWRAP
+// bubblewrap. It returns only on an error.
 //
 // The container gets new user, PID, IPC, UTS and cgroup namespaces, no
 // capabilities, a /proc of its own PID namespace, a minimal /dev, and of
 // the file system only its image's root (or the host paths the config
 // allows, read-only, less the hidden ones), its volumes and its /tmp. It
 // keeps the node's network, which jobs need for MPI.
-func ContainerCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:    "slurm-container POD_DIR CONTAINER BWRAP",
-		Short:  "Start one container of a Slurm job under bubblewrap (run by the job, not by hand)",
-		Hidden: true,
-		Args:   cobra.ExactArgs(3),
-		RunE: func(_ *cobra.Command, args []string) error {
-			argv, keep, err := sandboxArgs(args[0], args[1], args[2])
-			if err != nil {
-				return fmt.Errorf("container %s: %w", args[1], err)
-			}
-			for _, f := range keep {
-				// Bubblewrap gets these descriptors: they must survive exec.
-				if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFD, 0); err != nil {
-					return err
-				}
-			}
-			return unix.Exec(args[2], argv, []string{jobPath})
-		},
+func Main(args []string) error {
+	if len(args) != 3 {
+		return fmt.Errorf("want POD_DIR CONTAINER BWRAP, got %d arguments", len(args))
 	}
+	argv, keep, err := Args(args[0], args[1], args[2])
+	if err != nil {
+		return fmt.Errorf("container %s: %w", args[1], err)
+	}
+	for _, f := range keep {
+		// Bubblewrap gets these descriptors: they must survive exec.
+		if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFD, 0); err != nil {
+			return err
+		}
+	}
+	return unix.Exec(args[2], argv, []string{JobPath})
 }
 
-// sandboxArgs builds bubblewrap's argv for the container and returns the
-// files whose descriptors the argv names.
-func sandboxArgs(podDir, name, bwrap string) (argv []string, keep []*os.File, err error) {
-	if !containerName.MatchString(name) {
+// Args builds bubblewrap's argv for the container and returns the files
+// whose descriptors the argv names.
+func Args(podDir, name, bwrap string) (argv []string, keep []*os.File, err error) {
+	if !ValidContainerName(name) {
 		return nil, nil, fmt.Errorf("%q is not a container name", name)
 	}
 	read := func(elem ...string) (string, error) {
-		data, err := readPodFile(podDir, elem...)
+		data, err := ReadPodFile(podDir, elem...)
 		return string(data), err
 	}
 	readList := func(elem ...string) ([]string, error) {
-		data, err := readPodFile(podDir, elem...)
-		return nulFields(data), err
+		data, err := ReadPodFile(podDir, elem...)
+		return NulFields(data), err
 	}
 	c := filepath.Join("c", name)
 	var root, wd, tty, hostname string
@@ -294,4 +305,54 @@ func envFile(env []string) (*os.File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// OpenRegular opens a file for reading without following a symlink in its
+// last component and without waiting on a fifo or a device, and refuses
+// anything but a regular file.
+func OpenRegular(name string) (*os.File, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s: not a regular file (%s)", name, st.Mode().Type())
+	}
+	return f, nil
+}
+
+// ReadRegular reads a regular file (see OpenRegular) of at most limit
+// bytes; a larger one is an error.
+func ReadRegular(name string, limit int64) ([]byte, error) {
+	f, err := OpenRegular(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(data)) > limit {
+		// A cut file would be read as another plan or record.
+		err = fmt.Errorf("%s: larger than %d bytes", name, limit)
+	}
+	return data, err
+}
+
+// ReadPodFile reads a small file (at most 1 MiB) of a pod's directory.
+func ReadPodFile(dir string, elem ...string) ([]byte, error) {
+	return ReadRegular(filepath.Join(append([]string{dir}, elem...)...), 1<<20)
+}
+
+// NulFields splits a NUL-terminated list.
+func NulFields(data []byte) []string {
+	s := strings.TrimSuffix(string(data), "\x00")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\x00")
 }
