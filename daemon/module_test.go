@@ -41,6 +41,15 @@ import (
 
 func main() { os.Exit(daemon.Execute(context.Background(), os.Args[1:])) }
 `
+	// The end-to-end suite, which the provider's repository runs against
+	// its node.
+	acmeSuite = `package suite
+
+import "github.com/vkubelet/virtual-kubelet/test/e2e"
+
+// Suite is the suite for the acme node.
+var Suite = e2e.NewEndToEndTestSuite(e2e.EndToEndTestSuiteConfig{NodeName: "acme-0"})
+`
 	// What the module must not be able to do: reach the daemon's
 	// internal packages.
 	internalImport = `package bad
@@ -51,8 +60,9 @@ import _ "github.com/vkubelet/virtual-kubelet/internal/commands"
 
 // TestProviderInAnotherModule builds a binary in a module of its own whose
 // provider registers itself with the daemon, and runs it: the provider is
-// built in. The same module importing an internal package does not build,
-// so the first build proves the provider needs none.
+// built in. The module also builds the end-to-end suite. The same module
+// importing an internal package does not build, so the first builds prove
+// the provider and the suite need none.
 func TestProviderInAnotherModule(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and links a daemon binary in a module of its own")
@@ -82,6 +92,7 @@ func TestProviderInAnotherModule(t *testing.T) {
 		"go.sum":       string(sum),
 		"acme/acme.go": acmeProvider,
 		"main.go":      acmeMain,
+		"suite/e2e.go": acmeSuite,
 		"bad/bad.go":   internalImport,
 	}
 	for name, content := range files {
@@ -109,6 +120,10 @@ func TestProviderInAnotherModule(t *testing.T) {
 	out, err := exec.Command(bin, "providers").CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "acme" {
 		t.Errorf("acme-kubelet providers = %q, %v; want acme", out, err)
+	}
+
+	if out, err := goCmd("build", "./suite"); err != nil {
+		t.Errorf("the other module cannot import the end-to-end suite: %v\n%s", err, out)
 	}
 
 	out2, err := goCmd("build", "./bad")
