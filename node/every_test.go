@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vkubelet/virtual-kubelet/internal/testing/poll"
+	"github.com/vkubelet/virtual-kubelet/test/poll"
 )
 
 // every calls f at once and again after each interval, holds no goroutine

@@ -21,10 +21,10 @@ import (
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/freeport"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/nethost"
-	"github.com/vkubelet/virtual-kubelet/internal/testing/poll"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 	"github.com/vkubelet/virtual-kubelet/internal/tracing/jaegertest"
 	"github.com/vkubelet/virtual-kubelet/providers/mock"
+	"github.com/vkubelet/virtual-kubelet/test/poll"
 )
 
 const timeout = 90 * time.Second

@@ -1,5 +1,6 @@
 // Command virtual-kubelet registers a Node backed by a provider and serves it
-// like a kubelet would. See internal/commands for the command line.
+// like a kubelet would. The providers it is built with register in this
+// package's provider_*.go files; package daemon is the command line.
 package main
 
 import (
@@ -8,11 +9,11 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/vkubelet/virtual-kubelet/internal/commands"
+	"github.com/vkubelet/virtual-kubelet/daemon"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	os.Exit(commands.Execute(ctx, os.Args[1:]))
+	os.Exit(daemon.Execute(ctx, os.Args[1:]))
 }

@@ -4,7 +4,7 @@ package main
 // `virtual-kubelet plugin`).
 
 import (
-	"github.com/vkubelet/virtual-kubelet/internal/provider"
+	"github.com/vkubelet/virtual-kubelet/provider"
 	"github.com/vkubelet/virtual-kubelet/providers/grpcplugin"
 )
 

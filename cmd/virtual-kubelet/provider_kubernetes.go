@@ -6,7 +6,7 @@ package main
 // unless the no_kubernetes_provider tag is given.
 
 import (
-	"github.com/vkubelet/virtual-kubelet/internal/provider"
+	"github.com/vkubelet/virtual-kubelet/provider"
 	"github.com/vkubelet/virtual-kubelet/providers/kubernetes"
 )
 

@@ -6,7 +6,7 @@ package main
 // the no_slurm_provider tag is given.
 
 import (
-	"github.com/vkubelet/virtual-kubelet/internal/provider"
+	"github.com/vkubelet/virtual-kubelet/provider"
 	"github.com/vkubelet/virtual-kubelet/providers/slurm"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vkubelet/virtual-kubelet/internal/testing/poll"
+	"github.com/vkubelet/virtual-kubelet/test/poll"
 )
 
 // heldRoundTripper answers each request once release is closed, and counts

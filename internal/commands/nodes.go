@@ -18,16 +18,20 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/vkubelet/virtual-kubelet/internal/metrics"
-	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	"github.com/vkubelet/virtual-kubelet/internal/version"
 	"github.com/vkubelet/virtual-kubelet/node"
+	"github.com/vkubelet/virtual-kubelet/node/intern"
 	"github.com/vkubelet/virtual-kubelet/node/nodeutil"
+	"github.com/vkubelet/virtual-kubelet/provider"
 )
 
 // shared is what the nodes of one process have in common.
 type shared struct {
 	client  kubernetes.Interface
 	factory informers.SharedInformerFactory // ConfigMaps, Secrets, Services
+	// interner shares the values pods repeat between every pod informer's
+	// cache and every provider of the process.
+	interner *intern.Interner
 	// With one node, nil: it watches its own pods and Node.
 	pods      *nodeutil.PodsByNode
 	nodeWatch *nodeutil.NodeWatch
@@ -49,13 +53,13 @@ func startShared(ctx context.Context, o *Options, client kubernetes.Interface) (
 	// a thousand-event queue, 70 MB and 2,000 goroutines at 1,000 nodes.
 	events := record.NewBroadcaster()
 	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	sh := &shared{client: client, factory: nodeutil.NewInformerFactory(client, o.Client.FullResyncPeriod), events: events, stops: []func(){events.Shutdown}}
+	sh := &shared{client: client, factory: nodeutil.NewInformerFactory(client, o.Client.FullResyncPeriod), interner: intern.New(), events: events, stops: []func(){events.Shutdown}}
 	if o.Node.NodeCount <= 1 && !o.LeaderElect.LeaderElect && !o.Node.SharedPodWatch {
 		return sh, nil
 	}
 	podFactory := informers.NewSharedInformerFactoryWithOptions(client, o.Client.FullResyncPeriod,
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.FieldSelector = "spec.nodeName!=" }),
-		informers.WithTransform(nodeutil.TrimPods))
+		informers.WithTransform(nodeutil.TrimPodsWith(sh.interner)))
 	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = nodeTypeLabel + "=" + nodeTypeValue }),
 		informers.WithTransform(nodeutil.DropManagedFields))
@@ -113,7 +117,7 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		pods = sh.pods.For(name)
 	} else {
 		podFactory = informers.NewSharedInformerFactoryWithOptions(client, o.Client.FullResyncPeriod,
-			nodeutil.PodInformerFilter(name), informers.WithTransform(nodeutil.TrimPods))
+			nodeutil.PodInformerFilter(name), informers.WithTransform(nodeutil.TrimPodsWith(sh.interner)))
 		pods = podFactory.Core().V1().Pods()
 	}
 	initProvider, err := provider.Get(o.Provider.Name)
@@ -139,6 +143,7 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		KubeClient:     client,
 		EventRecorder:  recorder,
 		PodSyncWorkers: o.workersPerNode(),
+		Interner:       sh.interner,
 	})
 	if err != nil {
 		if o.Node.NodeCount > 1 {

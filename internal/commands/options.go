@@ -17,9 +17,9 @@ import (
 
 	"github.com/vkubelet/virtual-kubelet/internal/ha"
 	"github.com/vkubelet/virtual-kubelet/internal/logging"
-	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	"github.com/vkubelet/virtual-kubelet/internal/tracing"
 	"github.com/vkubelet/virtual-kubelet/node"
+	"github.com/vkubelet/virtual-kubelet/provider"
 )
 
 // Options are the daemon's settings, from flags and environment, in the

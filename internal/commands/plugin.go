@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	"github.com/vkubelet/virtual-kubelet/plugin/providerserver"
+	"github.com/vkubelet/virtual-kubelet/provider"
 )
 
 // pluginOptions are the flags of `virtual-kubelet plugin`.

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testpki"
 	"github.com/vkubelet/virtual-kubelet/node"
+	"github.com/vkubelet/virtual-kubelet/provider"
 	"github.com/vkubelet/virtual-kubelet/providers/grpcplugin"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	"github.com/vkubelet/virtual-kubelet/internal/version"
+	"github.com/vkubelet/virtual-kubelet/provider"
 )
 
 // NewRootCommand returns the virtual-kubelet command.

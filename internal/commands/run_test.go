@@ -12,8 +12,8 @@ import (
 	"go.uber.org/goleak"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/freeport"
+	"github.com/vkubelet/virtual-kubelet/provider"
 	"github.com/vkubelet/virtual-kubelet/providers/mock"
 )
 

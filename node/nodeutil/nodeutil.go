@@ -36,6 +36,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/vkubelet/virtual-kubelet/node"
+	"github.com/vkubelet/virtual-kubelet/node/intern"
 	"github.com/vkubelet/virtual-kubelet/node/log"
 )
 
@@ -67,7 +68,8 @@ type Config struct {
 	// config (rate limiters, retry policies, intervals) before it is built.
 	ConfigurePodController func(*node.PodControllerConfig)
 	// TransformPods, if set, is the pod informer's transform function; by
-	// default TrimPods.
+	// default TrimPodsWith an Interner of the node's own. Nodes of one
+	// process share more with TrimPodsWith one Interner.
 	TransformPods cache.TransformFunc
 	// InformerFactory, if set, provides the ConfigMap, Secret and Service
 	// informers, so a provider can share them; Run starts it and shuts it
@@ -123,7 +125,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	transform := cfg.TransformPods
 	if transform == nil {
-		transform = TrimPods
+		transform = TrimPodsWith(intern.New())
 	}
 
 	n := &Node{cfg: cfg, ready: make(chan struct{}), done: make(chan struct{}), pods: cfg.PodInformer}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/api"
+	"github.com/vkubelet/virtual-kubelet/node/intern"
 	"github.com/vkubelet/virtual-kubelet/node/log"
 )
 
@@ -212,7 +213,7 @@ func NewNode(name string, newProvider NewProviderFunc, opts ...NodeOpt) (*Node, 
 	}
 
 	podFactory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.InformerResyncPeriod,
-		PodInformerFilter(name), informers.WithTransform(TrimPods))
+		PodInformerFilter(name), informers.WithTransform(TrimPodsWith(intern.New())))
 	refFactory := NewInformerFactory(cfg.Client, cfg.InformerResyncPeriod)
 	core := refFactory.Core().V1()
 	pods := podFactory.Core().V1().Pods().Lister()

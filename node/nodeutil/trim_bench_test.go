@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/vkubelet/virtual-kubelet/node/intern"
 )
 
 // benchPod is a running pod of hack/bench as the API server stores it:
@@ -70,7 +72,8 @@ func benchPod(i int) *corev1.Pod {
 
 // BenchmarkCachedPod is what a pod informer's cache holds per running pod
 // of the bench: each pod decoded from protobuf as the watch decodes it,
-// then passed through TrimPods. B/pod is the heap the cache keeps.
+// then passed through the daemon's transform, TrimPodsWith one Interner.
+// B/pod is the heap the cache keeps.
 func BenchmarkCachedPod(b *testing.B) {
 	const n = 5000
 	wire := make([][]byte, n)
@@ -80,6 +83,7 @@ func BenchmarkCachedPod(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	transform := TrimPodsWith(intern.New())
 	var perPod float64
 	for b.Loop() {
 		cache := make([]any, n)
@@ -91,7 +95,7 @@ func BenchmarkCachedPod(b *testing.B) {
 			if err := pod.Unmarshal(wire[i]); err != nil {
 				b.Fatal(err)
 			}
-			obj, err := TrimPods(pod)
+			obj, err := transform(pod)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -108,6 +112,7 @@ func BenchmarkCachedPod(b *testing.B) {
 // BenchmarkTrimPods is the transform's cost per pod event, without the
 // decoding before it.
 func BenchmarkTrimPods(b *testing.B) {
+	transform := TrimPodsWith(intern.New())
 	wire, err := benchPod(1).Marshal()
 	if err != nil {
 		b.Fatal(err)
@@ -123,7 +128,7 @@ func BenchmarkTrimPods(b *testing.B) {
 		}
 		b.StartTimer()
 		for _, pod := range pods {
-			if _, err := TrimPods(pod); err != nil {
+			if _, err := transform(pod); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -3,10 +3,14 @@ package nodeutil
 import (
 	"reflect"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/vkubelet/virtual-kubelet/node/intern"
 )
 
 func list(kv ...string) corev1.ResourceList {
@@ -35,20 +39,21 @@ func same(a, b corev1.ResourceList) bool {
 	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
-func trim(t *testing.T, pod *corev1.Pod) *corev1.Pod {
+func trim(t *testing.T, transform cache.TransformFunc, pod *corev1.Pod) *corev1.Pod {
 	t.Helper()
-	out, err := TrimPods(pod)
+	out, err := transform(pod)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return out.(*corev1.Pod)
 }
 
-func TestTrimPodsSharesEqualResourceLists(t *testing.T) {
-	a := trim(t, sizedPod("a", "100m", "64Mi"))
+func TestTrimPodsWithSharesEqualResourceLists(t *testing.T) {
+	transform := TrimPodsWith(intern.New())
+	a := trim(t, transform, sizedPod("a", "100m", "64Mi"))
 	// 0.1 is 100m: written otherwise, the same list.
-	b := trim(t, sizedPod("b", "0.1", "64Mi"))
-	other := trim(t, sizedPod("other", "200m", "64Mi"))
+	b := trim(t, transform, sizedPod("b", "0.1", "64Mi"))
+	other := trim(t, transform, sizedPod("other", "200m", "64Mi"))
 
 	if a.ManagedFields != nil {
 		t.Error("managedFields are kept")
@@ -75,10 +80,35 @@ func TestTrimPodsSharesEqualResourceLists(t *testing.T) {
 	}
 }
 
+// TestTrimPodsKeepsNoTables: the transform without an Interner shares a
+// pod's strings, and nothing that would need a table, so no pod's lists
+// are kept by the package; two transforms with Interners of their own
+// share nothing but strings either.
+func TestTrimPodsKeepsNoTables(t *testing.T) {
+	a := trim(t, TrimPods, sizedPod("a", "100m", "64Mi"))
+	b := trim(t, TrimPods, sizedPod("b", "100m", "64Mi"))
+	if a.ManagedFields != nil {
+		t.Error("managedFields are kept")
+	}
+	if same(a.Spec.Containers[0].Resources.Requests, b.Spec.Containers[0].Resources.Requests) {
+		t.Error("TrimPods shared a resource list: it keeps a table")
+	}
+	if unsafe.StringData(a.Spec.Containers[0].Name) != unsafe.StringData(b.Spec.Containers[0].Name) {
+		t.Error("TrimPods did not share the container name")
+	}
+	c := trim(t, TrimPodsWith(intern.New()), sizedPod("c", "100m", "64Mi"))
+	d := trim(t, TrimPodsWith(intern.New()), sizedPod("d", "100m", "64Mi"))
+	if same(c.Spec.Containers[0].Resources.Requests, d.Spec.Containers[0].Resources.Requests) {
+		t.Error("two Interners shared a resource list")
+	}
+}
+
 func TestTrimPodsLeavesOtherObjectsToDropManagedFields(t *testing.T) {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}}
-	out, err := TrimPods(cm)
-	if err != nil || out.(*corev1.ConfigMap).ManagedFields != nil {
-		t.Errorf("TrimPods(configmap) = %v, %v", out, err)
+	for name, transform := range map[string]cache.TransformFunc{"TrimPods": TrimPods, "TrimPodsWith": TrimPodsWith(intern.New())} {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}}
+		out, err := transform(cm)
+		if err != nil || out.(*corev1.ConfigMap).ManagedFields != nil {
+			t.Errorf("%s(configmap) = %v, %v", name, out, err)
+		}
 	}
 }

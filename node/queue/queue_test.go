@@ -13,7 +13,7 @@ import (
 
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/vkubelet/virtual-kubelet/internal/testing/poll"
+	"github.com/vkubelet/virtual-kubelet/test/poll"
 )
 
 func fastLimiter() workqueue.TypedRateLimiter[any] {

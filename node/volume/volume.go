@@ -33,7 +33,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 
-	"github.com/vkubelet/virtual-kubelet/internal/intern"
+	"github.com/vkubelet/virtual-kubelet/node/intern"
 	"github.com/vkubelet/virtual-kubelet/node/internal/podenv"
 )
 

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/fuzzconfig"
+	"github.com/vkubelet/virtual-kubelet/provider"
 )
 
 // loadConfig loads the config file as New does.

@@ -18,11 +18,11 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 	pb "github.com/vkubelet/virtual-kubelet/plugin/providerv1alpha1"
 	"github.com/vkubelet/virtual-kubelet/plugin/wire"
+	"github.com/vkubelet/virtual-kubelet/provider"
 )
 
 // maxMessage is the largest message the daemon takes from a plugin: a pod

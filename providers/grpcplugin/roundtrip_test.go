@@ -21,11 +21,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilexec "k8s.io/utils/exec"
 
-	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/api"
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 	"github.com/vkubelet/virtual-kubelet/plugin/providerserver"
+	"github.com/vkubelet/virtual-kubelet/provider"
 	"github.com/vkubelet/virtual-kubelet/providers/grpcplugin"
 	"github.com/vkubelet/virtual-kubelet/providers/mock"
 )

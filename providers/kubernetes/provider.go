@@ -49,10 +49,10 @@ import (
 	psapi "k8s.io/pod-security-admission/api"
 	"k8s.io/utils/ptr"
 
-	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 	"github.com/vkubelet/virtual-kubelet/node/log"
+	"github.com/vkubelet/virtual-kubelet/provider"
 )
 
 // sourceIndex indexes B's pods by A's namespace/name.

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	utilexec "k8s.io/utils/exec"
 
-	"github.com/vkubelet/virtual-kubelet/internal/provider"
+	"github.com/vkubelet/virtual-kubelet/provider"
 )
 
 // boundedProvider is a mock for node vk0 told its pod controller has

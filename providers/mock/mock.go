@@ -22,11 +22,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vkubelet/virtual-kubelet/internal/intern"
-	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
+	"github.com/vkubelet/virtual-kubelet/node/intern"
 	"github.com/vkubelet/virtual-kubelet/node/log"
+	"github.com/vkubelet/virtual-kubelet/provider"
 )
 
 // Provider is the mock provider. Create it with New.
@@ -62,6 +62,9 @@ type Provider struct {
 	retiredCPU uint64
 	// self samples the process's own usage for the node's figures.
 	self *processUsage
+	// interner shares the values the pods repeat: the daemon's, so the
+	// mock's records hold the informer cache's instances.
+	interner *intern.Interner
 }
 
 var (
@@ -99,6 +102,10 @@ func New(_ context.Context, cfg provider.InitConfig) (node.Provider, error) {
 		pods:       map[string]*podState{},
 		self:       newProcessUsage(now),
 		volumes:    map[string]*podVolumes{},
+		interner:   cfg.Interner,
+	}
+	if p.interner == nil {
+		p.interner = intern.New()
 	}
 	if conf.stateDir != "" {
 		if p.state, err = openStateDir(p, conf.stateDir); err != nil {
@@ -334,21 +341,22 @@ type containerSpec struct {
 	restartPolicy *corev1.ContainerRestartPolicy
 }
 
-// infoOf and specOf keep the process's instances of the maps a pod's copy
-// repeats (package intern), so the mock's record of a pod adds little to
-// the informer's: the mock never changes them in place.
-func infoOf(pod *corev1.Pod) *podInfo {
+// infoOf and specOf keep in's instances of the maps a pod's copy repeats,
+// which are the informer's when the daemon shares its Interner, so the
+// mock's record of a pod adds little to the informer's: the mock never
+// changes them in place.
+func infoOf(in *intern.Interner, pod *corev1.Pod) *podInfo {
 	info := &podInfo{
 		namespace: pod.Namespace, name: pod.Name, uid: pod.UID,
-		labels: intern.StringMap(pod.Labels), annotations: intern.StringMap(pod.Annotations), created: pod.CreationTimestamp,
+		labels: in.StringMap(pod.Labels), annotations: in.StringMap(pod.Annotations), created: pod.CreationTimestamp,
 		nodeName: pod.Spec.NodeName, restartPolicy: pod.Spec.RestartPolicy,
 	}
 	return info
 }
 
-func specOf(c corev1.Container) containerSpec {
-	intern.Requirements(&c.Resources)
-	return containerSpec{name: c.Name, image: c.Image, command: c.Command, args: c.Args, env: intern.EnvVars(c.Env), ports: c.Ports, mounts: c.VolumeMounts, resources: c.Resources, restartPolicy: c.RestartPolicy}
+func specOf(in *intern.Interner, c corev1.Container) containerSpec {
+	in.Requirements(&c.Resources)
+	return containerSpec{name: c.Name, image: c.Image, command: c.Command, args: c.Args, env: in.EnvVars(c.Env), ports: c.Ports, mounts: c.VolumeMounts, resources: c.Resources, restartPolicy: c.RestartPolicy}
 }
 
 func (c containerSpec) container() corev1.Container {

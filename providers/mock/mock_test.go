@@ -22,10 +22,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilexec "k8s.io/utils/exec"
 
-	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/api"
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
+	"github.com/vkubelet/virtual-kubelet/provider"
 )
 
 func newProvider(t *testing.T) (*Provider, *recorder) {

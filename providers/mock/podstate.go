@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/vkubelet/virtual-kubelet/internal/intern"
+	"github.com/vkubelet/virtual-kubelet/node/intern"
 )
 
 // podState is a pod as the mock runs it. Every method expects the
@@ -88,27 +88,27 @@ const (
 type instance struct{ start, end time.Time }
 
 func newPodState(p *Provider, pod *corev1.Pod, scripts podScripts, ips []string) *podState {
-	ps := &podState{p: p, pod: infoOf(pod), ips: ips, created: p.clock.Now(), resources: pod.Spec.Resources.DeepCopy()}
-	intern.Requirements(ps.resources)
+	ps := &podState{p: p, pod: infoOf(p.interner, pod), ips: ips, created: p.clock.Now(), resources: pod.Spec.Resources.DeepCopy()}
+	p.interner.Requirements(ps.resources)
 	// Containers wait to be created; with init containers, the later ones
 	// wait for the pod's initialisation.
 	waiting := "ContainerCreating"
 	for i, c := range pod.Spec.InitContainers {
-		ps.init = append(ps.init, newContainerState(c, scripts.init[i], waiting))
+		ps.init = append(ps.init, newContainerState(p.interner, c, scripts.init[i], waiting))
 		waiting = "PodInitializing"
 	}
 	for i, c := range pod.Spec.Containers {
-		ps.containers = append(ps.containers, newContainerState(c, scripts.containers[i], waiting))
+		ps.containers = append(ps.containers, newContainerState(p.interner, c, scripts.containers[i], waiting))
 	}
 	ps.addEphemeral(pod) // a pod the mock restores may have some
 	return ps
 }
 
-func newContainerState(c corev1.Container, s script, waiting string) *containerState {
+func newContainerState(in *intern.Interner, c corev1.Container, s script, waiting string) *containerState {
 	// The status shares the spec's resource lists: the mock replaces
 	// them on a resize and never changes them in place, and statuses
 	// hands out copies.
-	spec := specOf(c)
+	spec := specOf(in, c)
 	resources := spec.resources
 	return &containerState{
 		spec:   spec,
@@ -361,7 +361,7 @@ func (ps *podState) addEphemeral(pod *corev1.Pod) bool {
 		if ps.container(ec.Name) != nil {
 			continue
 		}
-		c := newContainerState(corev1.Container(ec.EphemeralContainerCommon), script{restartDelay: time.Second, logInterval: time.Second}, "ContainerCreating")
+		c := newContainerState(ps.p.interner, corev1.Container(ec.EphemeralContainerCommon), script{restartDelay: time.Second, logInterval: time.Second}, "ContainerCreating")
 		c.ephemeral = true
 		ps.ephemeral = append(ps.ephemeral, c)
 		if ps.started {
@@ -401,14 +401,14 @@ func (ps *podState) stopSidecars() {
 // new resources are applied (see updateResources). It reports whether the
 // status changed.
 func (ps *podState) update(pod *corev1.Pod) bool {
-	ps.pod.labels, ps.pod.annotations = intern.StringMap(pod.Labels), intern.StringMap(pod.Annotations)
+	ps.pod.labels, ps.pod.annotations = ps.p.interner.StringMap(pod.Labels), ps.p.interner.StringMap(pod.Annotations)
 	changed := ps.addEphemeral(pod)
 	for _, spec := range pod.Spec.Containers {
 		c := ps.container(spec.Name)
 		if c == nil || c.spec.image == spec.Image {
 			continue
 		}
-		c.spec, c.status.Image, c.status.ImageID = specOf(spec), spec.Image, imageID(spec.Image)
+		c.spec, c.status.Image, c.status.ImageID = specOf(ps.p.interner, spec), spec.Image, imageID(spec.Image)
 		ps.restart(c)
 		changed = true
 	}

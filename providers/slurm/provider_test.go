@@ -22,9 +22,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	"github.com/vkubelet/virtual-kubelet/node/api"
 	"github.com/vkubelet/virtual-kubelet/node/volume"
+	"github.com/vkubelet/virtual-kubelet/provider"
 )
 
 // These tests drive the provider directly against a real Slurm (no API

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vkubelet/virtual-kubelet/internal/testing/poll"
+	"github.com/vkubelet/virtual-kubelet/test/poll"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

@@ -16,8 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/childproc"
-	"github.com/vkubelet/virtual-kubelet/internal/testing/poll"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
+	"github.com/vkubelet/virtual-kubelet/test/poll"
 )
 
 // benchPodsVar runs TestSlurmBench with that many pods; unset, it skips.

@@ -21,8 +21,8 @@ import (
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/childproc"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/nethost"
-	"github.com/vkubelet/virtual-kubelet/internal/testing/poll"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
+	"github.com/vkubelet/virtual-kubelet/test/poll"
 )
 
 // binary is the virtual-kubelet under test, built with -race.

@@ -3,42 +3,45 @@ package intern
 import corev1 "k8s.io/api/core/v1"
 
 // Pod replaces in place the values of pod that pods repeat with the
-// process's instances. pod must not be shared yet: an informer's transform
-// is the place.
-func Pod(pod *corev1.Pod) {
+// shared instances. pod must not be shared yet: an informer's transform
+// is the place. A nil Interner shares the pod's strings only.
+func (in *Interner) Pod(pod *corev1.Pod) {
+	if in == nil {
+		in = &stringsOnly
+	}
 	m := &pod.ObjectMeta
 	m.Namespace, m.GenerateName = String(m.Namespace), String(m.GenerateName)
-	m.Labels, m.Annotations = StringMap(m.Labels), StringMap(m.Annotations)
+	m.Labels, m.Annotations = in.StringMap(m.Labels), in.StringMap(m.Annotations)
 	for i := range m.OwnerReferences {
 		r := &m.OwnerReferences[i]
 		r.APIVersion, r.Kind, r.Name = String(r.APIVersion), String(r.Kind), String(r.Name)
 	}
 	each(m.Finalizers)
-	spec(&pod.Spec)
-	status(&pod.Status, pod.Spec.Volumes)
+	in.spec(&pod.Spec)
+	in.status(&pod.Status, pod.Spec.Volumes)
 }
 
-func spec(s *corev1.PodSpec) {
+func (in *Interner) spec(s *corev1.PodSpec) {
 	s.NodeName, s.SchedulerName, s.PriorityClassName = String(s.NodeName), String(s.SchedulerName), String(s.PriorityClassName)
 	s.ServiceAccountName, s.DeprecatedServiceAccount = String(s.ServiceAccountName), String(s.DeprecatedServiceAccount)
 	s.DNSPolicy, s.RestartPolicy = corev1.DNSPolicy(String(string(s.DNSPolicy))), corev1.RestartPolicy(String(string(s.RestartPolicy)))
-	s.NodeSelector = StringMap(s.NodeSelector)
-	s.Tolerations = Tolerations(s.Tolerations)
-	s.SecurityContext = sharePointer(podSecurityContexts, s.SecurityContext)
-	s.Affinity = sharePointer(affinities, s.Affinity)
+	s.NodeSelector = in.StringMap(s.NodeSelector)
+	s.Tolerations = in.Tolerations(s.Tolerations)
+	s.SecurityContext = sharePointer(in.podSecurityContexts, s.SecurityContext)
+	s.Affinity = sharePointer(in.affinities, s.Affinity)
 	for i := range s.Volumes {
-		s.Volumes[i].VolumeSource = VolumeSource(s.Volumes[i].VolumeSource)
+		s.Volumes[i].VolumeSource = in.VolumeSource(s.Volumes[i].VolumeSource)
 	}
 	for _, list := range [][]corev1.Container{s.InitContainers, s.Containers} {
 		for i := range list {
-			container(&list[i], s.Volumes)
+			in.container(&list[i], s.Volumes)
 		}
 	}
-	Requirements(s.Resources)
-	s.Overhead = ResourceList(s.Overhead)
+	in.Requirements(s.Resources)
+	s.Overhead = in.ResourceList(s.Overhead)
 }
 
-func container(c *corev1.Container, volumes []corev1.Volume) {
+func (in *Interner) container(c *corev1.Container, volumes []corev1.Volume) {
 	c.Name, c.Image, c.WorkingDir = String(c.Name), String(c.Image), String(c.WorkingDir)
 	c.ImagePullPolicy = corev1.PullPolicy(String(string(c.ImagePullPolicy)))
 	c.TerminationMessagePath = String(c.TerminationMessagePath)
@@ -49,7 +52,7 @@ func container(c *corev1.Container, volumes []corev1.Volume) {
 		e := &c.Env[i]
 		e.Name, e.Value = String(e.Name), String(e.Value)
 	}
-	c.Env = EnvVars(c.Env)
+	c.Env = in.EnvVars(c.Env)
 	for i := range c.Ports {
 		p := &c.Ports[i]
 		p.Name, p.Protocol = String(p.Name), corev1.Protocol(String(string(p.Protocol)))
@@ -58,16 +61,16 @@ func container(c *corev1.Container, volumes []corev1.Volume) {
 		m := &c.VolumeMounts[i]
 		m.Name, m.MountPath, m.SubPath = volumeName(m.Name, volumes), String(m.MountPath), String(m.SubPath)
 	}
-	Requirements(&c.Resources)
-	c.SecurityContext = sharePointer(securityContexts, c.SecurityContext)
-	c.LivenessProbe = sharePointer(probes, c.LivenessProbe)
-	c.ReadinessProbe = sharePointer(probes, c.ReadinessProbe)
-	c.StartupProbe = sharePointer(probes, c.StartupProbe)
+	in.Requirements(&c.Resources)
+	c.SecurityContext = sharePointer(in.securityContexts, c.SecurityContext)
+	c.LivenessProbe = sharePointer(in.probes, c.LivenessProbe)
+	c.ReadinessProbe = sharePointer(in.probes, c.ReadinessProbe)
+	c.StartupProbe = sharePointer(in.probes, c.StartupProbe)
 }
 
 // volumeName is the name of the pod's volume called name. Volume names are
 // often the pod's own (kube-api-access-xxxxx): they are shared within the
-// pod, not looked up in the process's strings.
+// pod, not made canonical by String.
 func volumeName(name string, volumes []corev1.Volume) string {
 	for i := range volumes {
 		if volumes[i].Name == name {
@@ -77,7 +80,7 @@ func volumeName(name string, volumes []corev1.Volume) string {
 	return name
 }
 
-func status(s *corev1.PodStatus, volumes []corev1.Volume) {
+func (in *Interner) status(s *corev1.PodStatus, volumes []corev1.Volume) {
 	s.Phase, s.QOSClass = corev1.PodPhase(String(string(s.Phase))), corev1.PodQOSClass(String(string(s.QOSClass)))
 	s.HostIP, s.Reason, s.Message = String(s.HostIP), String(s.Reason), String(s.Message)
 	// The first of the IPs repeats the primary one; a pod's IPs are its own.
@@ -94,14 +97,14 @@ func status(s *corev1.PodStatus, volumes []corev1.Volume) {
 	}
 	for _, list := range [][]corev1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses, s.EphemeralContainerStatuses} {
 		for i := range list {
-			containerStatus(&list[i], volumes)
+			in.containerStatus(&list[i], volumes)
 		}
 	}
-	s.AllocatedResources = ResourceList(s.AllocatedResources)
-	Requirements(s.Resources)
+	s.AllocatedResources = in.ResourceList(s.AllocatedResources)
+	in.Requirements(s.Resources)
 }
 
-func containerStatus(c *corev1.ContainerStatus, volumes []corev1.Volume) {
+func (in *Interner) containerStatus(c *corev1.ContainerStatus, volumes []corev1.Volume) {
 	c.Name, c.Image, c.ImageID = String(c.Name), String(c.Image), String(c.ImageID)
 	for _, st := range []*corev1.ContainerState{&c.State, &c.LastTerminationState} {
 		if w := st.Waiting; w != nil {
@@ -115,8 +118,8 @@ func containerStatus(c *corev1.ContainerStatus, volumes []corev1.Volume) {
 		m := &c.VolumeMounts[i]
 		m.Name, m.MountPath = volumeName(m.Name, volumes), String(m.MountPath)
 	}
-	c.AllocatedResources = ResourceList(c.AllocatedResources)
-	Requirements(c.Resources)
+	c.AllocatedResources = in.ResourceList(c.AllocatedResources)
+	in.Requirements(c.Resources)
 }
 
 func each(list []string) {

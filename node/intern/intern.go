@@ -5,6 +5,12 @@
 // The pods of one Deployment differ in little more than their names, UIDs,
 // IPs and times.
 //
+// The tables are an Interner's, not the package's: whoever makes one
+// (New) decides what shares it, typically the pod informers of a
+// process's nodes (nodeutil.TrimPodsWith) and its providers. Strings are
+// the exception: String hands out the runtime's canonical instance
+// (package unique), which the runtime drops once unused.
+//
 // Shared values are read-only, as any object from an informer's cache is:
 // whoever changes one copies it first.
 package intern
@@ -38,9 +44,10 @@ func newTable[V any](max int) *table[V] {
 }
 
 // share returns the instance kept under key, v itself (now kept) the first
-// time. Only a value it keeps copies the key.
+// time; v when t is nil (an Interner that shares strings only). Only a
+// value it keeps copies the key.
 func (t *table[V]) share(key []byte, v V) V {
-	if len(key) > maxKey {
+	if t == nil || len(key) > maxKey {
 		return v
 	}
 	t.mu.Lock()
@@ -55,24 +62,50 @@ func (t *table[V]) share(key []byte, v V) V {
 	return v
 }
 
-// The process's tables: the informers of all its nodes and its providers
-// share them, so a provider's copy of a value is the cache's instance too.
-var (
-	resourceLists = newTable[corev1.ResourceList](4096)
-	stringMaps    = newTable[map[string]string](4096)
-	volumeSources = newTable[corev1.VolumeSource](4096)
-	tolerations   = newTable[[]corev1.Toleration](1024)
-	envVars       = newTable[[]corev1.EnvVar](1024)
+// Interner holds the tables of shared values. It is safe for concurrent
+// use. Whoever makes one owns what it keeps: the informers of a process's
+// nodes and its providers share one, so that a provider's copy of a value
+// is the cache's instance too. A nil or zero Interner shares strings
+// only.
+type Interner struct {
+	resourceLists *table[corev1.ResourceList]
+	stringMaps    *table[map[string]string]
+	volumeSources *table[corev1.VolumeSource]
+	tolerations   *table[[]corev1.Toleration]
+	envVars       *table[[]corev1.EnvVar]
 	// What the pods of a Deployment repeat from its template, nil in most
 	// other pods: each is a few allocations when decoded.
-	podSecurityContexts = newTable[*corev1.PodSecurityContext](1024)
-	securityContexts    = newTable[*corev1.SecurityContext](1024)
-	affinities          = newTable[*corev1.Affinity](1024)
-	probes              = newTable[*corev1.Probe](1024)
-)
+	podSecurityContexts *table[*corev1.PodSecurityContext]
+	securityContexts    *table[*corev1.SecurityContext]
+	affinities          *table[*corev1.Affinity]
+	probes              *table[*corev1.Probe]
+}
 
-// String returns the process's instance of s. Strings are kept weakly
-// (package unique): one no pod holds any more is dropped at a collection.
+// stringsOnly is what a nil Interner stands for in Pod: no tables, so
+// only String shares. It is never written, and holds nothing.
+var stringsOnly Interner
+
+// New returns an Interner with empty tables, each bounded (4,096 values
+// of the common kinds, 1,024 of the rarer ones) so that what it keeps
+// stays small whatever the pods.
+func New() *Interner {
+	return &Interner{
+		resourceLists:       newTable[corev1.ResourceList](4096),
+		stringMaps:          newTable[map[string]string](4096),
+		volumeSources:       newTable[corev1.VolumeSource](4096),
+		tolerations:         newTable[[]corev1.Toleration](1024),
+		envVars:             newTable[[]corev1.EnvVar](1024),
+		podSecurityContexts: newTable[*corev1.PodSecurityContext](1024),
+		securityContexts:    newTable[*corev1.SecurityContext](1024),
+		affinities:          newTable[*corev1.Affinity](1024),
+		probes:              newTable[*corev1.Probe](1024),
+	}
+}
+
+// String returns the canonical instance of s. Strings are not kept in an
+// Interner's tables but by package unique, weakly: one no pod holds any
+// more is dropped at a collection, and every Interner hands out the same
+// instance.
 func String(s string) string {
 	if s == "" {
 		return s
@@ -80,10 +113,10 @@ func String(s string) string {
 	return unique.Make(s).Value()
 }
 
-// ResourceList returns the process's instance of a list equal to l: equal
+// ResourceList returns the instance of a list equal to l: equal
 // quantities written otherwise (0.1 and 100m) are the same list.
-func ResourceList(l corev1.ResourceList) corev1.ResourceList {
-	if len(l) == 0 {
+func (in *Interner) ResourceList(l corev1.ResourceList) corev1.ResourceList {
+	if in == nil || in.resourceLists == nil || len(l) == 0 {
 		return l
 	}
 	var names [8]string
@@ -98,20 +131,20 @@ func ResourceList(l corev1.ResourceList) corev1.ResourceList {
 		key = strconv.AppendInt(key, int64(exponent), 10)
 		key = appendField(key, string(q.Format))
 	}
-	return resourceLists.share(key, l)
+	return in.resourceLists.share(key, l)
 }
 
 // Requirements shares r's lists in place.
-func Requirements(r *corev1.ResourceRequirements) {
+func (in *Interner) Requirements(r *corev1.ResourceRequirements) {
 	if r != nil {
-		r.Requests, r.Limits = ResourceList(r.Requests), ResourceList(r.Limits)
+		r.Requests, r.Limits = in.ResourceList(r.Requests), in.ResourceList(r.Limits)
 	}
 }
 
-// StringMap returns the process's instance of a map equal to m (labels,
+// StringMap returns the instance of a map equal to m (labels,
 // annotations, a node selector).
-func StringMap(m map[string]string) map[string]string {
-	if len(m) == 0 {
+func (in *Interner) StringMap(m map[string]string) map[string]string {
+	if in == nil || in.stringMaps == nil || len(m) == 0 {
 		return m
 	}
 	var names [8]string
@@ -121,15 +154,18 @@ func StringMap(m map[string]string) map[string]string {
 		key = appendField(key, k)
 		key = appendField(key, m[k])
 	}
-	return stringMaps.share(key, m)
+	return in.stringMaps.share(key, m)
 }
 
-// VolumeSource returns a source equal to s whose pointers are the process's
+// VolumeSource returns a source equal to s whose pointers are the shared
 // instances: every pod of a namespace mounts the same token projection.
 // The key is the source's protobuf encoding, equal exactly when the sources
 // are; the generated methods are called on the concrete types so that the
 // buffers stay on the stack.
-func VolumeSource(s corev1.VolumeSource) corev1.VolumeSource {
+func (in *Interner) VolumeSource(s corev1.VolumeSource) corev1.VolumeSource {
+	if in == nil || in.volumeSources == nil {
+		return s
+	}
 	var buf [256]byte
 	n := s.Size()
 	if n > len(buf) {
@@ -138,19 +174,25 @@ func VolumeSource(s corev1.VolumeSource) corev1.VolumeSource {
 	if _, err := s.MarshalToSizedBuffer(buf[:n]); err != nil {
 		return s
 	}
-	return volumeSources.share(buf[:n], s)
+	return in.volumeSources.share(buf[:n], s)
 }
 
-// Tolerations returns the process's instance of a list equal to l.
-func Tolerations(l []corev1.Toleration) []corev1.Toleration {
-	return shareList(tolerations, l)
+// Tolerations returns the instance of a list equal to l.
+func (in *Interner) Tolerations(l []corev1.Toleration) []corev1.Toleration {
+	if in == nil {
+		return l
+	}
+	return shareList(in.tolerations, l)
 }
 
-// EnvVars returns the process's instance of a list equal to l: a
+// EnvVars returns the instance of a list equal to l: a
 // Deployment's containers repeat their template's variables, and every
 // container of a namespace gets the same service variables.
-func EnvVars(l []corev1.EnvVar) []corev1.EnvVar {
-	return shareList(envVars, l)
+func (in *Interner) EnvVars(l []corev1.EnvVar) []corev1.EnvVar {
+	if in == nil {
+		return l
+	}
+	return shareList(in.envVars, l)
 }
 
 // shareList returns the instance in t of a list equal to l, keyed by its
@@ -160,7 +202,7 @@ func shareList[T any, P interface {
 	*T
 	message
 }](t *table[[]T], l []T) []T {
-	if len(l) == 0 {
+	if t == nil || len(l) == 0 {
 		return l
 	}
 	var buf [1024]byte
@@ -189,13 +231,13 @@ type message interface {
 }
 
 // sharePointer returns the instance in t of a value equal to *p, keyed by
-// its protobuf encoding; nil for nil.
+// its protobuf encoding; p itself for nil or without a table.
 func sharePointer[T any, P interface {
 	*T
 	message
 }](t *table[P], p P) P {
-	if p == nil {
-		return nil
+	if t == nil || p == nil {
+		return p
 	}
 	n := p.Size()
 	if n > maxKey {

@@ -1,6 +1,8 @@
 // Package poll waits, in tests against a real system, for a condition to
 // hold: it polls with a deadline (never a fixed sleep) and fails the test
-// naming what it awaited and what the condition said last.
+// naming what it awaited and what the condition said last. It is public
+// because the end-to-end suite (test/e2e), which providers' own modules
+// import, uses it.
 package poll
 
 import (

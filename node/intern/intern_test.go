@@ -78,8 +78,9 @@ func sameString(a, b string) bool { return unsafe.StringData(a) == unsafe.String
 func TestPodSharesWhatPodsRepeatAndChangesNothing(t *testing.T) {
 	a, b := decoded(t, "web-1", "10.0.0.1"), decoded(t, "web-2", "10.0.0.2")
 	wantA, wantB := a.DeepCopy(), b.DeepCopy()
-	Pod(a)
-	Pod(b)
+	in := New()
+	in.Pod(a)
+	in.Pod(b)
 	if !equality.Semantic.DeepEqual(a, wantA) || !equality.Semantic.DeepEqual(b, wantB) {
 		t.Fatal("interning changed a pod")
 	}
@@ -121,6 +122,8 @@ func TestPodSharesWhatPodsRepeatAndChangesNothing(t *testing.T) {
 }
 
 func TestKeysTellDifferentValuesApart(t *testing.T) {
+	in := New()
+	StringMap, ResourceList, Tolerations, EnvVars := in.StringMap, in.ResourceList, in.Tolerations, in.EnvVars
 	if sameMap(StringMap(map[string]string{"a": "b=c"}), StringMap(map[string]string{"a=b": "c"})) {
 		t.Error("two maps that differ in where a key ends are shared")
 	}
@@ -189,5 +192,54 @@ func TestTableStartsOverWhenFull(t *testing.T) {
 	long := make([]byte, maxKey+1)
 	if v := new(int); shared.share(long, v) != v || len(shared.values) != 2 {
 		t.Error("a value with a key over maxKey is kept")
+	}
+}
+
+// TestInternersKeepTheirOwnTables shows the tables are the Interner's: a
+// value one Interner kept is not handed out by another, so nothing is
+// shared through the package (only strings, which package unique keeps).
+func TestInternersKeepTheirOwnTables(t *testing.T) {
+	one, other := New(), New()
+	a, b := decoded(t, "web-1", "10.0.0.1"), decoded(t, "web-2", "10.0.0.2")
+	one.Pod(a)
+	other.Pod(b)
+	if sameMap(a.Labels, b.Labels) || sameMap(a.Spec.Containers[0].Resources.Requests, b.Spec.Containers[0].Resources.Requests) ||
+		&a.Spec.Tolerations[0] == &b.Spec.Tolerations[0] || a.Spec.Affinity == b.Spec.Affinity {
+		t.Error("a value one Interner kept is handed out by another")
+	}
+	if !sameString(a.Spec.Containers[0].Image, b.Spec.Containers[0].Image) {
+		t.Error("strings are not shared between Interners")
+	}
+	c := decoded(t, "web-3", "10.0.0.3")
+	other.Pod(c)
+	if !sameMap(b.Labels, c.Labels) {
+		t.Error("an Interner does not share the labels it kept")
+	}
+}
+
+// TestNilAndZeroInternersShareStringsOnly: TrimPods relies on a nil
+// Interner to share strings without keeping any table.
+func TestNilAndZeroInternersShareStringsOnly(t *testing.T) {
+	for name, in := range map[string]*Interner{"nil": nil, "zero": {}} {
+		a, b := decoded(t, "web-1", "10.0.0.1"), decoded(t, "web-2", "10.0.0.2")
+		want := a.DeepCopy()
+		in.Pod(a)
+		in.Pod(b)
+		if !equality.Semantic.DeepEqual(a, want) {
+			t.Errorf("%s: interning changed a pod", name)
+		}
+		if !sameString(a.Namespace, b.Namespace) || !sameString(a.Spec.Containers[0].Image, b.Spec.Containers[0].Image) {
+			t.Errorf("%s: strings are not shared", name)
+		}
+		if sameMap(a.Labels, b.Labels) || a.Spec.Affinity == b.Spec.Affinity || &a.Spec.Containers[0].Env[0] == &b.Spec.Containers[0].Env[0] {
+			t.Errorf("%s: a map, list or pointer is shared without tables", name)
+		}
+		l := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+		if !sameMap(in.ResourceList(l), l) || in.VolumeSource(corev1.VolumeSource{}) != (corev1.VolumeSource{}) ||
+			in.Tolerations(nil) != nil || in.EnvVars(nil) != nil || in.StringMap(nil) != nil {
+			t.Errorf("%s: a value is not returned as it was", name)
+		}
+		in.Requirements(&corev1.ResourceRequirements{Requests: l})
+		in.Requirements(nil)
 	}
 }

@@ -1,6 +1,12 @@
 // Package provider is the registry --provider picks from: a provider
 // registers the InitFunc that builds it (a node.Provider, the one contract
 // of the node library) from what the daemon gives it, InitConfig.
+//
+// It is public so that a provider in another module can be built into the
+// daemon: its package calls Register in an init function, and a main of
+// its author's own imports it and runs package daemon's Execute. The
+// providers of this repository (providers/...) register the same way from
+// cmd/virtual-kubelet, and a binary of your own may register them too.
 package provider
 
 import (
@@ -15,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/vkubelet/virtual-kubelet/node"
+	"github.com/vkubelet/virtual-kubelet/node/intern"
 )
 
 // ResourceManager reads the node's pods and the objects they refer to.
@@ -59,6 +66,13 @@ type InitConfig struct {
 	// queues has: a provider that makes calls wait (the mock's hang-calls)
 	// keeps most of them free. 0 when unknown (a plugin process).
 	PodSyncWorkers int
+	// Interner shares the values pods repeat (labels, resource lists,
+	// environment lists) between the pod informers' caches and the
+	// providers of the process: a provider keeping such values from the
+	// pods it is given keeps them through it, so that its copies are the
+	// cache's instances. Nil when the daemon does not intern; a provider
+	// then makes its own or keeps its copies.
+	Interner *intern.Interner
 }
 
 // InitFunc builds a provider. It returns a clear error, naming the file and
