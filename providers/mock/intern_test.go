@@ -15,8 +15,8 @@ func sameMap(a, b any) bool {
 	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
-// record returns the mock's record of the pod ns/name.
-func record(t *testing.T, p *Provider, name string) *podState {
+// recordOf returns the mock's record of the pod ns/name.
+func recordOf(t *testing.T, p *Provider, name string) *podState {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -44,7 +44,7 @@ func TestRecordsHoldTheCachesInstances(t *testing.T) {
 		if err := p.CreatePod(context.Background(), cached.DeepCopy()); err != nil {
 			t.Fatal(err)
 		}
-		ps := record(t, p.(*Provider), "web")
+		ps := recordOf(t, p.(*Provider), "web")
 		if !sameMap(ps.pod.labels, cached.Labels) {
 			t.Errorf("%s: the mock keeps its own copy of the labels", nodeName)
 		}
@@ -65,7 +65,7 @@ func TestRecordsShareWithoutTheDaemonsInterner(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if a, b := record(t, p, "a"), record(t, p, "b"); !sameMap(a.pod.labels, b.pod.labels) {
+	if a, b := recordOf(t, p, "a"), recordOf(t, p, "b"); !sameMap(a.pod.labels, b.pod.labels) {
 		t.Error("two pods' equal labels are kept twice")
 	}
 }
