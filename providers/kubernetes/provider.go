@@ -127,8 +127,8 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("remote cluster: %w", err)
 	}
-	if rm := ic.ResourceManager; rm == nil || rm.Pods == nil || rm.PodsSynced == nil || rm.ConfigMaps == nil || rm.Secrets == nil {
-		return nil, errors.New("the kubernetes provider reads the node's pods, ConfigMaps and Secrets in the daemon's cluster: it runs in the daemon, not as a plugin")
+	if rm := ic.ResourceManager; rm == nil || rm.Pods == nil || rm.PodsSynced == nil || rm.ConfigMaps == nil || rm.Secrets == nil || ic.KubeClient == nil {
+		return nil, errors.New("the kubernetes provider reads the node's pods, ConfigMaps and Secrets in the daemon's cluster and records Events there: it runs in the daemon, not as a plugin")
 	}
 	p := &Provider{
 		cfg:          cfg,
@@ -182,6 +182,7 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 		}
 	}
 	go p.objects.run(ctx)
+	go newEventRelay(p, podEventRecorder(ctx, ic.KubeClient, ic.NodeName)).run(ctx)
 	return p, nil
 }
 
@@ -197,6 +198,10 @@ func (p *Provider) checkRemote(ctx context.Context) error {
 		if _, err := p.remote.CoreV1().Namespaces().Get(ctx, p.cfg.Namespace, metav1.GetOptions{}); err != nil {
 			return fmt.Errorf("namespace %q in the remote cluster: %w", p.cfg.Namespace, err)
 		}
+	}
+	// The Events of the node's pods come back through a watch.
+	if _, err := p.remote.CoreV1().Events(p.cfg.Namespace).List(ctx, metav1.ListOptions{FieldSelector: eventSelector, Limit: 1}); err != nil {
+		return fmt.Errorf("listing Events in the remote cluster (the provider relays those of its pods; its identity there needs get, list and watch on events): %w", err)
 	}
 	return nil
 }
