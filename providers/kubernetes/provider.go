@@ -3,8 +3,9 @@
 // becomes a pod in cluster B, named after it and linked back to it by labels
 // and an annotation (see LabelNode and friends), signed
 // (AnnotationSignature) so that only the pods this node made are taken for
-// A's. B's pod status flows back to A from an informer on B; logs, exec,
-// attach and port-forward are proxied to B's API server.
+// A's. B's pod status flows back to A from an informer on B, and B's
+// Events about those pods from a watch (relayable); logs, exec, attach and
+// port-forward are proxied to B's API server.
 //
 // The provider is a trust boundary: a pod crosses only if it meets the
 // config's Pod Security Standards level, its volume types and runtime class
