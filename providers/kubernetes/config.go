@@ -40,6 +40,7 @@ import (
 //	volumeTypes: [configMap, secret, downwardAPI, projected, emptyDir]
 //	annotationPrefixes: [mock.vkubelet.io/]
 //	runtimeClasses: {gvisor: gvisor}   # A's runtimeClassName: B's
+//	events: {qps: 10, burst: 100}      # B's Events relayed onto A's pods
 type Config struct {
 	Remote          RemoteConfig        `json:"remote"`
 	Namespace       string              `json:"namespace,omitempty"`
@@ -70,7 +71,26 @@ type Config struct {
 	// RuntimeClasses maps A's runtimeClassName to B's; a pod naming a
 	// class not in the map is refused.
 	RuntimeClasses map[string]string `json:"runtimeClasses,omitempty"`
+	// Events bounds the Events of B the node relays onto its pods in A.
+	Events EventsConfig `json:"events,omitempty"`
 }
+
+// EventsConfig bounds the Events of B relayed onto the node's pods in A:
+// at most QPS a second in bursts of Burst, whatever B records (beyond,
+// they are dropped), on top of the kubelet's per-pod spam filter.
+type EventsConfig struct {
+	QPS   float32 `json:"qps,omitempty"`
+	Burst int     `json:"burst,omitempty"`
+}
+
+// Defaults of EventsConfig: a fifth of the kubelet's Event rate (its
+// --event-qps 50) with its burst (--event-burst 100), as the Events go
+// through the daemon's client of A, whose rate limit the node's pod
+// status updates share.
+const (
+	DefaultEventQPS   = 10
+	DefaultEventBurst = 100
+)
 
 // Defaults of the pod policy.
 var (
@@ -133,6 +153,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("remote.qps: must not be negative, got %v", r.QPS)
 	case r.Burst < 0:
 		return fmt.Errorf("remote.burst: must not be negative, got %d", r.Burst)
+	case c.Events.QPS < 0:
+		return fmt.Errorf("events.qps: must not be negative, got %v", c.Events.QPS)
+	case c.Events.Burst < 0:
+		return fmt.Errorf("events.burst: must not be negative, got %d", c.Events.Burst)
 	}
 	if r.Kubeconfig != "" {
 		if _, err := os.Stat(r.Kubeconfig); err != nil {
@@ -264,6 +288,18 @@ func (c *Config) capacity() corev1.ResourceList {
 		out[corev1.ResourceName(name)] = resource.MustParse(v)
 	}
 	return out
+}
+
+// eventRate is the node's rate of relayed Events, the defaults filled in.
+func (c *Config) eventRate() (qps float32, burst int) {
+	qps, burst = DefaultEventQPS, DefaultEventBurst
+	if c.Events.QPS > 0 {
+		qps = c.Events.QPS
+	}
+	if c.Events.Burst > 0 {
+		burst = c.Events.Burst
+	}
+	return qps, burst
 }
 
 // restConfig is the client configuration for cluster B.

@@ -28,6 +28,7 @@ func TestLoadConfig(t *testing.T) {
 sourceCluster: a
 signingKeyFile: /etc/vk/key
 runtimeClasses: {gvisor: runsc}
+events: {qps: 2}
 namespace: from-a
 capacity: {cpu: "8", pods: "100"}
 node:
@@ -48,6 +49,9 @@ pods:
 		cfg.RuntimeClasses["gvisor"] != "runsc" {
 		t.Errorf("config: %+v", cfg)
 	}
+	if qps, burst := cfg.eventRate(); qps != 2 || burst != DefaultEventBurst {
+		t.Errorf("events: {qps: 2} gives a rate of %v/s, burst %d; want 2/s, the default burst %d", qps, burst, DefaultEventBurst)
+	}
 	// The same in JSON.
 	if _, err := LoadConfig(writeConfig(t, `{"remote": {"inCluster": true}, "namespacePrefix": "a-", "deriveCapacity": true, "sourceCluster": "a", "signingKeyFile": "/k"}`)); err != nil {
 		t.Errorf("JSON config: %v", err)
@@ -67,6 +71,8 @@ pods:
 		{`remote: {inCluster: true, kubeconfig: /x}` + "\nnamespace: a", "exclusive"},
 		{`remote: {kubeconfig: /does/not/exist}` + "\nnamespace: a", "remote.kubeconfig: stat /does/not/exist"},
 		{`remote: {inCluster: true, qps: -1}` + "\nnamespace: a", "remote.qps: must not be negative"},
+		{`remote: {inCluster: true}` + "\nnamespace: a\nevents: {qps: -1}", "events.qps: must not be negative"},
+		{`remote: {inCluster: true}` + "\nnamespace: a\nevents: {burst: -5}", "events.burst: must not be negative"},
 		{`remote: {inCluster: true}` + "\nnamespace: Not_A_Label", `namespace: "Not_A_Label"`},
 		{`remote: {inCluster: true}` + "\nnamespace: a\nnamespacePrefix: b-", "namespace and namespacePrefix are exclusive"},
 		{`remote: {inCluster: true}` + "\nnamespacePrefix: UPPER-", "namespacePrefix"},

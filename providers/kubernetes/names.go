@@ -33,10 +33,15 @@ func (n namer) remoteNamespace(namespace string) (string, error) {
 	return ns, nil
 }
 
+// nodePrefix is what every name this node gives in B begins with.
+func (n namer) nodePrefix() string {
+	return n.cluster + "." + n.node + "."
+}
+
 // namePrefix is what every name in B of an object of A's namespace begins
 // with.
 func (n namer) namePrefix(namespace string) string {
-	return n.cluster + "." + n.node + "." + namespace + "."
+	return n.nodePrefix() + namespace + "."
 }
 
 // remoteName is the name in B of the object namespace/name of A; a name

@@ -3,8 +3,9 @@
 // becomes a pod in cluster B, named after it and linked back to it by labels
 // and an annotation (see LabelNode and friends), signed
 // (AnnotationSignature) so that only the pods this node made are taken for
-// A's. B's pod status flows back to A from an informer on B; logs, exec,
-// attach and port-forward are proxied to B's API server.
+// A's. B's pod status flows back to A from an informer on B, and B's
+// Events about those pods from a watch (relayable); logs, exec, attach and
+// port-forward are proxied to B's API server.
 //
 // The provider is a trust boundary: a pod crosses only if it meets the
 // config's Pod Security Standards level, its volume types and runtime class
@@ -127,8 +128,8 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("remote cluster: %w", err)
 	}
-	if rm := ic.ResourceManager; rm == nil || rm.Pods == nil || rm.PodsSynced == nil || rm.ConfigMaps == nil || rm.Secrets == nil {
-		return nil, errors.New("the kubernetes provider reads the node's pods, ConfigMaps and Secrets in the daemon's cluster: it runs in the daemon, not as a plugin")
+	if rm := ic.ResourceManager; rm == nil || rm.Pods == nil || rm.PodsSynced == nil || rm.ConfigMaps == nil || rm.Secrets == nil || ic.KubeClient == nil {
+		return nil, errors.New("the kubernetes provider reads the node's pods, ConfigMaps and Secrets in the daemon's cluster and records Events there: it runs in the daemon, not as a plugin")
 	}
 	p := &Provider{
 		cfg:          cfg,
@@ -182,6 +183,7 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 		}
 	}
 	go p.objects.run(ctx)
+	go newEventRelay(p, podEventRecorder(ctx, ic.KubeClient, ic.NodeName)).run(ctx)
 	return p, nil
 }
 
@@ -197,6 +199,10 @@ func (p *Provider) checkRemote(ctx context.Context) error {
 		if _, err := p.remote.CoreV1().Namespaces().Get(ctx, p.cfg.Namespace, metav1.GetOptions{}); err != nil {
 			return fmt.Errorf("namespace %q in the remote cluster: %w", p.cfg.Namespace, err)
 		}
+	}
+	// The Events of the node's pods come back through a watch.
+	if _, err := p.remote.CoreV1().Events(p.cfg.Namespace).List(ctx, metav1.ListOptions{FieldSelector: eventSelector, Limit: 1}); err != nil {
+		return fmt.Errorf("listing Events in the remote cluster (the provider relays those of its pods; its identity there needs get, list and watch on events): %w", err)
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 )
@@ -18,6 +17,9 @@ const (
 	// ReasonCopyRefused: a copy into one of the pod's containers (kubectl
 	// cp) was refused, past the container's or the node's bound.
 	ReasonCopyRefused = "CopyRefused"
+	// ReasonFailed: a container failed to start (AnnotationFailStart), the
+	// kubelet's reason for it, with its message "Error: <the message>".
+	ReasonFailed = "Failed"
 )
 
 // maxEventMessage is the longest message the mock records, the limit of an
@@ -31,12 +33,19 @@ const maxEventMessage = 1024
 type podEvents struct{ recorder record.EventRecorder }
 
 func (e podEvents) warn(namespace, name string, uid types.UID, reason, message string) {
+	e.warnOn(namespace, name, uid, "", reason, message)
+}
+
+// warnOn records a Warning on the pod, or on one of its containers when
+// fieldPath names it (spec.containers{app}), as the kubelet's container
+// Events are.
+func (e podEvents) warnOn(namespace, name string, uid types.UID, fieldPath, reason, message string) {
 	if e.recorder == nil || name == "" {
 		return
 	}
 	if len(message) > maxEventMessage {
 		message = strings.ToValidUTF8(message[:maxEventMessage-len("...")], "") + "..."
 	}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: uid}}
-	e.recorder.Event(pod, corev1.EventTypeWarning, reason, message)
+	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: namespace, Name: name, UID: uid, FieldPath: fieldPath}
+	e.recorder.Event(ref, corev1.EventTypeWarning, reason, message)
 }

@@ -2,6 +2,7 @@ package mock
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -238,6 +239,19 @@ func (ps *podState) containerID(name string) string {
 	return fmt.Sprintf("mock://%s/%s", ps.pod.uid, name)
 }
 
+// fieldPath is the container's path in the pod spec, as the kubelet's
+// Events about a container name it.
+func (ps *podState) fieldPath(c *containerState) string {
+	list := "containers"
+	switch {
+	case c.ephemeral:
+		list = "ephemeralContainers"
+	case slices.Contains(ps.init, c):
+		list = "initContainers"
+	}
+	return "spec." + list + "{" + c.spec.name + "}"
+}
+
 // run starts one instance of the container.
 func (ps *podState) run(c *containerState) {
 	now := ps.now()
@@ -246,6 +260,7 @@ func (ps *podState) run(c *containerState) {
 	if c.script.failStart != "" {
 		c.addInstance(instance{start: now, end: now})
 		ps.terminated(c, exitCodeStartError, "StartError", c.script.failStart, now)
+		ps.p.events.warnOn(ps.pod.namespace, ps.pod.name, ps.pod.uid, ps.fieldPath(c), ReasonFailed, "Error: "+c.script.failStart)
 		return
 	}
 	c.addInstance(instance{start: now})
