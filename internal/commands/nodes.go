@@ -17,6 +17,7 @@ import (
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/vkubelet/virtual-kubelet/internal/ha"
 	"github.com/vkubelet/virtual-kubelet/internal/metrics"
 	"github.com/vkubelet/virtual-kubelet/internal/provider"
 	"github.com/vkubelet/virtual-kubelet/internal/version"
@@ -144,6 +145,12 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		return nil, node.Capabilities{}, fmt.Errorf("provider %s: %w", o.Provider.Name, err)
 	}
 	caps := node.CapabilitiesOf(p)
+	if fence := ha.FenceOf(ctx); fence != nil {
+		// A replica's node: once its holder lease is lost, every call
+		// that changes what the backend runs is refused, as its API
+		// writes are (ha.FencedTransport).
+		caps = caps.Guarded(fence.Guard)
+	}
 	labels := node.NewNodeLabelGuard(name)
 	spec := nodeSpec(ctx, o, name, p, caps.Decorator, labels)
 	cfg := nodeutil.Config{
