@@ -18,9 +18,12 @@
 // and the node it runs pods on. It implements PodNotifier to report pod
 // status as it changes (one that does not is polled), NodeProvider to report
 // its health and node changes, and any of the optional capabilities listed
-// with Provider (logs, exec, attach, port-forward, stats, ...); everything
-// that runs a provider discovers them the same way (PodHandlerConfigOf,
-// NodeProviderOf, KeepsEnvObjectRefs). Errors a provider returns should use
+// with Provider (logs, exec, attach, port-forward, stats, volumes, ...).
+// CapabilitiesOf finds them once, into the Capabilities that the pod
+// controller, the node controller (Capabilities.NodeProviderFor) and the
+// kubelet API routes (Capabilities.PodHandlerConfig) all receive; a
+// capability the provider lacks, or as a CapabilityDeclarer does not
+// declare, costs nothing. Errors a provider returns should use
 // the kinds in package errdefs: GetPod and GetPodStatus returning
 // errdefs.NotFound tell the controller a pod is gone.
 //
@@ -50,12 +53,13 @@
 //
 //   - Environment: env and envFrom arrive resolved (ConfigMaps, Secrets,
 //     the downward API, service links).
-//   - Volumes: a provider that also implements PodVolumeHandler gets the
-//     files of the pod's configMap, secret, downwardAPI and projected
-//     volumes, service-account tokens included (TokenRequest, bound to the
-//     pod), before CreatePod and whenever they change; package node/volume
-//     resolves them. Other volume kinds (emptyDir, persistentVolumeClaim,
-//     hostPath, image, csi, ...) are left in the spec for the provider.
+//   - Volumes: a provider with the volumes capability (PodVolumeHandler)
+//     gets the files of the pod's configMap, secret, downwardAPI and
+//     projected volumes, service-account tokens included (TokenRequest,
+//     bound to the pod), before CreatePod and whenever they change; package
+//     node/volume resolves them. Other volume kinds (emptyDir,
+//     persistentVolumeClaim, hostPath, image, csi, ...) are left in the spec
+//     for the provider.
 //   - Init containers run one at a time, in spec order, each to successful
 //     completion before the next starts, and all before the app containers;
 //     a failed one is restarted unless restartPolicy is Never, in which case

@@ -41,10 +41,9 @@ type podIPs struct {
 }
 
 func newPodIPs(pc *PodController, cfg PodControllerConfig) *podIPs {
-	s := &podIPs{cidrs: cfg.PodCIDRs}
-	s.assigner, _ = cfg.Provider.(PodIPAssigner)
+	s := &podIPs{cidrs: cfg.PodCIDRs, assigner: pc.caps.IPs}
 	// A runtime that resolves the environment itself gives the pod its IPs.
-	s.enabled = !cfg.SkipDownwardAPIResolution && !cfg.KeepEnvObjectRefs && (s.assigner != nil || s.cidrs != nil)
+	s.enabled = !pc.skipEnv && !pc.env.KeepObjectRefs && (s.assigner != nil || s.cidrs != nil)
 	return s
 }
 

@@ -24,8 +24,8 @@ const (
 // newProber returns the prober of a ProbeDelegator provider (nil for
 // others), wired to its exec and ContainerKiller capabilities.
 func newProber(pc *PodController) *prober.Manager {
-	d, ok := pc.provider.(ProbeDelegator)
-	if !ok || !declares(pc.provider, CapabilityProbes) {
+	d := pc.caps.Probes
+	if d == nil {
 		return nil
 	}
 	cfg := prober.Config{
@@ -36,14 +36,14 @@ func newProber(pc *PodController) *prober.Manager {
 			pc.recorder.Event(pod, eventType, reason, msg)
 		},
 	}
-	if ep, ok := pc.provider.(ExecProvider); ok && declares(pc.provider, CapabilityExec) {
+	if ep := pc.caps.Exec; ep != nil {
 		// Not traced as provider calls are: a failing probe's exit is no
 		// provider failure to log every period.
 		cfg.Exec = func(ctx context.Context, namespace, pod, container string, cmd []string, out io.Writer) error {
 			return ep.RunInContainer(ctx, namespace, pod, container, cmd, probeIO{out})
 		}
 	}
-	if k, ok := pc.provider.(ContainerKiller); ok && declares(pc.provider, CapabilityKillContainer) {
+	if k := pc.caps.Killer; k != nil {
 		cfg.Kill = func(ctx context.Context, pod *corev1.Pod, container string, grace time.Duration) error {
 			return pc.traceProvider(withPodFields(ctx, pod), "KillContainer", func(ctx context.Context) error {
 				return k.KillContainer(ctx, pod.Namespace, pod.Name, container, grace)

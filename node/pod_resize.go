@@ -358,7 +358,7 @@ func (pc *PodController) resize(ctx context.Context, pod *corev1.Pod, rec *podRe
 		return alloc, nil
 	}
 	result := ResizeResult{Outcome: ResizeDone} // UpdatePod applies it
-	if resizer, ok := pc.provider.(PodResizer); ok && declares(pc.provider, CapabilityResize) {
+	if resizer := pc.caps.Resizer; resizer != nil {
 		err := pc.traceProvider(ctx, "ResizePod", func(ctx context.Context) error {
 			var err error
 			asked := req

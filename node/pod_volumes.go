@@ -25,7 +25,8 @@ import (
 const SyncPodVolumesQueue = "syncPodVolumes"
 
 // PodVolumeHandler is an optional extension of PodLifecycleHandler: a
-// provider that implements it gets the files of its pods' configMap, secret,
+// provider that implements it (and, a CapabilityDeclarer, declares
+// CapabilityVolumes) gets the files of its pods' configMap, secret,
 // downwardAPI and projected volumes (service-account tokens included)
 // resolved by the controller, as a kubelet writes them (see package
 // node/volume). Other volume kinds (emptyDir, persistentVolumeClaim,
@@ -67,8 +68,9 @@ type TokenOnReadHandler interface {
 	ReadsTokensOnRead() bool
 }
 
-// podVolumes is the controller's volume state; nil when the provider does
-// not implement PodVolumeHandler.
+// podVolumes is the controller's volume state; nil when the provider has
+// no volumes capability, which then costs nothing: no resolution, no
+// TokenRequest.
 type podVolumes struct {
 	handler  PodVolumeHandler
 	resolver volume.Resolver
@@ -92,8 +94,8 @@ type deliveredVolumes struct {
 }
 
 func newPodVolumes(pc *PodController, cfg PodControllerConfig) *podVolumes {
-	h, ok := cfg.Provider.(PodVolumeHandler)
-	if !ok {
+	h := pc.caps.Volumes
+	if h == nil {
 		return nil
 	}
 	v := &podVolumes{handler: h, delivered: map[string]deliveredVolumes{}}
@@ -107,9 +109,7 @@ func newPodVolumes(pc *PodController, cfg PodControllerConfig) *podVolumes {
 	if cfg.ServiceAccountClient != nil {
 		v.resolver.Tokens = volume.NewTokens(cfg.ServiceAccountClient, cfg.ServiceAccountTokenMaxAge)
 	}
-	if r, ok := h.(TokenOnReadHandler); ok {
-		v.resolver.TokensOnRead = r.ReadsTokensOnRead()
-	}
+	v.resolver.TokensOnRead = pc.caps.TokensOnRead
 	v.queue = queue.New(SyncPodVolumesQueue, nil, retryUntilPermanent, pc.syncPodVolumes, queueOptions(cfg)...)
 	return v
 }

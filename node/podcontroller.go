@@ -88,8 +88,8 @@ type PodControllerConfig struct {
 	PodCIDRs func(context.Context) ([]string, error)
 
 	// ServiceAccountClient requests the service-account tokens of projected
-	// volumes (TokenRequest) for a provider that implements
-	// PodVolumeHandler; without it such volumes cannot be resolved.
+	// volumes (TokenRequest) for a provider with the volumes capability
+	// (PodVolumeHandler); without it such volumes cannot be resolved.
 	ServiceAccountClient corev1client.ServiceAccountsGetter
 	// ServiceAccountTokenMaxAge is the age at which a token is renewed even
 	// if it is valid longer (default volume.DefaultTokenMaxAge, 24h, as on
@@ -100,8 +100,13 @@ type PodControllerConfig struct {
 	// errors). This field is required.
 	EventRecorder record.EventRecorder
 
-	// Provider runs the pods. This field is required.
+	// Provider runs the pods. It is required unless Capabilities is set.
 	Provider PodLifecycleHandler
+	// Capabilities, if set, is what the controller uses of the provider,
+	// in place of CapabilitiesOf(Provider): the caller resolved them once
+	// to share with the other parts of the node (and may have Guarded
+	// them). Provider is then not used.
+	Capabilities *Capabilities
 
 	// SyncPodsFromKubernetesRateLimiter defines the rate limit for the SyncPodsFromKubernetes queue
 	SyncPodsFromKubernetesRateLimiter workqueue.TypedRateLimiter[any]
@@ -159,7 +164,8 @@ type PodControllerConfig struct {
 	// pod it creates. $(VAR) references and the pod's IPs (status.podIP,
 	// status.podIPs) are left to that runtime too. A
 	// missing mandatory ConfigMap or Secret holds the pod back as usual.
-	// SkipDownwardAPIResolution, when also set, wins.
+	// SkipDownwardAPIResolution, when also set, wins. A provider whose
+	// Capabilities say CopiesEnvObjects gets this without it.
 	KeepEnvObjectRefs bool
 
 	// GracePeriodMargin is how long after a deleted pod's deletion
@@ -184,6 +190,8 @@ type PodControllerConfig struct {
 
 // PodController is the controller implementation for Pod resources.
 type PodController struct {
+	// caps is what the provider can do; provider is caps.Pods.
+	caps        Capabilities
 	provider    PodLifecycleHandler
 	writer      podWriter
 	informer    corev1informers.PodInformer
@@ -228,8 +236,10 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 		return nil, errors.New("pod controller: PodInformer is required")
 	case cfg.EventRecorder == nil:
 		return nil, errors.New("pod controller: EventRecorder is required")
-	case cfg.Provider == nil:
-		return nil, errors.New("pod controller: Provider is required")
+	case cfg.Provider == nil && cfg.Capabilities == nil:
+		return nil, errors.New("pod controller: Provider (or Capabilities) is required")
+	case cfg.Capabilities != nil && cfg.Capabilities.Pods == nil:
+		return nil, errors.New("pod controller: Capabilities.Pods is required")
 	case cfg.StatusPollInterval < 0:
 		return nil, fmt.Errorf("pod controller: StatusPollInterval must not be negative, got %s", cfg.StatusPollInterval)
 	case cfg.ProviderResyncInterval < 0:
@@ -237,8 +247,14 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 	case cfg.GracePeriodMargin < 0:
 		return nil, fmt.Errorf("pod controller: GracePeriodMargin must not be negative, got %s", cfg.GracePeriodMargin)
 	}
+	caps := cfg.Capabilities
+	if caps == nil {
+		c := CapabilitiesOf(cfg.Provider)
+		caps = &c
+	}
 	pc := &PodController{
-		provider:       cfg.Provider,
+		caps:           *caps,
+		provider:       caps.Pods,
 		writer:         newPodWriter(cfg.PodClient),
 		informer:       cfg.PodInformer,
 		lister:         cfg.PodLister,
@@ -267,8 +283,8 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 	}
 	pc.syncedFuncs = append(pc.syncedFuncs, cfg.PodInformer.Informer().HasSynced)
 	pc.env.Node = cfg.Node
+	pc.env.KeepObjectRefs = cfg.KeepEnvObjectRefs || caps.CopiesEnvObjects
 	pc.ips = newPodIPs(pc, cfg)
-	pc.env.KeepObjectRefs = cfg.KeepEnvObjectRefs
 	pc.env.ServiceVars = &podenv.ServiceVarsMemo{}
 	if i := cfg.ConfigMapInformer; i != nil {
 		pc.env.ConfigMaps = i.Lister()
@@ -380,7 +396,7 @@ func (pc *PodController) Run(ctx context.Context, podSyncWorkers int) (retErr er
 		return fmt.Errorf("pod controller: informer caches did not sync: %w", context.Cause(ctx))
 	}
 
-	if notifier, ok := pc.provider.(PodNotifier); ok {
+	if notifier := pc.caps.Notifier; notifier != nil {
 		notifier.NotifyPods(ctx, func(pod *corev1.Pod) { pc.onProviderPod(ctx, pod) })
 	} else {
 		log.G(ctx).Infof("provider does not notify pod status changes; polling every %s", pc.pollInterval)

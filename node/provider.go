@@ -21,10 +21,11 @@ import (
 // of being polled, NodeProvider reports the node's health and changes, and
 // the capabilities (logs, exec, attach, port-forward, stats, env-object
 // copying, changing capacity, node labels and taints) serve the kubelet API
-// and shape the node. Whatever runs a provider (the daemon, package
-// nodeutil, the kubelet API routes) discovers them through PodHandlerConfigOf,
-// NodeProviderOf and KeepsEnvObjectRefs, one way. A provider without a
-// capability gets 501 Not Implemented for its kubelet API routes.
+// and shape the node. They are found once, by CapabilitiesOf, into the
+// Capabilities that every part running the provider receives (the pod and
+// node controllers, the kubelet API routes, the Node registered). A
+// provider without a capability gets 501 Not Implemented for its kubelet
+// API routes, and costs nothing for it.
 type Provider interface {
 	PodLifecycleHandler
 
@@ -137,7 +138,7 @@ type (
 		KillContainer(ctx context.Context, namespace, podName, containerName string, grace time.Duration) error
 	}
 	// CapacityNotifier is a provider whose capacity changes while it runs
-	// (see NodeProviderOf).
+	// (see Capabilities.NodeProviderFor).
 	CapacityNotifier interface {
 		// NotifyCapacity calls f with the node's new capacity each time it
 		// changes, until ctx ends. It does not block.
@@ -145,19 +146,21 @@ type (
 	}
 	// CapabilityDeclarer is a provider that has the methods of optional
 	// capabilities but serves only those it declares when it runs (a
-	// plugin declares its own in its handshake). PodHandlerConfigOf routes
-	// only the declared kubelet API ones, the others answer 501 Not
-	// Implemented; the pod controller uses ProbeDelegator, ContainerKiller
-	// and PodResizer only when declared.
+	// plugin declares its own in its handshake). CapabilitiesOf leaves out
+	// each Capability it does not declare: its kubelet API routes answer
+	// 501 Not Implemented, and the pod controller neither resolves volumes
+	// nor runs probes, kills containers or resizes pods through it.
 	CapabilityDeclarer interface {
 		Declares(Capability) bool
 	}
 )
 
-// Capability names a kubelet API capability (see CapabilityDeclarer).
+// Capability names an optional capability a CapabilityDeclarer may leave
+// out.
 type Capability string
 
-// The kubelet API capabilities, named as the 501 answer names them.
+// The capabilities a CapabilityDeclarer declares; the kubelet API ones are
+// named as the 501 answer names them.
 const (
 	CapabilityLogs        Capability = "logs"
 	CapabilityExec        Capability = "exec"
@@ -170,77 +173,6 @@ const (
 	CapabilityKillContainer Capability = "kill-container"
 	// CapabilityResize is PodResizer.
 	CapabilityResize Capability = "resize"
+	// CapabilityVolumes is PodVolumeHandler.
+	CapabilityVolumes Capability = "volumes"
 )
-
-// declares reports whether p serves capability c: always, unless it is a
-// CapabilityDeclarer that does not declare it.
-func declares(p any, c Capability) bool {
-	d, ok := p.(CapabilityDeclarer)
-	return !ok || d.Declares(c)
-}
-
-// PodHandlerConfigOf routes the kubelet API to p's capabilities: the pod
-// list, and logs, exec, attach, port-forward and stats where p has them
-// (and, for a CapabilityDeclarer, declares them).
-// The caller adds what is not the provider's (timeouts, the pods Kubernetes
-// has bound to the node).
-func PodHandlerConfigOf(p PodLifecycleHandler) api.PodHandlerConfig {
-	cfg := api.PodHandlerConfig{GetPods: p.GetPods, GetPod: p.GetPod}
-	if lp, ok := p.(LogsProvider); ok && declares(p, CapabilityLogs) {
-		cfg.GetContainerLogs = lp.GetContainerLogs
-	}
-	if ep, ok := p.(ExecProvider); ok && declares(p, CapabilityExec) {
-		cfg.RunInContainer = ep.RunInContainer
-	}
-	if ap, ok := p.(AttachProvider); ok && declares(p, CapabilityAttach) {
-		cfg.AttachToContainer = ap.AttachToContainer
-	}
-	if pp, ok := p.(PortForwardProvider); ok && declares(p, CapabilityPortForward) {
-		cfg.PortForward = pp.PortForward
-	}
-	if sp, ok := p.(StatsProvider); ok && declares(p, CapabilityStats) {
-		cfg.GetStatsSummary = sp.GetStatsSummary
-	}
-	if mp, ok := p.(MetricsResourceProvider); ok && declares(p, CapabilityStats) {
-		cfg.GetMetricsResource = mp.GetMetricsResource
-	}
-	return cfg
-}
-
-// KeepsEnvObjectRefs reports whether p wants pods with their env references
-// to ConfigMaps and Secrets kept (an EnvObjectCopier that copies them).
-func KeepsEnvObjectRefs(p PodLifecycleHandler) bool {
-	c, ok := p.(EnvObjectCopier)
-	return ok && c.CopiesEnvObjects()
-}
-
-// NodeProviderOf is the NodeProvider that keeps p's node: p itself when it
-// is one, else NaiveNodeProvider. For a CapacityNotifier, the registered
-// Node with each new capacity (allocatable the same) is what
-// NotifyNodeStatus reports, in place of what p's own would.
-func NodeProviderOf(p PodLifecycleHandler, registered *corev1.Node) NodeProvider {
-	np, ok := p.(NodeProvider)
-	if !ok {
-		np = NaiveNodeProvider{}
-	}
-	if c, ok := p.(CapacityNotifier); ok {
-		return capacityUpdates{NodeProvider: np, registered: registered.DeepCopy(), notifier: c}
-	}
-	return np
-}
-
-// capacityUpdates reports the registered Node with the provider's newest
-// capacity.
-type capacityUpdates struct {
-	NodeProvider
-	registered *corev1.Node
-	notifier   CapacityNotifier
-}
-
-func (u capacityUpdates) NotifyNodeStatus(ctx context.Context, cb func(*corev1.Node)) {
-	u.notifier.NotifyCapacity(ctx, func(capacity corev1.ResourceList) {
-		n := u.registered.DeepCopy()
-		n.Status.Capacity, n.Status.Allocatable = capacity, capacity.DeepCopy()
-		cb(n)
-	})
-}

@@ -2,9 +2,6 @@ package main_test
 
 import (
 	"context"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,7 +9,6 @@ import (
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 	"github.com/vkubelet/virtual-kubelet/node"
-	"github.com/vkubelet/virtual-kubelet/plugin/providerserver"
 	"github.com/vkubelet/virtual-kubelet/provider"
 	"github.com/vkubelet/virtual-kubelet/providers/mock"
 )
@@ -47,30 +43,7 @@ func TestPluginCannotClaimLabels(t *testing.T) {
 		"example.com/x":                         "y",
 	}}
 
-	// A unix socket's path has at most 107 bytes: not under t.TempDir.
-	dir, err := os.MkdirTemp("", "vkplugin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "hostile.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- providerserver.Serve(ctx, lis, hostile) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	cfg := filepath.Join(dir, "grpc.yaml")
-	if err := os.WriteFile(cfg, []byte("endpoint: unix://"+sock+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := serveInProcess(t, hostile)
 
 	d := startDaemon(t, c, nil, "--nodename", name, "--provider", "grpc", "--provider-config", cfg)
 	n := waitNodeReady(t, c.Client, d.name)

@@ -17,6 +17,7 @@ import (
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/vkubelet/virtual-kubelet/internal/ha"
 	"github.com/vkubelet/virtual-kubelet/internal/metrics"
 	"github.com/vkubelet/virtual-kubelet/internal/version"
 	"github.com/vkubelet/virtual-kubelet/node"
@@ -105,8 +106,9 @@ func (sh *shared) stop() {
 }
 
 // buildNode makes one virtual node: its provider (whose kubelet API will
-// listen on port), its Node controller and pod controller.
-func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP string, sh *shared) (*nodeutil.Node, node.Provider, error) {
+// listen on port), its Node controller and pod controller. What the
+// provider can do is found once, here, and returned for its kubelet API.
+func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP string, sh *shared) (*nodeutil.Node, node.Capabilities, error) {
 	client := sh.client
 	core := sh.factory.Core().V1()
 	// The node's pods: the provider reads the informer its pod controller
@@ -122,7 +124,7 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 	}
 	initProvider, err := provider.Get(o.Provider.Name)
 	if err != nil {
-		return nil, nil, err
+		return nil, node.Capabilities{}, err
 	}
 	// The pod controller and the provider record on the node's pods alike.
 	recorder := sh.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "virtual-kubelet", Host: name})
@@ -147,16 +149,23 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 	})
 	if err != nil {
 		if o.Node.NodeCount > 1 {
-			return nil, nil, fmt.Errorf("provider %s for node %s: %w", o.Provider.Name, name, err)
+			return nil, node.Capabilities{}, fmt.Errorf("provider %s for node %s: %w", o.Provider.Name, name, err)
 		}
-		return nil, nil, fmt.Errorf("provider %s: %w", o.Provider.Name, err)
+		return nil, node.Capabilities{}, fmt.Errorf("provider %s: %w", o.Provider.Name, err)
+	}
+	caps := node.CapabilitiesOf(p)
+	if fence := ha.FenceOf(ctx); fence != nil {
+		// A replica's node: once its holder lease is lost, every call
+		// that changes what the backend runs is refused, as its API
+		// writes are (ha.FencedTransport).
+		caps = caps.Guarded(fence.Guard)
 	}
 	labels := node.NewNodeLabelGuard(name)
-	spec := nodeSpec(ctx, o, name, p, labels)
+	spec := nodeSpec(ctx, o, name, p, caps.Decorator, labels)
 	cfg := nodeutil.Config{
 		Client:               client,
 		Node:                 spec,
-		Provider:             p,
+		Capabilities:         &caps,
 		Workers:              o.workersPerNode(),
 		InformerResyncPeriod: o.Client.FullResyncPeriod,
 		DisableLease:         !o.Node.EnableNodeLease,
@@ -180,7 +189,7 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		cfg.NodeOptions = append(cfg.NodeOptions, node.WithNodeWatch(sh.nodeWatch))
 	}
 	n, err := nodeutil.New(cfg)
-	return n, p, err
+	return n, caps, err
 }
 
 // The label every Node of the daemon carries; many nodes of one process
@@ -191,9 +200,9 @@ const (
 )
 
 // nodeSpec is the Node the daemon registers: what schedulers and users
-// select on, what the provider says the node has (its labels as labels
-// allows), and where its kubelet API is.
-func nodeSpec(ctx context.Context, o *Options, name string, p node.Provider, labels *node.NodeLabelGuard) *corev1.Node {
+// select on, what the provider says the node has (with a decorator d, its
+// labels as labels allows, and its taints), and where its kubelet API is.
+func nodeSpec(ctx context.Context, o *Options, name string, p node.Provider, d node.NodeDecorator, labels *node.NodeLabelGuard) *corev1.Node {
 	capacity := p.Capacity(ctx)
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
@@ -234,7 +243,7 @@ func nodeSpec(ctx context.Context, o *Options, name string, p node.Provider, lab
 		}
 		n.Spec.Taints = []corev1.Taint{{Key: o.Node.TaintKey, Value: value, Effect: corev1.TaintEffect(o.Node.TaintEffect)}}
 	}
-	if d, ok := p.(node.NodeDecorator); ok {
+	if d != nil {
 		proposed := maps.Clone(n.Labels)
 		maps.Copy(proposed, d.NodeLabels())
 		n.Labels = labels.Restrict(ctx, n.Labels, proposed)

@@ -132,11 +132,11 @@ func serveNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		return err
 	}
 	defer leave()
-	n, p, err := buildNode(ctx, o, name, port, nodeIP, sh)
+	n, caps, err := buildNode(ctx, o, name, port, nodeIP, sh)
 	if err != nil {
 		return err
 	}
-	stop, err := servers.kubeletAPI(ctx, name, port, nodeIP, p)
+	stop, err := servers.kubeletAPI(ctx, name, port, nodeIP, caps)
 	if err != nil {
 		return err
 	}

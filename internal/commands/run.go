@@ -66,9 +66,9 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	names := o.Node.NodeNames()
 	nodes := make([]*nodeutil.Node, len(names))
-	providers := make([]node.Provider, len(names))
+	caps := make([]node.Capabilities, len(names))
 	for i, name := range names {
-		if nodes[i], providers[i], err = buildNode(withNode(ctx, name), o, name, o.Server.ListenPort+int32(i), nodeIP, sh); err != nil {
+		if nodes[i], caps[i], err = buildNode(withNode(ctx, name), o, name, o.Server.ListenPort+int32(i), nodeIP, sh); err != nil {
 			return err
 		}
 	}
@@ -81,7 +81,7 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	defer servers.shutdown(shutdownTimeout)
 	for i, name := range names {
-		if _, err := servers.kubeletAPI(withNode(ctx, name), name, o.Server.ListenPort+int32(i), nodeIP, providers[i]); err != nil {
+		if _, err := servers.kubeletAPI(withNode(ctx, name), name, o.Server.ListenPort+int32(i), nodeIP, caps[i]); err != nil {
 			return err
 		}
 	}

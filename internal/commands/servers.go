@@ -147,10 +147,10 @@ func servePprof(mux *http.ServeMux) {
 }
 
 // kubeletAPI serves node name's kubelet API on port: the provider's
-// capabilities, behind the kubelet's authentication and authorization. It
+// capabilities caps, behind the kubelet's authentication and authorization. It
 // runs until shutdown, or until the returned func stops it (a node moving
 // to another replica).
-func (s *servers) kubeletAPI(ctx context.Context, name string, port int32, nodeIP string, p node.Provider) (stop func(), err error) {
+func (s *servers) kubeletAPI(ctx context.Context, name string, port int32, nodeIP string, caps node.Capabilities) (stop func(), err error) {
 	o := s.opts
 	tlsConfig, stopTLS, err := s.servingTLS(ctx, name, nodeIP)
 	if err != nil {
@@ -165,7 +165,7 @@ func (s *servers) kubeletAPI(ctx context.Context, name string, port int32, nodeI
 		stopTLS()
 		return nil, err
 	}
-	routes := node.PodHandlerConfigOf(p)
+	routes := caps.PodHandlerConfig()
 	routes.StreamIdleTimeout, routes.StreamCreationTimeout = o.StreamIdleTimeout, o.StreamCreationTimeout
 	var authz authorizer.Authorizer = s.auth
 	if o.AuthorizationMode == AuthzAlwaysAllow {

@@ -11,6 +11,8 @@
 // lease can expire for the others: the Fence of a holding ends RenewDeadline
 // after the start of its last successful renewal, cancels the node's
 // context then, and refuses, synchronously, every API request made with
-// that context (FencedTransport), so even a process resumed after a pause
-// writes nothing for a node it no longer holds.
+// that context (FencedTransport) and every provider call that changes what
+// the backend runs (Fence.Guard), so even a process resumed after a pause
+// writes nothing, to the API server or the backend, for a node it no
+// longer holds.
 package ha

@@ -93,6 +93,24 @@ func (f *Fence) Context(parent context.Context) (ctx context.Context, cancel con
 
 type fenceKey struct{}
 
+// FenceOf is the fence ctx carries (see Context), or nil.
+func FenceOf(ctx context.Context) *Fence {
+	f, _ := ctx.Value(fenceKey{}).(*Fence)
+	return f
+}
+
+// Guard refuses a provider call (method names it) once the fence is down,
+// checked on the caller's goroutine, before the call leaves the process:
+// the node.CallGuard of the node's provider (node.Capabilities.Guarded).
+// A resumed replica whose fence's context is not yet cancelled sends
+// nothing to the backend for a node it may no longer hold.
+func (f *Fence) Guard(_ context.Context, method string) error {
+	if !f.Valid() {
+		return fmt.Errorf("provider %s for node %s: %w", method, f.node, ErrFenced)
+	}
+	return nil
+}
+
 // FencedTransport refuses a request whose context carries a Fence that is
 // down, before it is sent: the check is made on the request's goroutine,
 // however late the fence's timer runs. Requests without a fence pass.
@@ -103,7 +121,7 @@ func FencedTransport(rt http.RoundTripper) http.RoundTripper {
 type fencedTransport struct{ next http.RoundTripper }
 
 func (t fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if f, ok := req.Context().Value(fenceKey{}).(*Fence); ok && !f.Valid() {
+	if f := FenceOf(req.Context()); f != nil && !f.Valid() {
 		return nil, fmt.Errorf("%s %s for node %s: %w", req.Method, req.URL.Path, f.node, ErrFenced)
 	}
 	return t.next.RoundTrip(req)

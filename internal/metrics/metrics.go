@@ -6,6 +6,7 @@
 package metrics
 
 import (
+	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 
+	"github.com/vkubelet/virtual-kubelet/internal/ha"
 	"github.com/vkubelet/virtual-kubelet/internal/logging"
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 
@@ -29,7 +31,7 @@ const namespace = "virtual_kubelet"
 var providerCallDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
 	Namespace:      namespace,
 	Name:           "provider_call_duration_seconds",
-	Help:           "Duration of provider calls by method and result (success, not_found or error).",
+	Help:           "Duration of provider calls by method and result (success, not_found, fenced or error).",
 	Buckets:        []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 	StabilityLevel: metrics.ALPHA,
 }, []string{"method", "result"})
@@ -50,11 +52,15 @@ func init() {
 // ProviderCallObserver. A NotFound answer is its own result, not an error:
 // the controller asks about pods the provider may rightly have dropped (a
 // deleted pod, at each resync), and those answers would drown real errors.
+// A call refused by a replica's fence (ha.ErrFenced) never reached the
+// provider: it is fenced.
 func ObserveProviderCall(method string, took time.Duration, err error) {
 	result := "success"
 	switch {
 	case errdefs.IsNotFound(err):
 		result = "not_found"
+	case errors.Is(err, ha.ErrFenced):
+		result = "fenced"
 	case err != nil:
 		result = "error"
 	}

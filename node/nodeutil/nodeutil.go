@@ -47,10 +47,15 @@ type Config struct {
 	// Node is the Node object to register: name, labels, taints and
 	// initial status. Required.
 	Node *corev1.Node
-	// Provider runs the pods. Required.
+	// Provider runs the pods. Required unless Capabilities is set.
 	Provider node.PodLifecycleHandler
+	// Capabilities, if set, is what the node uses of the provider, in
+	// place of node.CapabilitiesOf(Provider): for a caller that resolved
+	// them once to share (its kubelet API, its Node's labels) or Guarded
+	// them. Provider is then not used.
+	Capabilities *node.Capabilities
 	// NodeProvider keeps the node alive; it defaults to
-	// node.NodeProviderOf(Provider, Node).
+	// Capabilities.NodeProviderFor(Node).
 	NodeProvider node.NodeProvider
 
 	// Workers is the number of workers for each pod queue (default 10).
@@ -111,8 +116,15 @@ type Node struct {
 
 // New builds a Node; nothing is started and nothing is written until Run.
 func New(cfg Config) (*Node, error) {
-	if cfg.Client == nil || cfg.Node == nil || cfg.Node.Name == "" || cfg.Provider == nil {
-		return nil, errors.New("nodeutil: Client, Node (with a name) and Provider are required")
+	if cfg.Client == nil || cfg.Node == nil || cfg.Node.Name == "" || (cfg.Provider == nil && cfg.Capabilities == nil) {
+		return nil, errors.New("nodeutil: Client, Node (with a name) and Provider (or Capabilities) are required")
+	}
+	if cfg.Capabilities == nil {
+		caps := node.CapabilitiesOf(cfg.Provider)
+		cfg.Capabilities = &caps
+	}
+	if cfg.Capabilities.Pods == nil {
+		return nil, errors.New("nodeutil: Capabilities.Pods is required")
 	}
 	if cfg.Workers == 0 {
 		cfg.Workers = 10
@@ -121,7 +133,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("nodeutil: Workers must be positive, got %d", cfg.Workers)
 	}
 	if cfg.NodeProvider == nil {
-		cfg.NodeProvider = node.NodeProviderOf(cfg.Provider, cfg.Node)
+		cfg.NodeProvider = cfg.Capabilities.NodeProviderFor(cfg.Node)
 	}
 	transform := cfg.TransformPods
 	if transform == nil {
@@ -167,12 +179,12 @@ func New(cfg Config) (*Node, error) {
 		SecretInformer:    core.Secrets(),
 		ServiceInformer:   core.Services(),
 		EventRecorder:     recorder,
-		Provider:          cfg.Provider,
-		KeepEnvObjectRefs: node.KeepsEnvObjectRefs(cfg.Provider),
+		Provider:          cfg.Capabilities.Pods,
+		Capabilities:      cfg.Capabilities,
 		Node:              n.nodeController.Node,
 		PodCIDRs:          NodePodCIDRs(cfg.Client.CoreV1().Nodes(), cfg.Node.Name),
 		// Tokens of projected service-account volumes, for providers
-		// implementing node.PodVolumeHandler.
+		// with the volumes capability.
 		ServiceAccountClient: cfg.Client.CoreV1(),
 	}
 	if cfg.ConfigurePodController != nil {

@@ -113,7 +113,7 @@ type NodeConfig struct {
 
 	// routeAttacher registers the provider's routes, set by
 	// AttachProviderRoutes.
-	routeAttacher func(Provider, NodeConfig, corev1listers.PodLister)
+	routeAttacher func(node.Capabilities, NodeConfig, corev1listers.PodLister)
 }
 
 // NodeOpt adjusts a NodeConfig.
@@ -170,8 +170,8 @@ func WithTLSConfig(opts ...func(*tls.Config) error) NodeOpt {
 // NodeConfig.Handler unless one is set.
 func AttachProviderRoutes(mux api.ServeMux) NodeOpt {
 	return func(cfg *NodeConfig) error {
-		cfg.routeAttacher = func(p Provider, cfg NodeConfig, pods corev1listers.PodLister) {
-			routes := node.PodHandlerConfigOf(p)
+		cfg.routeAttacher = func(caps node.Capabilities, cfg NodeConfig, pods corev1listers.PodLister) {
+			routes := caps.PodHandlerConfig()
 			routes.GetPodsFromKubernetes = func(context.Context) ([]*corev1.Pod, error) { return pods.List(labels.Everything()) }
 			routes.StreamIdleTimeout, routes.StreamCreationTimeout = cfg.StreamIdleTimeout, cfg.StreamCreationTimeout
 			api.AttachPodRoutes(routes, mux, cfg.DebugHTTP)
@@ -230,8 +230,9 @@ func NewNode(name string, newProvider NewProviderFunc, opts ...NodeOpt) (*Node, 
 	if p == nil {
 		return nil, errors.New("nodeutil: the NewProviderFunc returned no provider")
 	}
+	caps := node.CapabilitiesOf(p)
 	if cfg.routeAttacher != nil {
-		cfg.routeAttacher(p, cfg, pods)
+		cfg.routeAttacher(caps, cfg, pods)
 	}
 
 	var nodeOpts []node.NodeControllerOpt
@@ -241,7 +242,7 @@ func NewNode(name string, newProvider NewProviderFunc, opts ...NodeOpt) (*Node, 
 	n, err := New(Config{
 		Client:               cfg.Client,
 		Node:                 &cfg.NodeSpec,
-		Provider:             p,
+		Capabilities:         &caps,
 		NodeProvider:         np,
 		Workers:              cfg.NumWorkers,
 		InformerResyncPeriod: cfg.InformerResyncPeriod,

@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/api"
 	pb "github.com/vkubelet/virtual-kubelet/plugin/providerv1alpha1"
 	"github.com/vkubelet/virtual-kubelet/plugin/wire"
@@ -28,8 +27,8 @@ func unimplemented(what string) error {
 // the log, the stream's header is sent, so the daemon tells "no such
 // container" from "no line yet" without waiting for data.
 func (s *services) ContainerLogs(req *pb.ContainerLogsRequest, stream pb.Kubelet_ContainerLogsServer) error {
-	lp, ok := s.p.(node.LogsProvider)
-	if !ok {
+	lp := s.c.Logs
+	if lp == nil {
 		return unimplemented("logs")
 	}
 	opts := api.ContainerLogOpts{
@@ -85,8 +84,8 @@ func writeChunks(b []byte, send func([]byte) error) (int, error) {
 
 // StatsSummary implements pb.KubeletServer.
 func (s *services) StatsSummary(ctx context.Context, _ *pb.StatsSummaryRequest) (*pb.StatsSummaryResponse, error) {
-	sp, ok := s.p.(node.StatsProvider)
-	if !ok {
+	sp := s.c.Stats
+	if sp == nil {
 		return nil, unimplemented("stats")
 	}
 	summary, err := sp.GetStatsSummary(ctx)

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/vkubelet/virtual-kubelet/node"
 	pb "github.com/vkubelet/virtual-kubelet/plugin/providerv1alpha1"
 	"github.com/vkubelet/virtual-kubelet/plugin/wire"
 )
@@ -22,7 +21,7 @@ func (s *services) Handshake(_ context.Context, req *pb.HandshakeRequest) (*pb.H
 		return nil, status.Errorf(codes.FailedPrecondition, "the daemon speaks plugin protocol version %d, this plugin speaks %d", req.GetProtocolVersion(), wire.ProtocolVersion)
 	}
 	resp := &pb.HandshakeResponse{ProtocolVersion: wire.ProtocolVersion, Capabilities: s.caps, Name: fmt.Sprint(s.p)}
-	if d, ok := s.p.(node.ProbeDelegator); ok {
+	if d := s.c.Probes; d != nil {
 		resp.PodNetworkReachable = d.PodNetworkReachable()
 	}
 	return resp, nil
@@ -118,8 +117,8 @@ func (s *services) ListPods(ctx context.Context, _ *pb.ListPodsRequest) (*pb.Lis
 
 // SetPodVolumes implements pb.LifecycleServer.
 func (s *services) SetPodVolumes(ctx context.Context, req *pb.SetPodVolumesRequest) (*pb.SetPodVolumesResponse, error) {
-	h, ok := s.p.(node.PodVolumeHandler)
-	if !ok {
+	h := s.c.Volumes
+	if h == nil {
 		return nil, status.Error(codes.Unimplemented, "this plugin does not take pod volumes")
 	}
 	pod, err := podArg("SetPodVolumes", req.GetPod())
@@ -131,8 +130,8 @@ func (s *services) SetPodVolumes(ctx context.Context, req *pb.SetPodVolumesReque
 
 // ResizePod implements pb.LifecycleServer for a node.PodResizer.
 func (s *services) ResizePod(ctx context.Context, in *pb.ResizePodRequest) (*pb.ResizePodResponse, error) {
-	r, ok := s.p.(node.PodResizer)
-	if !ok {
+	r := s.c.Resizer
+	if r == nil {
 		return nil, status.Error(codes.Unimplemented, "the provider does not resize pods in place")
 	}
 	req, err := wire.ResizeFromProto(in)
@@ -152,8 +151,8 @@ func (s *services) ResizePod(ctx context.Context, in *pb.ResizePodRequest) (*pb.
 
 // KillContainer implements pb.LifecycleServer for a node.ContainerKiller.
 func (s *services) KillContainer(ctx context.Context, in *pb.KillContainerRequest) (*pb.KillContainerResponse, error) {
-	k, ok := s.p.(node.ContainerKiller)
-	if !ok {
+	k := s.c.Killer
+	if k == nil {
 		return nil, status.Error(codes.Unimplemented, "the provider does not kill containers")
 	}
 	if in.GetNamespace() == "" || in.GetPod() == "" || in.GetContainer() == "" || in.GetGraceNanos() < 0 {

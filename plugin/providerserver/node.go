@@ -8,7 +8,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/vkubelet/virtual-kubelet/node"
 	pb "github.com/vkubelet/virtual-kubelet/plugin/providerv1alpha1"
 	"github.com/vkubelet/virtual-kubelet/plugin/wire"
 )
@@ -16,7 +15,7 @@ import (
 // Ping implements pb.NodeServer: the provider's Ping if it has one; a
 // plugin that answers is otherwise healthy.
 func (s *services) Ping(ctx context.Context, _ *pb.PingRequest) (*pb.PingResponse, error) {
-	if np, ok := s.p.(node.NodeProvider); ok {
+	if np := s.c.Node; np != nil {
 		return &pb.PingResponse{}, wire.ToStatus(np.Ping(ctx))
 	}
 	return &pb.PingResponse{}, nil
@@ -26,7 +25,7 @@ func (s *services) Ping(ctx context.Context, _ *pb.PingRequest) (*pb.PingRespons
 // the labels and taints of a node.NodeDecorator.
 func (s *services) GetNode(ctx context.Context, _ *pb.GetNodeRequest) (*pb.GetNodeResponse, error) {
 	n := &corev1.Node{}
-	if d, ok := s.p.(node.NodeDecorator); ok {
+	if d := s.c.Decorator; d != nil {
 		n.Labels = d.NodeLabels()
 		n.Spec.Taints = d.NodeTaints()
 	}
@@ -41,8 +40,8 @@ func (s *services) GetNode(ctx context.Context, _ *pb.GetNodeRequest) (*pb.GetNo
 // WatchNode implements pb.NodeServer: the provider's NotifyNodeStatus for
 // as long as the stream lasts.
 func (s *services) WatchNode(_ *pb.WatchNodeRequest, stream pb.Node_WatchNodeServer) error {
-	np, ok := s.p.(node.NodeProvider)
-	if !ok {
+	np := s.c.Node
+	if np == nil {
 		return status.Error(codes.Unimplemented, "this plugin does not report node status changes")
 	}
 	return forward(stream.Context(), s, func(ctx context.Context, send func(*pb.NodeEvent)) {
@@ -57,8 +56,8 @@ func (s *services) WatchNode(_ *pb.WatchNodeRequest, stream pb.Node_WatchNodeSer
 // WatchCapacity implements pb.NodeServer: the provider's NotifyCapacity
 // for as long as the stream lasts.
 func (s *services) WatchCapacity(_ *pb.WatchCapacityRequest, stream pb.Node_WatchCapacityServer) error {
-	cn, ok := s.p.(node.CapacityNotifier)
-	if !ok {
+	cn := s.c.Capacity
+	if cn == nil {
 		return status.Error(codes.Unimplemented, "this plugin does not report capacity changes")
 	}
 	return forward(stream.Context(), s, func(ctx context.Context, send func(*pb.CapacityEvent)) {

@@ -7,15 +7,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/vkubelet/virtual-kubelet/node"
 	pb "github.com/vkubelet/virtual-kubelet/plugin/providerv1alpha1"
 	"github.com/vkubelet/virtual-kubelet/plugin/wire"
 )
 
 // PortForward implements pb.KubeletServer: one connection to one port.
 func (s *services) PortForward(stream pb.Kubelet_PortForwardServer) error {
-	pp, ok := s.p.(node.PortForwardProvider)
-	if !ok {
+	pp := s.c.PortForward
+	if pp == nil {
 		return unimplemented("port-forward")
 	}
 	first, err := stream.Recv()

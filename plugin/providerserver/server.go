@@ -57,7 +57,9 @@ type services struct {
 	pb.UnimplementedNodeServer
 	pb.UnimplementedKubeletServer
 
-	p    node.Provider
+	p node.Provider
+	// c is what p can do, found once.
+	c    node.Capabilities
 	feed *podFeed // nil unless p is a node.PodNotifier
 	// stopping ends the watch streams when Serve stops: a graceful stop
 	// waits for the streams, which would otherwise last.
@@ -66,46 +68,36 @@ type services struct {
 }
 
 func newServices(ctx context.Context, p node.Provider) *services {
-	s := &services{p: p, caps: capabilitiesOf(p), stopping: ctx.Done()}
-	if n, ok := p.(node.PodNotifier); ok {
+	c := node.CapabilitiesOf(p)
+	s := &services{p: p, c: c, caps: contractCapabilities(c), stopping: ctx.Done()}
+	if n := c.Notifier; n != nil {
 		s.feed = newPodFeed()
 		n.NotifyPods(ctx, s.feed.publish)
 	}
 	return s
 }
 
-// capabilitiesOf lists the optional parts of the contract p serves.
-func capabilitiesOf(p node.Provider) []pb.Capability {
+// contractCapabilities lists the optional parts of the contract a
+// provider with capabilities c serves.
+func contractCapabilities(c node.Capabilities) []pb.Capability {
 	var caps []pb.Capability
 	add := func(has bool, c pb.Capability) {
 		if has {
 			caps = append(caps, c)
 		}
 	}
-	_, notifier := p.(node.PodNotifier)
-	_, nodeStatus := p.(node.NodeProvider)
-	_, logs := p.(node.LogsProvider)
-	_, exec := p.(node.ExecProvider)
-	_, attach := p.(node.AttachProvider)
-	_, portForward := p.(node.PortForwardProvider)
-	_, stats := p.(node.StatsProvider)
-	_, volumes := p.(node.PodVolumeHandler)
-	_, capacity := p.(node.CapacityNotifier)
-	_, probes := p.(node.ProbeDelegator)
-	_, killer := p.(node.ContainerKiller)
-	_, resizer := p.(node.PodResizer)
-	add(notifier, pb.Capability_CAPABILITY_POD_NOTIFIER)
-	add(nodeStatus, pb.Capability_CAPABILITY_NODE_STATUS)
-	add(logs, pb.Capability_CAPABILITY_LOGS)
-	add(exec, pb.Capability_CAPABILITY_EXEC)
-	add(attach, pb.Capability_CAPABILITY_ATTACH)
-	add(portForward, pb.Capability_CAPABILITY_PORT_FORWARD)
-	add(stats, pb.Capability_CAPABILITY_STATS)
-	add(volumes, pb.Capability_CAPABILITY_VOLUMES)
-	add(node.KeepsEnvObjectRefs(p), pb.Capability_CAPABILITY_ENV_OBJECTS)
-	add(capacity, pb.Capability_CAPABILITY_CAPACITY)
-	add(probes, pb.Capability_CAPABILITY_PROBES)
-	add(killer, pb.Capability_CAPABILITY_KILL_CONTAINER)
-	add(resizer, pb.Capability_CAPABILITY_RESIZE)
+	add(c.Notifier != nil, pb.Capability_CAPABILITY_POD_NOTIFIER)
+	add(c.Node != nil, pb.Capability_CAPABILITY_NODE_STATUS)
+	add(c.Logs != nil, pb.Capability_CAPABILITY_LOGS)
+	add(c.Exec != nil, pb.Capability_CAPABILITY_EXEC)
+	add(c.Attach != nil, pb.Capability_CAPABILITY_ATTACH)
+	add(c.PortForward != nil, pb.Capability_CAPABILITY_PORT_FORWARD)
+	add(c.Stats != nil, pb.Capability_CAPABILITY_STATS)
+	add(c.Volumes != nil, pb.Capability_CAPABILITY_VOLUMES)
+	add(c.CopiesEnvObjects, pb.Capability_CAPABILITY_ENV_OBJECTS)
+	add(c.Capacity != nil, pb.Capability_CAPABILITY_CAPACITY)
+	add(c.Probes != nil, pb.Capability_CAPABILITY_PROBES)
+	add(c.Killer != nil, pb.Capability_CAPABILITY_KILL_CONTAINER)
+	add(c.Resizer != nil, pb.Capability_CAPABILITY_RESIZE)
 	return caps
 }

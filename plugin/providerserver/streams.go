@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/status"
 	utilexec "k8s.io/utils/exec"
 
-	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/api"
 	pb "github.com/vkubelet/virtual-kubelet/plugin/providerv1alpha1"
 	"github.com/vkubelet/virtual-kubelet/plugin/wire"
@@ -17,8 +16,8 @@ import (
 
 // Exec implements pb.KubeletServer.
 func (s *services) Exec(stream pb.Kubelet_ExecServer) error {
-	ep, ok := s.p.(node.ExecProvider)
-	if !ok {
+	ep := s.c.Exec
+	if ep == nil {
 		return unimplemented("exec")
 	}
 	return session(stream, func(start *pb.StreamStart, attach api.AttachIO) error {
@@ -31,8 +30,8 @@ func (s *services) Exec(stream pb.Kubelet_ExecServer) error {
 
 // Attach implements pb.KubeletServer.
 func (s *services) Attach(stream pb.Kubelet_AttachServer) error {
-	ap, ok := s.p.(node.AttachProvider)
-	if !ok {
+	ap := s.c.Attach
+	if ap == nil {
 		return unimplemented("attach")
 	}
 	return session(stream, func(start *pb.StreamStart, attach api.AttachIO) error {

@@ -89,11 +89,12 @@ func (p *Provider) GetPods(ctx context.Context) ([]*corev1.Pod, error) {
 	return pods, nil
 }
 
-// SetPodVolumes implements node.PodVolumeHandler; a plugin that did not
-// declare volumes does without their files.
+// SetPodVolumes implements node.PodVolumeHandler (used only when the
+// plugin declared CAPABILITY_VOLUMES: a plugin that did not does without
+// their files, and costs no volume resolution or TokenRequest).
 func (p *Provider) SetPodVolumes(ctx context.Context, pod *corev1.Pod, contents *volume.Contents) error {
 	if !p.caps[pb.Capability_CAPABILITY_VOLUMES] {
-		return nil
+		return p.errNotServed("pod volumes")
 	}
 	req, err := wire.VolumesToProto(pod, contents)
 	if err != nil {

@@ -529,7 +529,7 @@ func TestMetricsResource(t *testing.T) {
 	if err := p.CreatePod(ctx, testPod("busy", map[string]string{AnnotationMemoryUsage: "64Mi"}, corev1.RestartPolicyAlways)); err != nil {
 		t.Fatal(err)
 	}
-	cfg := node.PodHandlerConfigOf(p)
+	cfg := node.CapabilitiesOf(p).PodHandlerConfig()
 	if cfg.GetMetricsResource != nil {
 		t.Error("the mock has metric families of its own")
 	}
