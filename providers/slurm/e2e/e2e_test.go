@@ -1,3 +1,5 @@
+//go:build e2e
+
 // Package e2e_test runs virtual-kubelet --provider slurm against a real
 // control plane and a real Slurm: each test's node host (a network
 // namespace the API server reaches) runs its own munged, slurmctld and
