@@ -17,22 +17,22 @@ import (
 // directory, so a restart of the daemon (and, in process, of the mock with
 // it) adopts them.
 func TestMockConformance(t *testing.T) {
-	forEachTransport(t, func(t *testing.T, via transport) {
+	ForEachTransport(t, func(t *testing.T, via Transport) {
 		c := testcluster.Shared(t)
 		name := testcluster.UniqueName("vk")
 		cfg := filepath.Join(t.TempDir(), "mock.json")
 		if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{%q: {"stateDir": %q}}`, name, filepath.Join(t.TempDir(), "state"))), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		d := via.start(t, c, c.AddHost(t, testcluster.UniqueName("h")), "--nodename", name, "--provider-config", cfg)
+		d := via.Start(t, c, c.AddHost(t, testcluster.UniqueName("h")), "--nodename", name, "--provider-config", cfg)
 		e2e.NewEndToEndTestSuite(e2e.EndToEndTestSuiteConfig{
 			RestConfig: c.Config,
-			NodeName:   d.name,
+			NodeName:   d.Name,
 			// The mock's log is deterministic: "<namespace>/<pod>/<container> line <n>".
 			WantLog: func(namespace, pod string) string { return namespace + "/" + pod + "/main line " },
 			// The mock echoes on every port a container declares.
 			EchoPort: 8080,
-			Restart:  func(context.Context) error { return d.restart() },
+			Restart:  func(context.Context) error { return d.Restart() },
 		}).Run(t)
 	})
 }

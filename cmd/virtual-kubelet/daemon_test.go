@@ -19,98 +19,98 @@ import (
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 )
 
-// binary is the virtual-kubelet under test, built with -race.
-var binary string
+// Binary is the virtual-kubelet under test, built with -race.
+var Binary string
 
 func TestMain(m *testing.M) {
 	var remove func()
 	var err error
-	if binary, remove, err = childproc.BuildDaemon(); err != nil {
+	if Binary, remove, err = childproc.BuildDaemon(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	testcluster.Main(m, remove)
 }
 
-// daemon is a running virtual-kubelet process.
-type daemon struct {
+// Daemon is a running virtual-kubelet process.
+type Daemon struct {
 	*childproc.Process
-	name   string
-	addr   string
-	output *childproc.Output
+	Name   string
+	Addr   string
+	Output *childproc.Output
 	// command makes the daemon's command anew, for restart.
 	command func() *exec.Cmd
 }
 
-// startDaemon runs virtual-kubelet --provider mock for a new node. In a node
+// StartDaemon runs virtual-kubelet --provider mock for a new node. In a node
 // host (host != nil) the API server can proxy to it; otherwise it runs on
 // loopback. extra flags come last and win.
-func startDaemon(t *testing.T, c *testcluster.Cluster, host *nethost.Host, extra ...string) *daemon {
+func StartDaemon(t *testing.T, c *testcluster.Cluster, host *nethost.Host, extra ...string) *Daemon {
 	t.Helper()
-	d := &daemon{name: testcluster.UniqueName("vk"), output: &childproc.Output{}}
+	d := &Daemon{Name: testcluster.UniqueName("vk"), Output: &childproc.Output{}}
 	count := 1
 	for i := 0; i+1 < len(extra); i++ {
 		switch extra[i] {
 		case "--nodename":
-			d.name = extra[i+1]
+			d.Name = extra[i+1]
 		case "--node-count":
 			count, _ = strconv.Atoi(extra[i+1])
 		}
 	}
-	args := []string{"--provider", "mock", "--nodename", d.name, "--metrics-addr", "", "--log-level", "debug"}
+	args := []string{"--provider", "mock", "--nodename", d.Name, "--metrics-addr", "", "--log-level", "debug"}
 	if host != nil {
-		d.addr = host.Addr.String()
+		d.Addr = host.Addr.String()
 		// The kubeconfig's CA verifies the API server's client certificate.
-		args = append(args, "--kubeconfig", c.Info.NodeKubeconfig, "--node-ip", d.addr, "--listen-address", d.addr)
-		d.command = func() *exec.Cmd { return host.Command(context.Background(), binary, append(args, extra...)...) }
+		args = append(args, "--kubeconfig", c.Info.NodeKubeconfig, "--node-ip", d.Addr, "--listen-address", d.Addr)
+		d.command = func() *exec.Cmd { return host.Command(context.Background(), Binary, append(args, extra...)...) }
 	} else {
-		d.addr = "127.0.0.1"
-		args = append(args, "--kubeconfig", c.Info.Kubeconfig, "--node-ip", d.addr, "--listen-address", d.addr,
+		d.Addr = "127.0.0.1"
+		args = append(args, "--kubeconfig", c.Info.Kubeconfig, "--node-ip", d.Addr, "--listen-address", d.Addr,
 			"--listen-port", strconv.Itoa(freeport.Get(t)))
-		d.command = func() *exec.Cmd { return exec.Command(binary, append(args, extra...)...) }
+		d.command = func() *exec.Cmd { return exec.Command(Binary, append(args, extra...)...) }
 	}
 	if err := d.start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		d.stop(t)
-		names := []string{d.name}
+		d.Shutdown(t)
+		names := []string{d.Name}
 		if count > 1 { // --node-count's names
 			names = names[:0]
 			for i := range count {
-				names = append(names, fmt.Sprintf("%s-%d", d.name, i))
+				names = append(names, fmt.Sprintf("%s-%d", d.Name, i))
 			}
 		}
 		for _, name := range names {
-			_ = c.Client.CoreV1().Nodes().Delete(context.Background(), name, deleteNow)
+			_ = c.Client.CoreV1().Nodes().Delete(context.Background(), name, DeleteNow)
 		}
 		if t.Failed() {
-			t.Logf("virtual-kubelet output:\n%s", d.output.String())
+			t.Logf("virtual-kubelet output:\n%s", d.Output.String())
 		}
 	})
 	return d
 }
 
 // start starts the daemon's process.
-func (d *daemon) start() error {
+func (d *Daemon) start() error {
 	cmd := d.command()
-	cmd.Stdout, cmd.Stderr = d.output, d.output
+	cmd.Stdout, cmd.Stderr = d.Output, d.Output
 	var err error
 	d.Process, err = childproc.Start(cmd)
 	return err
 }
 
-// restart stops the daemon (SIGTERM) and starts it again with the same
+// Restart stops the daemon (SIGTERM) and starts it again with the same
 // flags.
-func (d *daemon) restart() error {
+func (d *Daemon) Restart() error {
 	if d.Stop(20 * time.Second) {
 		return fmt.Errorf("virtual-kubelet did not exit within 20s of SIGTERM")
 	}
 	return d.start()
 }
 
-// stop sends SIGTERM and returns the exit code and how long the exit took.
-func (d *daemon) stop(t *testing.T) (int, time.Duration) {
+// Shutdown sends SIGTERM and returns the exit code and how long the exit took.
+func (d *Daemon) Shutdown(t *testing.T) (int, time.Duration) {
 	t.Helper()
 	if d.Exited() {
 		return d.Cmd.ProcessState.ExitCode(), 0
@@ -122,13 +122,13 @@ func (d *daemon) stop(t *testing.T) (int, time.Duration) {
 	return d.Cmd.ProcessState.ExitCode(), time.Since(start)
 }
 
-// runBinary runs virtual-kubelet to completion and returns its exit code and
+// RunBinary runs virtual-kubelet to completion and returns its exit code and
 // output.
-func runBinary(t *testing.T, args ...string) (int, string) {
+func RunBinary(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd := exec.CommandContext(ctx, Binary, args...)
 	out, _ := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		t.Fatalf("%v did not exit within 30s:\n%s", args, out)
@@ -136,4 +136,4 @@ func runBinary(t *testing.T, args ...string) (int, string) {
 	return cmd.ProcessState.ExitCode(), strings.TrimSpace(string(out))
 }
 
-var deleteNow = metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}
+var DeleteNow = metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}

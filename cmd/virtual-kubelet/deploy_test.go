@@ -28,8 +28,8 @@ const deployDir = "../../hack/deploy"
 // serviceAccountUser is the identity the manifests give the daemon.
 const serviceAccountUser = "system:serviceaccount:virtual-kubelet:virtual-kubelet"
 
-// kubectl runs the cluster's kubectl as admin.
-func kubectl(t *testing.T, c *testcluster.Cluster, args ...string) string {
+// Kubectl runs the cluster's Kubectl as admin.
+func Kubectl(t *testing.T, c *testcluster.Cluster, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -43,7 +43,7 @@ func kubectl(t *testing.T, c *testcluster.Cluster, args ...string) string {
 // applyManifests applies the base manifests, as a user would.
 func applyManifests(t *testing.T, c *testcluster.Cluster) {
 	t.Helper()
-	kubectl(t, c, "apply", "-k", filepath.Join(deployDir, "base"))
+	Kubectl(t, c, "apply", "-k", filepath.Join(deployDir, "base"))
 }
 
 // serviceAccountKubeconfig writes a kubeconfig for server with a token of the
@@ -69,7 +69,7 @@ func serviceAccountKubeconfig(t *testing.T, c *testcluster.Cluster, server strin
 
 func TestManifestsApply(t *testing.T) {
 	c := testcluster.Shared(t)
-	out := kubectl(t, c, "apply", "-k", filepath.Join(deployDir, "base"))
+	out := Kubectl(t, c, "apply", "-k", filepath.Join(deployDir, "base"))
 	for _, want := range []string{"namespace/virtual-kubelet", "serviceaccount/virtual-kubelet", "clusterrole.rbac.authorization.k8s.io/virtual-kubelet",
 		"clusterrolebinding.rbac.authorization.k8s.io/virtual-kubelet", "role.rbac.authorization.k8s.io/virtual-kubelet",
 		"rolebinding.rbac.authorization.k8s.io/virtual-kubelet", "deployment.apps/virtual-kubelet"} {
@@ -79,13 +79,13 @@ func TestManifestsApply(t *testing.T) {
 	}
 	// The kubeconfig variant is the same objects with a patched Deployment;
 	// the API server validates it without replacing the base.
-	out = kubectl(t, c, "apply", "-k", filepath.Join(deployDir, "kubeconfig"), "--dry-run=server")
+	out = Kubectl(t, c, "apply", "-k", filepath.Join(deployDir, "kubeconfig"), "--dry-run=server")
 	if !strings.Contains(out, "deployment.apps/virtual-kubelet configured (server dry run)") {
 		t.Errorf("apply -k kubeconfig --dry-run=server:\n%s", out)
 	}
 	// The HA shape: the base with replicas sharing the nodes, a disruption
 	// budget and the rights on the election's leases.
-	out = kubectl(t, c, "apply", "-k", filepath.Join(deployDir, "ha"), "--dry-run=server")
+	out = Kubectl(t, c, "apply", "-k", filepath.Join(deployDir, "ha"), "--dry-run=server")
 	for _, want := range []string{"deployment.apps/virtual-kubelet configured (server dry run)", "poddisruptionbudget.policy/virtual-kubelet created (server dry run)",
 		"role.rbac.authorization.k8s.io/virtual-kubelet-leader-elect created (server dry run)", "rolebinding.rbac.authorization.k8s.io/virtual-kubelet-leader-elect created (server dry run)"} {
 		if !strings.Contains(out, want) {
@@ -119,15 +119,15 @@ func TestRBACIsSufficientAndMinimal(t *testing.T) {
 	applyManifests(t, c)
 	ns := c.Namespace(t)
 	kubeconfig := serviceAccountKubeconfig(t, c, c.Info.NodeServer)
-	d := startDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")), "--kubeconfig", kubeconfig)
-	waitNodeReady(t, c.Client, d.name)
+	d := StartDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")), "--kubeconfig", kubeconfig)
+	WaitNodeReady(t, c.Client, d.Name)
 
 	if _, err := c.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg"}, Data: map[string]string{"MODE": "rbac"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: map[string]string{mock.AnnotationLogInterval: "50ms"}},
-		Spec: corev1.PodSpec{NodeName: d.name, Tolerations: tolerate, Containers: []corev1.Container{{
+		Spec: corev1.PodSpec{NodeName: d.Name, Tolerations: Tolerate, Containers: []corev1.Container{{
 			Name: "c", Image: "busybox",
 			EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}},
 		}}},
@@ -135,25 +135,25 @@ func TestRBACIsSufficientAndMinimal(t *testing.T) {
 	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitPod(t, c.Client, ns, "p", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	WaitPod(t, c.Client, ns, "p", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	time.Sleep(200 * time.Millisecond)
-	if out := kubectl(t, c, "-n", ns, "logs", "p", "--tail=1"); !strings.Contains(out, "line") {
+	if out := Kubectl(t, c, "-n", ns, "logs", "p", "--tail=1"); !strings.Contains(out, "line") {
 		t.Errorf("kubectl logs through the daemon: %q", out)
 	}
-	if out := kubectl(t, c, "-n", ns, "exec", "p", "--", "printenv", "MODE"); out != "rbac\n" {
+	if out := Kubectl(t, c, "-n", ns, "exec", "p", "--", "printenv", "MODE"); out != "rbac\n" {
 		t.Errorf("env from the ConfigMap: %q", out)
 	}
-	if out := kubectl(t, c, "-n", ns, "exec", "p", "--", "cat", "/var/run/secrets/kubernetes.io/serviceaccount/namespace"); out != ns {
+	if out := Kubectl(t, c, "-n", ns, "exec", "p", "--", "cat", "/var/run/secrets/kubernetes.io/serviceaccount/namespace"); out != ns {
 		t.Errorf("the service-account volume's namespace file: %q", out)
 	}
 	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, "p", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "pod deleted by the daemon", func() (bool, string) {
+	Eventually(t, "pod deleted by the daemon", func() (bool, string) {
 		_, err := c.Client.CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{})
 		return err != nil && strings.Contains(err.Error(), "not found"), fmt.Sprint(err)
 	})
-	if out := d.output.String(); strings.Contains(strings.ToLower(out), "forbidden") {
+	if out := d.Output.String(); strings.Contains(strings.ToLower(out), "forbidden") {
 		t.Errorf("the daemon was refused something it needs:\n%s", out)
 	}
 
@@ -203,19 +203,19 @@ func TestServingCertificateFromCSR(t *testing.T) {
 	kubeconfig := serviceAccountKubeconfig(t, c, c.Info.NodeServer)
 	host := c.AddHost(t, testcluster.UniqueName("h"))
 	certDir := t.TempDir()
-	d := startDaemon(t, c, host, "--kubeconfig", kubeconfig, "--rotate-server-certificates", "--cert-dir", certDir)
-	waitNodeReady(t, c.Client, d.name)
+	d := StartDaemon(t, c, host, "--kubeconfig", kubeconfig, "--rotate-server-certificates", "--cert-dir", certDir)
+	WaitNodeReady(t, c.Client, d.Name)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p"},
-		Spec:       corev1.PodSpec{NodeName: d.name, Tolerations: tolerate, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+		Spec:       corev1.PodSpec{NodeName: d.Name, Tolerations: Tolerate, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
 	}
 	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitPod(t, c.Client, ns, "p", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	WaitPod(t, c.Client, ns, "p", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 
 	var csr *certificatesv1.CertificateSigningRequest
-	eventually(t, "the daemon's CSR", func() (bool, string) {
+	Eventually(t, "the daemon's CSR", func() (bool, string) {
 		list, err := c.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -239,7 +239,7 @@ func TestServingCertificateFromCSR(t *testing.T) {
 	if _, err := c.Client.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "logs through an API server that verifies the serving certificate", func() (bool, string) {
+	Eventually(t, "logs through an API server that verifies the serving certificate", func() (bool, string) {
 		out, err := c.Kubectl(ctx, "-n", ns, "logs", "p", "--tail=1")
 		return err == nil && strings.Contains(out, "line"), out
 	})
@@ -270,7 +270,7 @@ func TestBadKubeconfigSecret(t *testing.T) {
 		garbage:  "kubeconfig " + garbage + ":",
 		noServer: "kubeconfig " + noServer + ":",
 	} {
-		code, out := runBinary(t, "--provider", "mock", "--nodename", "vk-bad", "--node-ip", "127.0.0.1", "--metrics-addr", "", "--kubeconfig", path)
+		code, out := RunBinary(t, "--provider", "mock", "--nodename", "vk-bad", "--node-ip", "127.0.0.1", "--metrics-addr", "", "--kubeconfig", path)
 		if code == 0 || strings.Contains(out, "\n") || !strings.Contains(out, want) || strings.Contains(out, "goroutine") {
 			t.Errorf("--kubeconfig %s: exit %d:\n%s\nwant one line containing %q", path, code, out, want)
 		}

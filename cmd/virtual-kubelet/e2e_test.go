@@ -27,22 +27,22 @@ import (
 	"github.com/vkubelet/virtual-kubelet/test/poll"
 )
 
-const timeout = 90 * time.Second
+const Timeout = 90 * time.Second
 
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
+func Eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	eventuallyWithin(t, timeout, what, cond)
+	EventuallyWithin(t, Timeout, what, cond)
 }
 
-func eventuallyWithin(t *testing.T, limit time.Duration, what string, cond func() (bool, string)) {
+func EventuallyWithin(t *testing.T, limit time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	poll.Until(t, limit, what, cond)
 }
 
-func waitNodeReady(t *testing.T, client kubernetes.Interface, name string) *corev1.Node {
+func WaitNodeReady(t *testing.T, client kubernetes.Interface, name string) *corev1.Node {
 	t.Helper()
 	var node *corev1.Node
-	eventually(t, "node "+name+" Ready", func() (bool, string) {
+	Eventually(t, "node "+name+" Ready", func() (bool, string) {
 		n, err := client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -58,13 +58,13 @@ func waitNodeReady(t *testing.T, client kubernetes.Interface, name string) *core
 	return node
 }
 
-func waitPod(t *testing.T, client kubernetes.Interface, ns, name, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
+func WaitPod(t *testing.T, client kubernetes.Interface, ns, name, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
 	t.Helper()
-	return poll.Pod(t, client, timeout, ns, name, what, cond)
+	return poll.Pod(t, client, Timeout, ns, name, what, cond)
 }
 
-// tolerate lets a pod onto virtual-kubelet nodes.
-var tolerate = []corev1.Toleration{{Key: "virtual-kubelet.io/provider", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+// Tolerate lets a pod onto virtual-kubelet nodes.
+var Tolerate = []corev1.Toleration{{Key: "virtual-kubelet.io/provider", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
 
 func TestNodeReadyWithLeaseAndCleanShutdown(t *testing.T) {
 	c := testcluster.Shared(t)
@@ -76,8 +76,8 @@ func TestNodeReadyWithLeaseAndCleanShutdown(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{%q: {"cpu": "8", "memory": "32Gi", "pods": "200", "nvidia.com/gpu": "2"}}`, name)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t, c, host, "--nodename", name, "--provider-config", cfg)
-	node := waitNodeReady(t, c.Client, name)
+	d := StartDaemon(t, c, host, "--nodename", name, "--provider-config", cfg)
+	node := WaitNodeReady(t, c.Client, name)
 
 	wantLabels := map[string]string{
 		"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
@@ -106,7 +106,7 @@ func TestNodeReadyWithLeaseAndCleanShutdown(t *testing.T) {
 	if len(node.Status.Addresses) != 1 || node.Status.Addresses[0].Address != host.Addr.String() || node.Status.DaemonEndpoints.KubeletEndpoint.Port != 10250 {
 		t.Errorf("addresses %v endpoints %v", node.Status.Addresses, node.Status.DaemonEndpoints)
 	}
-	_, versionOut := runBinary(t, "version")
+	_, versionOut := RunBinary(t, "version")
 	if kv := node.Status.NodeInfo.KubeletVersion; !strings.Contains(versionOut, kv) || !strings.HasPrefix(kv, "v1.36.3-vk.") {
 		t.Errorf("nodeInfo.kubeletVersion %q not in `version` output %q", kv, versionOut)
 	}
@@ -115,63 +115,63 @@ func TestNodeReadyWithLeaseAndCleanShutdown(t *testing.T) {
 		t.Fatalf("lease: %v", err)
 	}
 
-	code, took := d.stop(t)
+	code, took := d.Shutdown(t)
 	if code != 0 || took > 5*time.Second {
 		t.Errorf("SIGTERM: exit code %d after %s, want 0 within a few seconds", code, took)
 	}
-	if out := d.output.String(); strings.Contains(out, "panic") || strings.Contains(out, "DATA RACE") {
+	if out := d.Output.String(); strings.Contains(out, "panic") || strings.Contains(out, "DATA RACE") {
 		t.Errorf("daemon output has a panic or race:\n%s", out)
 	}
 }
 
 func TestProvidersAndVersion(t *testing.T) {
-	code, out := runBinary(t, "providers")
+	code, out := RunBinary(t, "providers")
 	if code != 0 || out != "grpc\nkubernetes\nmock\nslurm" {
 		t.Errorf("providers: %d %q", code, out)
 	}
-	code, out = runBinary(t, "version")
+	code, out = RunBinary(t, "version")
 	if code != 0 || !strings.HasPrefix(out, "virtual-kubelet v") {
 		t.Errorf("version: %d %q", code, out)
 	}
 }
 
 func TestDeploymentRunsOnVirtualNode(t *testing.T) {
-	forEachTransport(t, testDeploymentRunsOnVirtualNode)
+	ForEachTransport(t, testDeploymentRunsOnVirtualNode)
 	// The process's watch of all bound pods (which sees the other tests'
 	// nodes' pods on the shared cluster) gives the node only its own.
 	t.Run("shared-pod-watch", func(t *testing.T) {
-		testDeploymentRunsOnVirtualNode(t, transport{"in-process", func(t *testing.T, c *testcluster.Cluster, host *nethost.Host, extra ...string) *daemon {
-			return startDaemon(t, c, host, append(extra, "--shared-pod-watch")...)
+		testDeploymentRunsOnVirtualNode(t, Transport{"in-process", func(t *testing.T, c *testcluster.Cluster, host *nethost.Host, extra ...string) *Daemon {
+			return StartDaemon(t, c, host, append(extra, "--shared-pod-watch")...)
 		}})
 	})
 }
 
-func testDeploymentRunsOnVirtualNode(t *testing.T, via transport) {
+func testDeploymentRunsOnVirtualNode(t *testing.T, via Transport) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
 	ns := c.Namespace(t)
-	d := via.start(t, c, c.AddHost(t, testcluster.UniqueName("h")))
-	waitNodeReady(t, c.Client, d.name)
+	d := via.Start(t, c, c.AddHost(t, testcluster.UniqueName("h")))
+	WaitNodeReady(t, c.Client, d.Name)
 
-	dep := deploymentOn(d.name, "web", 20, nil, corev1.Container{Name: "web", Image: "nginx"})
+	dep := DeploymentOn(d.Name, "web", 20, nil, corev1.Container{Name: "web", Image: "nginx"})
 	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	selector := labels.SelectorFromSet(dep.Spec.Selector.MatchLabels).String()
-	eventually(t, "20 pods Running on the virtual node", func() (bool, string) {
+	Eventually(t, "20 pods Running on the virtual node", func() (bool, string) {
 		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
 			return false, err.Error()
 		}
 		running := 0
 		for _, p := range pods.Items {
-			if p.Spec.NodeName == d.name && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" {
+			if p.Spec.NodeName == d.Name && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" {
 				running++
 			}
 		}
 		return running == 20, fmt.Sprintf("%d of %d running", running, len(pods.Items))
 	})
-	eventually(t, "deployment available", func() (bool, string) {
+	Eventually(t, "deployment available", func() (bool, string) {
 		got, err := c.Client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -183,7 +183,7 @@ func testDeploymentRunsOnVirtualNode(t *testing.T, via transport) {
 	if err := c.Client.AppsV1().Deployments(ns).Delete(ctx, "web", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "pods drained", func() (bool, string) {
+	Eventually(t, "pods drained", func() (bool, string) {
 		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
 			return false, err.Error()
@@ -192,9 +192,9 @@ func testDeploymentRunsOnVirtualNode(t *testing.T, via transport) {
 	})
 }
 
-// deploymentOn is a Deployment of replicas pods labelled app=name, with the
+// DeploymentOn is a Deployment of replicas pods labelled app=name, with the
 // annotations and containers given, placed on the virtual node.
-func deploymentOn(node, name string, replicas int32, annotations map[string]string, containers ...corev1.Container) *appsv1.Deployment {
+func DeploymentOn(node, name string, replicas int32, annotations map[string]string, containers ...corev1.Container) *appsv1.Deployment {
 	podLabels := map[string]string{"app": name}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -205,7 +205,7 @@ func deploymentOn(node, name string, replicas int32, annotations map[string]stri
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: annotations},
 				Spec: corev1.PodSpec{
 					NodeSelector: map[string]string{corev1.LabelHostname: node},
-					Tolerations:  tolerate,
+					Tolerations:  Tolerate,
 					Containers:   containers,
 				},
 			},
@@ -213,20 +213,20 @@ func deploymentOn(node, name string, replicas int32, annotations map[string]stri
 	}
 }
 
-func TestScriptedPods(t *testing.T) { forEachTransport(t, testScriptedPods) }
+func TestScriptedPods(t *testing.T) { ForEachTransport(t, testScriptedPods) }
 
-func testScriptedPods(t *testing.T, via transport) {
+func testScriptedPods(t *testing.T, via Transport) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
 	ns := c.Namespace(t)
-	d := via.start(t, c, nil)
-	waitNodeReady(t, c.Client, d.name)
+	d := via.Start(t, c, nil)
+	WaitNodeReady(t, c.Client, d.Name)
 
 	pod := func(name string, policy corev1.RestartPolicy, ann map[string]string) {
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann},
 			Spec: corev1.PodSpec{
-				NodeName: d.name, RestartPolicy: policy, Tolerations: tolerate,
+				NodeName: d.Name, RestartPolicy: policy, Tolerations: Tolerate,
 				Containers: []corev1.Container{{Name: "main", Image: "busybox"}},
 			},
 		}
@@ -243,15 +243,15 @@ func testScriptedPods(t *testing.T, via transport) {
 	terminated := func(p *corev1.Pod) *corev1.ContainerStateTerminated {
 		return p.Status.ContainerStatuses[0].State.Terminated
 	}
-	ok := waitPod(t, c.Client, ns, "succeeds", "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	ok := WaitPod(t, c.Client, ns, "succeeds", "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
 	if term := terminated(ok); term == nil || term.ExitCode != 0 || term.Reason != "Completed" {
 		t.Errorf("succeeds: %+v", ok.Status.ContainerStatuses[0].State)
 	}
-	failed := waitPod(t, c.Client, ns, "fails", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	failed := WaitPod(t, c.Client, ns, "fails", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
 	if term := terminated(failed); term == nil || term.ExitCode != 3 || term.Reason != "Error" {
 		t.Errorf("fails: %+v", failed.Status.ContainerStatuses[0].State)
 	}
-	restarted := waitPod(t, c.Client, ns, "restarts", "restarted 3 times", func(p *corev1.Pod) bool {
+	restarted := WaitPod(t, c.Client, ns, "restarts", "restarted 3 times", func(p *corev1.Pod) bool {
 		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 3
 	})
 	if last := restarted.Status.ContainerStatuses[0].LastTerminationState.Terminated; last == nil || last.ExitCode != 2 {
@@ -260,11 +260,11 @@ func testScriptedPods(t *testing.T, via transport) {
 	if restarted.Status.Phase != corev1.PodRunning {
 		t.Errorf("a restarting pod is Running, got %s", restarted.Status.Phase)
 	}
-	broken := waitPod(t, c.Client, ns, "cannot-start", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	broken := WaitPod(t, c.Client, ns, "cannot-start", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
 	if term := terminated(broken); term == nil || term.Reason != "StartError" || term.ExitCode != 128 || term.Message != "image not found" {
 		t.Errorf("cannot-start: %+v", broken.Status.ContainerStatuses[0].State)
 	}
-	rejected := waitPod(t, c.Client, ns, "bad-script", "rejected", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	rejected := WaitPod(t, c.Client, ns, "bad-script", "rejected", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
 	if rejected.Status.Reason != "ProviderRejected" || !strings.Contains(rejected.Status.Message, mock.AnnotationRunFor) {
 		t.Errorf("bad-script: reason %q message %q", rejected.Status.Reason, rejected.Status.Message)
 	}
@@ -273,7 +273,7 @@ func testScriptedPods(t *testing.T, via transport) {
 	if err := c.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "all pods gone", func() (bool, string) {
+	Eventually(t, "all pods gone", func() (bool, string) {
 		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -288,18 +288,18 @@ func TestTracesReachJaeger(t *testing.T) {
 	ns := c.Namespace(t)
 	collector := jaegertest.NewCollector()
 	defer collector.Close()
-	d := startDaemon(t, c, nil, "--trace-exporter", "jaeger", "--jaeger-endpoint", collector.Endpoint(),
+	d := StartDaemon(t, c, nil, "--trace-exporter", "jaeger", "--jaeger-endpoint", collector.Endpoint(),
 		"--trace-sample-rate", "always", "--trace-service-name", "vk-e2e", "--trace-tag", "env=test")
-	waitNodeReady(t, c.Client, d.name)
+	WaitNodeReady(t, c.Client, d.Name)
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "traced"},
-		Spec:       corev1.PodSpec{NodeName: d.name, Tolerations: tolerate, Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
+		Spec:       corev1.PodSpec{NodeName: d.Name, Tolerations: Tolerate, Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
 	}
 	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitPod(t, c.Client, ns, "traced", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
-	if code, _ := d.stop(t); code != 0 {
+	WaitPod(t, c.Client, ns, "traced", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	if code, _ := d.Shutdown(t); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
 	spans, errs := collector.Spans()
@@ -336,7 +336,7 @@ func TestBadInputFailsCleanly(t *testing.T) {
 	kubeconfig := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters: [{name: b, cluster: {server: \"https://127.0.0.1:%d\"}}]\n"+
 		"contexts: [{name: b, context: {cluster: b}}]\ncurrent-context: b\n", freeport.Get(t))
 	unreachable := filepath.Join(dir, "unreachable.yaml")
-	trust := "sourceCluster: a\nsigningKeyFile: " + signingKey(t) + "\n"
+	trust := "sourceCluster: a\nsigningKeyFile: " + SigningKey(t) + "\n"
 	if os.WriteFile(closed, []byte(kubeconfig), 0o600) != nil || os.WriteFile(unreachable, []byte("remote: {kubeconfig: "+closed+"}\nnamespace: b\n"+trust), 0o600) != nil {
 		t.Fatal("writing configs")
 	}
@@ -363,7 +363,7 @@ func TestBadInputFailsCleanly(t *testing.T) {
 		{[]string{"--provider", "mock", "--leader-elect", "--leader-elect-resource-namespace", "no-such-namespace"}, "writing the replica lease no-such-namespace/vk-replica-"},
 	}
 	for _, tc := range cases {
-		code, out := runBinary(t, append(base, tc.args...)...)
+		code, out := RunBinary(t, append(base, tc.args...)...)
 		if code == 0 || strings.Contains(out, "\n") || !strings.Contains(out, tc.want) || strings.Contains(out, "panic") {
 			t.Errorf("%v: exit %d, output:\n%s\nwant one line containing %q", tc.args, code, out, tc.want)
 		}
@@ -379,16 +379,16 @@ func TestMetricsEndpoint(t *testing.T) {
 	ctx := context.Background()
 	ns := c.Namespace(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Get(t))
-	d := startDaemon(t, c, nil, "--metrics-addr", addr, "--enable-profiling")
-	waitNodeReady(t, c.Client, d.name)
+	d := StartDaemon(t, c, nil, "--metrics-addr", addr, "--enable-profiling")
+	WaitNodeReady(t, c.Client, d.Name)
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "measured"},
-		Spec:       corev1.PodSpec{NodeName: d.name, Tolerations: tolerate, Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
+		Spec:       corev1.PodSpec{NodeName: d.Name, Tolerations: Tolerate, Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
 	}
 	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitPod(t, c.Client, ns, "measured", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	WaitPod(t, c.Client, ns, "measured", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 
 	get := func(path string) string {
 		resp, err := http.Get("http://" + addr + path)
@@ -403,7 +403,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		return string(body)
 	}
 	var text string
-	eventually(t, "metrics", func() (bool, string) {
+	Eventually(t, "metrics", func() (bool, string) {
 		text = get("/metrics")
 		return strings.Contains(text, `virtual_kubelet_pods{phase="Running"} 1`), ""
 	})

@@ -41,18 +41,18 @@ func mockConfig(t *testing.T, node, entry string) string {
 	return path
 }
 
-// mockPod is a one-container pod for the node, scripted by ann.
-func mockPod(name, node string, policy corev1.RestartPolicy, ann map[string]string) *corev1.Pod {
+// MockPod is a one-container pod for the node, scripted by ann.
+func MockPod(name, node string, policy corev1.RestartPolicy, ann map[string]string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann},
 		Spec: corev1.PodSpec{
-			NodeName: node, RestartPolicy: policy, Tolerations: tolerate,
+			NodeName: node, RestartPolicy: policy, Tolerations: Tolerate,
 			Containers: []corev1.Container{{Name: "main", Image: "busybox"}},
 		},
 	}
 }
 
-func createPods(t *testing.T, client kubernetes.Interface, ns string, pods ...*corev1.Pod) {
+func CreatePods(t *testing.T, client kubernetes.Interface, ns string, pods ...*corev1.Pod) {
 	t.Helper()
 	for _, p := range pods {
 		if _, err := client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
@@ -61,18 +61,18 @@ func createPods(t *testing.T, client kubernetes.Interface, ns string, pods ...*c
 	}
 }
 
-func running(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }
+func Running(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }
 
-// waitGone waits until the pod no longer exists (or was replaced by another
+// WaitGone waits until the pod no longer exists (or was replaced by another
 // of the same name).
-func waitGone(t *testing.T, client kubernetes.Interface, ns, name string, uid types.UID) {
+func WaitGone(t *testing.T, client kubernetes.Interface, ns, name string, uid types.UID) {
 	t.Helper()
-	eventually(t, "pod "+name+" gone", podGone(client, ns, name, uid))
+	Eventually(t, "pod "+name+" gone", PodGone(client, ns, name, uid))
 }
 
-// metric sums the samples of the daemon's metrics whose line starts with
+// Metric sums the samples of the daemon's metrics whose line starts with
 // prefix (a name and the start of its labels); 0 when there are none.
-func metric(metricsAddr, prefix string) (float64, error) {
+func Metric(metricsAddr, prefix string) (float64, error) {
 	resp, err := http.Get("http://" + metricsAddr + "/metrics")
 	if err != nil {
 		return 0, err
@@ -91,21 +91,21 @@ func metric(metricsAddr, prefix string) (float64, error) {
 	return total, nil
 }
 
-// providerCalls counts the daemon's calls of a provider method, whatever
+// ProviderCalls counts the daemon's calls of a provider method, whatever
 // their result.
-func providerCalls(t *testing.T, metricsAddr, method string) int {
+func ProviderCalls(t *testing.T, metricsAddr, method string) int {
 	t.Helper()
-	n, err := metric(metricsAddr, fmt.Sprintf(`virtual_kubelet_provider_call_duration_seconds_count{method=%q,`, method))
+	n, err := Metric(metricsAddr, fmt.Sprintf(`virtual_kubelet_provider_call_duration_seconds_count{method=%q,`, method))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return int(n)
 }
 
-// checkNoPanic fails the test if the daemon's output shows a panic or a race.
-func checkNoPanic(t *testing.T, d *daemon) {
+// CheckNoPanic fails the test if the daemon's output shows a panic or a race.
+func CheckNoPanic(t *testing.T, d *Daemon) {
 	t.Helper()
-	if out := d.output.String(); strings.Contains(out, "panic:") || strings.Contains(out, "DATA RACE") {
+	if out := d.Output.String(); strings.Contains(out, "panic:") || strings.Contains(out, "DATA RACE") {
 		t.Errorf("virtual-kubelet output has a panic or a data race:\n%s", out)
 	}
 }
@@ -123,7 +123,7 @@ func settle(t *testing.T, start time.Time, outcomes []outcome) {
 	t.Helper()
 	at := make([]time.Duration, len(outcomes))
 	last := make([]string, len(outcomes))
-	for pending := len(outcomes); pending > 0 && time.Since(start) < timeout; time.Sleep(100 * time.Millisecond) {
+	for pending := len(outcomes); pending > 0 && time.Since(start) < Timeout; time.Sleep(100 * time.Millisecond) {
 		for i, o := range outcomes {
 			if at[i] != 0 {
 				continue
@@ -137,14 +137,14 @@ func settle(t *testing.T, start time.Time, outcomes []outcome) {
 	}
 	for i, o := range outcomes {
 		if at[i] == 0 {
-			t.Errorf("%s: not within %s (last: %s)", o.what, timeout, last[i])
+			t.Errorf("%s: not within %s (last: %s)", o.what, Timeout, last[i])
 		} else {
 			t.Logf("%s: after %s", o.what, at[i].Round(time.Millisecond))
 		}
 	}
 }
 
-func mainContainer(p *corev1.Pod) corev1.ContainerStatus {
+func MainContainer(p *corev1.Pod) corev1.ContainerStatus {
 	if len(p.Status.ContainerStatuses) == 0 {
 		return corev1.ContainerStatus{}
 	}
@@ -167,37 +167,37 @@ func TestDaemonKilledAndRestarted(t *testing.T) {
 	cfg := mockConfig(t, name, fmt.Sprintf(`{"stateDir": %q}`, state))
 	metrics := fmt.Sprintf("127.0.0.1:%d", freeport.Get(t))
 	args := []string{"--nodename", name, "--provider-config", cfg, "--metrics-addr", metrics}
-	first := startDaemon(t, c, nil, args...)
-	waitNodeReady(t, c.Client, name)
+	first := StartDaemon(t, c, nil, args...)
+	WaitNodeReady(t, c.Client, name)
 
 	always, never := corev1.RestartPolicyAlways, corev1.RestartPolicyNever
 	adopted := []string{"run-0", "run-1", "run-2"}
 	for _, n := range adopted {
-		createPods(t, c.Client, ns, mockPod(n, name, always, nil))
+		CreatePods(t, c.Client, ns, MockPod(n, name, always, nil))
 	}
-	createPods(t, c.Client, ns,
+	CreatePods(t, c.Client, ns,
 		// Starts after the restart.
-		mockPod("pending", name, always, map[string]string{mock.AnnotationStartDelay: "14s"}),
+		MockPod("pending", name, always, map[string]string{mock.AnnotationStartDelay: "14s"}),
 		// The daemon dies while DeletePod hangs.
-		mockPod("deleting", name, always, map[string]string{mock.AnnotationHangCalls: "DeletePod", mock.AnnotationHangFor: "4s"}),
+		MockPod("deleting", name, always, map[string]string{mock.AnnotationHangCalls: "DeletePod", mock.AnnotationHangFor: "4s"}),
 		// The backend never confirms its stop: the grace period must end it.
-		mockPod("unstoppable", name, always, map[string]string{mock.AnnotationIgnoreStop: "true"}),
+		MockPod("unstoppable", name, always, map[string]string{mock.AnnotationIgnoreStop: "true"}),
 		// Lost by the backend while the daemon is down; restartPolicy Never
 		// (Always would have it created again).
-		mockPod("lost", name, never, nil),
+		MockPod("lost", name, never, nil),
 		// Deleted from Kubernetes while the daemon is down.
-		mockPod("orphan", name, always, nil),
+		MockPod("orphan", name, always, nil),
 	)
 	before := map[string]*corev1.Pod{}
 	for _, n := range append(adopted, "deleting", "unstoppable", "lost", "orphan") {
-		before[n] = waitPod(t, c.Client, ns, n, "Running", running)
+		before[n] = WaitPod(t, c.Client, ns, n, "Running", Running)
 	}
-	before["pending"] = waitPod(t, c.Client, ns, "pending", "Pending, creating", func(p *corev1.Pod) bool {
-		w := mainContainer(p).State.Waiting
+	before["pending"] = WaitPod(t, c.Client, ns, "pending", "Pending, creating", func(p *corev1.Pod) bool {
+		w := MainContainer(p).State.Waiting
 		return p.Status.Phase == corev1.PodPending && w != nil && w.Reason == "ContainerCreating"
 	})
-	if providerCalls(t, metrics, "CreatePod") != 8 {
-		t.Fatalf("CreatePod calls before the crash: %d, want one per pod", providerCalls(t, metrics, "CreatePod"))
+	if ProviderCalls(t, metrics, "CreatePod") != 8 {
+		t.Fatalf("CreatePod calls before the crash: %d, want one per pod", ProviderCalls(t, metrics, "CreatePod"))
 	}
 
 	for n, grace := range map[string]int64{"deleting": 60, "unstoppable": 6} {
@@ -207,27 +207,27 @@ func TestDaemonKilledAndRestarted(t *testing.T) {
 	}
 	time.Sleep(time.Second) // DeletePod is hanging for "deleting" and was ignored for "unstoppable"
 	// Its container exits while the daemon is down.
-	createPods(t, c.Client, ns, mockPod("finishes", name, never, map[string]string{mock.AnnotationRunFor: "2s"}))
-	before["finishes"] = waitPod(t, c.Client, ns, "finishes", "Running", running)
+	CreatePods(t, c.Client, ns, MockPod("finishes", name, never, map[string]string{mock.AnnotationRunFor: "2s"}))
+	before["finishes"] = WaitPod(t, c.Client, ns, "finishes", "Running", Running)
 
 	first.Kill()
 	killed := time.Now()
-	checkNoPanic(t, first)
+	CheckNoPanic(t, first)
 	// While the daemon is down: the backend loses a pod, a pod is force
 	// deleted and a new one is scheduled.
 	if err := os.Remove(filepath.Join(state, ns+"_lost.json")); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, "orphan", deleteNow); err != nil {
+	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, "orphan", DeleteNow); err != nil {
 		t.Fatal(err)
 	}
-	createPods(t, c.Client, ns, mockPod("newcomer", name, always, nil))
+	CreatePods(t, c.Client, ns, MockPod("newcomer", name, always, nil))
 	time.Sleep(4 * time.Second)
 
 	restarted := time.Now()
-	second := startDaemon(t, c, nil, args...)
+	second := StartDaemon(t, c, nil, args...)
 	podIs := func(n string, cond func(*corev1.Pod) bool) func() (bool, string) {
-		return podMatches(c.Client, ns, n, cond)
+		return PodMatches(c.Client, ns, n, cond)
 	}
 	outcomes := []outcome{
 		{what: "the restarted daemon renews the node's lease", cond: func() (bool, string) {
@@ -244,18 +244,18 @@ func TestDaemonKilledAndRestarted(t *testing.T) {
 				v    *float64
 				name string
 			}{{&synced, "workqueue_adds_total"}, {&depth, "workqueue_depth"}, {&busy, "workqueue_unfinished_work_seconds"}} {
-				if *m.v, err = metric(metrics, m.name+`{name="syncPodsFromKubernetes"}`); err != nil {
+				if *m.v, err = Metric(metrics, m.name+`{name="syncPodsFromKubernetes"}`); err != nil {
 					return false, err.Error()
 				}
 			}
 			return synced >= float64(len(before)) && depth == 0 && busy == 0, fmt.Sprintf("adds=%v depth=%v unfinished=%vs", synced, depth, busy)
 		}},
 		{what: "the pod the backend lost ends Failed, reason ProviderLost", cond: podIs("lost", func(p *corev1.Pod) bool {
-			return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "ProviderLost" && mainContainer(p).State.Terminated != nil
+			return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "ProviderLost" && MainContainer(p).State.Terminated != nil
 		})},
-		{what: "the pod scheduled while the daemon was down runs", cond: podRunning(c.Client, ns, "newcomer")},
+		{what: "the pod scheduled while the daemon was down runs", cond: PodRunning(c.Client, ns, "newcomer")},
 		{what: "the pod that finished while the daemon was down is Succeeded, after its 2s run", cond: podIs("finishes", func(p *corev1.Pod) bool {
-			term := mainContainer(p).State.Terminated
+			term := MainContainer(p).State.Terminated
 			if p.Status.Phase != corev1.PodSucceeded || term == nil || term.ExitCode != 0 {
 				return false
 			}
@@ -265,16 +265,16 @@ func TestDaemonKilledAndRestarted(t *testing.T) {
 			return ran == 2*time.Second || ran == 3*time.Second
 		})},
 		{what: "the pending pod runs, started 14s after it was created", cond: podIs("pending", func(p *corev1.Pod) bool {
-			run := mainContainer(p).State.Running
-			if !running(p) || run == nil || p.Status.StartTime == nil {
+			run := MainContainer(p).State.Running
+			if !Running(p) || run == nil || p.Status.StartTime == nil {
 				return false
 			}
 			// Seconds in the API, and a timer's lateness, may add one.
 			delay := run.StartedAt.Sub(p.Status.StartTime.Time)
 			return delay == 14*time.Second || delay == 15*time.Second
 		})},
-		{what: "the pod whose DeletePod hung across the crash is gone", cond: podGone(c.Client, ns, "deleting", before["deleting"].UID)},
-		{what: "the pod the backend never stops is gone after its grace period", cond: podGone(c.Client, ns, "unstoppable", before["unstoppable"].UID)},
+		{what: "the pod whose DeletePod hung across the crash is gone", cond: PodGone(c.Client, ns, "deleting", before["deleting"].UID)},
+		{what: "the pod the backend never stops is gone after its grace period", cond: PodGone(c.Client, ns, "unstoppable", before["unstoppable"].UID)},
 		{what: "the pod deleted while the daemon was down is removed from the backend", cond: func() (bool, string) {
 			_, err := os.Stat(filepath.Join(state, ns+"_orphan.json"))
 			return os.IsNotExist(err), fmt.Sprint(err)
@@ -289,7 +289,7 @@ func TestDaemonKilledAndRestarted(t *testing.T) {
 			t.Errorf("%s: %v", n, err)
 			continue
 		}
-		was, is := mainContainer(before[n]), mainContainer(now)
+		was, is := MainContainer(before[n]), MainContainer(now)
 		if now.Status.Phase != corev1.PodRunning || is.State.Running == nil || was.State.Running == nil ||
 			!is.State.Running.StartedAt.Equal(&was.State.Running.StartedAt) || is.RestartCount != was.RestartCount ||
 			!now.Status.StartTime.Equal(before[n].Status.StartTime) || now.Status.PodIP != before[n].Status.PodIP {
@@ -299,12 +299,12 @@ func TestDaemonKilledAndRestarted(t *testing.T) {
 		}
 	}
 	// Only the pod scheduled while the daemon was down was created.
-	creates := providerCalls(t, metrics, "CreatePod")
+	creates := ProviderCalls(t, metrics, "CreatePod")
 	t.Logf("CreatePod calls after the restart: %d", creates)
 	if creates != 1 {
 		t.Errorf("CreatePod calls after the restart: %d, want 1 (the newcomer)", creates)
 	}
-	checkNoPanic(t, second)
+	CheckNoPanic(t, second)
 }
 
 // TestAPIServerKilledWhilePodsFinishAndDelete kills the API server with
@@ -317,8 +317,8 @@ func TestAPIServerKilledWhilePodsFinishAndDelete(t *testing.T) {
 	ctx := context.Background()
 	ns := c.Namespace(t)
 	// 64 workers: the 16 pods' DeletePod all hang, within the node's bound.
-	d := startDaemon(t, c, nil, "--pod-sync-workers", "64")
-	waitNodeReady(t, c.Client, d.name)
+	d := StartDaemon(t, c, nil, "--pod-sync-workers", "64")
+	WaitNodeReady(t, c.Client, d.Name)
 
 	const n = 8
 	hold := "test.vkubelet.io/hold"
@@ -327,26 +327,26 @@ func TestAPIServerKilledWhilePodsFinishAndDelete(t *testing.T) {
 		f, del, h := fmt.Sprintf("finishing-%d", i), fmt.Sprintf("deleting-%d", i), fmt.Sprintf("held-%d", i)
 		finishing, deleting, held = append(finishing, f), append(deleting, del), append(held, h)
 		// Exit codes tell each pod's status apart.
-		createPods(t, c.Client, ns, mockPod(f, d.name, corev1.RestartPolicyNever, map[string]string{
+		CreatePods(t, c.Client, ns, MockPod(f, d.Name, corev1.RestartPolicyNever, map[string]string{
 			mock.AnnotationRunFor: "4s", mock.AnnotationExitCode: strconv.Itoa(i % 2),
 		}))
 		// DeletePod finishes while the API server is away.
 		slowStop := map[string]string{mock.AnnotationHangCalls: "DeletePod", mock.AnnotationHangFor: "2s"}
-		createPods(t, c.Client, ns, mockPod(del, d.name, corev1.RestartPolicyAlways, slowStop))
+		CreatePods(t, c.Client, ns, MockPod(del, d.Name, corev1.RestartPolicyAlways, slowStop))
 		// A finalizer keeps the object, so its final status can be read.
-		heldPod := mockPod(h, d.name, corev1.RestartPolicyAlways, slowStop)
+		heldPod := MockPod(h, d.Name, corev1.RestartPolicyAlways, slowStop)
 		heldPod.Finalizers = []string{hold}
-		createPods(t, c.Client, ns, heldPod)
+		CreatePods(t, c.Client, ns, heldPod)
 	}
 	// The backend never confirms their stop, and their grace period ends
 	// while the API server is away.
 	unstoppable := []string{"unstoppable-0", "unstoppable-1"}
 	for _, p := range unstoppable {
-		createPods(t, c.Client, ns, mockPod(p, d.name, corev1.RestartPolicyAlways, map[string]string{mock.AnnotationIgnoreStop: "true"}))
+		CreatePods(t, c.Client, ns, MockPod(p, d.Name, corev1.RestartPolicyAlways, map[string]string{mock.AnnotationIgnoreStop: "true"}))
 	}
 	uids := map[string]types.UID{}
 	for _, p := range slices.Concat(finishing, deleting, held, unstoppable) {
-		uids[p] = waitPod(t, c.Client, ns, p, "Running", running).UID
+		uids[p] = WaitPod(t, c.Client, ns, p, "Running", Running).UID
 	}
 	for _, p := range slices.Concat(deleting, held) {
 		if err := c.Client.CoreV1().Pods(ns).Delete(ctx, p, metav1.DeleteOptions{}); err != nil {
@@ -373,28 +373,28 @@ func TestAPIServerKilledWhilePodsFinishAndDelete(t *testing.T) {
 
 	inOutage := 0
 	for i, p := range finishing {
-		got := waitPod(t, c.Client, ns, p, "terminal after the outage", func(p *corev1.Pod) bool {
+		got := WaitPod(t, c.Client, ns, p, "terminal after the outage", func(p *corev1.Pod) bool {
 			return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 		})
 		want := corev1.PodSucceeded
 		if i%2 == 1 {
 			want = corev1.PodFailed
 		}
-		if term := mainContainer(got).State.Terminated; got.Status.Phase != want || term == nil || term.ExitCode != int32(i%2) {
-			t.Errorf("%s: %s %+v, want %s with exit code %d", p, got.Status.Phase, mainContainer(got).State, want, i%2)
+		if term := MainContainer(got).State.Terminated; got.Status.Phase != want || term == nil || term.ExitCode != int32(i%2) {
+			t.Errorf("%s: %s %+v, want %s with exit code %d", p, got.Status.Phase, MainContainer(got).State, want, i%2)
 		} else if end := term.FinishedAt.Time; !end.Before(killed.Truncate(time.Second)) && !end.After(back) {
 			inOutage++
 		}
 	}
 	for _, p := range slices.Concat(deleting, unstoppable) {
-		waitGone(t, c.Client, ns, p, uids[p])
+		WaitGone(t, c.Client, ns, p, uids[p])
 	}
 	for _, p := range held {
-		final := waitPod(t, c.Client, ns, p, "deleted after its terminal status was written", func(p *corev1.Pod) bool {
+		final := WaitPod(t, c.Client, ns, p, "deleted after its terminal status was written", func(p *corev1.Pod) bool {
 			return p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds == 0
 		})
-		if term := mainContainer(final).State.Terminated; final.Status.Phase != corev1.PodSucceeded || term == nil {
-			t.Errorf("%s: deleted without its terminal status: %s %+v", p, final.Status.Phase, mainContainer(final).State)
+		if term := MainContainer(final).State.Terminated; final.Status.Phase != corev1.PodSucceeded || term == nil {
+			t.Errorf("%s: deleted without its terminal status: %s %+v", p, final.Status.Phase, MainContainer(final).State)
 		}
 	}
 	t.Logf("API server down %s; %d of %d pods finished meanwhile; back to every status written and every deleted pod removed: %s",
@@ -404,42 +404,42 @@ func TestAPIServerKilledWhilePodsFinishAndDelete(t *testing.T) {
 		if _, err := c.Client.CoreV1().Pods(ns).Patch(ctx, p, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitGone(t, c.Client, ns, p, uids[p])
+		WaitGone(t, c.Client, ns, p, uids[p])
 	}
-	checkNoPanic(t, d)
+	CheckNoPanic(t, d)
 }
 
 // TestProviderFaults runs the daemon on a provider that is down for its first
 // seconds (the provider config's faults), with pods whose calls fail for a
 // while, hang, or whose stop the backend never confirms or always fails:
 // every pod ends where it should.
-func TestProviderFaults(t *testing.T) { forEachTransport(t, testProviderFaults) }
+func TestProviderFaults(t *testing.T) { ForEachTransport(t, testProviderFaults) }
 
-func testProviderFaults(t *testing.T, via transport) {
+func testProviderFaults(t *testing.T, via Transport) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
 	ns := c.Namespace(t)
 	name := testcluster.UniqueName("vk")
 	cfg := mockConfig(t, name, `{"faults": {"fail-calls": "*", "fail-for": "6s"}}`)
 	started := time.Now()
-	d := via.start(t, c, nil, "--nodename", name, "--provider-config", cfg)
-	waitNodeReady(t, c.Client, name)
+	d := via.Start(t, c, nil, "--nodename", name, "--provider-config", cfg)
+	WaitNodeReady(t, c.Client, name)
 
 	always := corev1.RestartPolicyAlways
-	createPods(t, c.Client, ns,
-		mockPod("plain", name, always, nil),
-		mockPod("flaky", name, always, map[string]string{mock.AnnotationFailCalls: "CreatePod,GetPod", mock.AnnotationFailFor: "10s"}),
-		mockPod("slow", name, always, map[string]string{mock.AnnotationHangCalls: "CreatePod", mock.AnnotationHangFor: "3s"}),
-		mockPod("unconfirmed", name, always, map[string]string{mock.AnnotationIgnoreStop: "true"}),
-		mockPod("undeletable", name, always, map[string]string{mock.AnnotationFailCalls: "DeletePod"}),
+	CreatePods(t, c.Client, ns,
+		MockPod("plain", name, always, nil),
+		MockPod("flaky", name, always, map[string]string{mock.AnnotationFailCalls: "CreatePod,GetPod", mock.AnnotationFailFor: "10s"}),
+		MockPod("slow", name, always, map[string]string{mock.AnnotationHangCalls: "CreatePod", mock.AnnotationHangFor: "3s"}),
+		MockPod("unconfirmed", name, always, map[string]string{mock.AnnotationIgnoreStop: "true"}),
+		MockPod("undeletable", name, always, map[string]string{mock.AnnotationFailCalls: "DeletePod"}),
 	)
 	created := time.Now()
 	settle(t, created, []outcome{
-		{what: "a pod created while the provider is down runs once it is back", cond: podRunning(c.Client, ns, "plain")},
-		{what: "a pod whose CreatePod fails for 10s runs", cond: podRunning(c.Client, ns, "flaky")},
-		{what: "a pod whose CreatePod hangs 3s runs", cond: podRunning(c.Client, ns, "slow")},
-		{what: "the pod whose stop is never confirmed runs", cond: podRunning(c.Client, ns, "unconfirmed")},
-		{what: "the pod whose DeletePod always fails runs", cond: podRunning(c.Client, ns, "undeletable")},
+		{what: "a pod created while the provider is down runs once it is back", cond: PodRunning(c.Client, ns, "plain")},
+		{what: "a pod whose CreatePod fails for 10s runs", cond: PodRunning(c.Client, ns, "flaky")},
+		{what: "a pod whose CreatePod hangs 3s runs", cond: PodRunning(c.Client, ns, "slow")},
+		{what: "the pod whose stop is never confirmed runs", cond: PodRunning(c.Client, ns, "unconfirmed")},
+		{what: "the pod whose DeletePod always fails runs", cond: PodRunning(c.Client, ns, "undeletable")},
 	})
 	t.Logf("pods created %s after the daemon started; the provider was down for its first 6s", created.Sub(started).Round(time.Millisecond))
 
@@ -456,30 +456,30 @@ func testProviderFaults(t *testing.T, via transport) {
 	}
 	deleted := time.Now()
 	settle(t, deleted, []outcome{
-		{what: "the pod whose stop is never confirmed is gone after its 3s grace period", cond: podGone(c.Client, ns, "unconfirmed", uids["unconfirmed"])},
-		{what: "the pod whose DeletePod always fails is gone after its 3s grace period", cond: podGone(c.Client, ns, "undeletable", uids["undeletable"])},
+		{what: "the pod whose stop is never confirmed is gone after its 3s grace period", cond: PodGone(c.Client, ns, "unconfirmed", uids["unconfirmed"])},
+		{what: "the pod whose DeletePod always fails is gone after its 3s grace period", cond: PodGone(c.Client, ns, "undeletable", uids["undeletable"])},
 	})
-	checkNoPanic(t, d)
+	CheckNoPanic(t, d)
 }
 
-// podMatches is an outcome's condition: the pod exists and cond holds.
-func podMatches(client kubernetes.Interface, ns, name string, cond func(*corev1.Pod) bool) func() (bool, string) {
+// PodMatches is an outcome's condition: the pod exists and cond holds.
+func PodMatches(client kubernetes.Interface, ns, name string, cond func(*corev1.Pod) bool) func() (bool, string) {
 	return func() (bool, string) {
 		p, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		return cond(p), fmt.Sprintf("phase=%s reason=%s deleting=%v %+v", p.Status.Phase, p.Status.Reason, p.DeletionTimestamp != nil, mainContainer(p).State)
+		return cond(p), fmt.Sprintf("phase=%s reason=%s deleting=%v %+v", p.Status.Phase, p.Status.Reason, p.DeletionTimestamp != nil, MainContainer(p).State)
 	}
 }
 
-func podRunning(client kubernetes.Interface, ns, name string) func() (bool, string) {
-	return podMatches(client, ns, name, running)
+func PodRunning(client kubernetes.Interface, ns, name string) func() (bool, string) {
+	return PodMatches(client, ns, name, Running)
 }
 
-// podGone is an outcome's condition: the pod no longer exists (or was
+// PodGone is an outcome's condition: the pod no longer exists (or was
 // replaced by another of the same name).
-func podGone(client kubernetes.Interface, ns, name string, uid types.UID) func() (bool, string) {
+func PodGone(client kubernetes.Interface, ns, name string, uid types.UID) func() (bool, string) {
 	return func() (bool, string) {
 		p, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -488,6 +488,6 @@ func podGone(client kubernetes.Interface, ns, name string, uid types.UID) func()
 		if err != nil {
 			return false, err.Error()
 		}
-		return p.UID != uid, fmt.Sprintf("phase=%s deleting=%v %+v", p.Status.Phase, p.DeletionTimestamp != nil, mainContainer(p).State)
+		return p.UID != uid, fmt.Sprintf("phase=%s deleting=%v %+v", p.Status.Phase, p.DeletionTimestamp != nil, MainContainer(p).State)
 	}
 }

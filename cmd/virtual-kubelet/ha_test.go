@@ -42,7 +42,7 @@ const haLeaseDuration = 15 * time.Second
 
 // replica is one daemon of a group, with what the test knows of it.
 type replica struct {
-	*daemon
+	*Daemon
 	metrics  string
 	identity string
 }
@@ -70,7 +70,7 @@ func newHAGroup(t *testing.T, count, nodeCount int) *haGroup {
 	}
 	t.Cleanup(func() {
 		for _, n := range g.nodes {
-			_ = c.Client.CoreV1().Nodes().Delete(context.Background(), n, deleteNow)
+			_ = c.Client.CoreV1().Nodes().Delete(context.Background(), n, DeleteNow)
 		}
 	})
 	g.h = watchHA(t, c, g.ns, g.prefix)
@@ -82,9 +82,9 @@ func newHAGroup(t *testing.T, count, nodeCount int) *haGroup {
 	for range count {
 		g.start(t)
 	}
-	eventually(t, "every node held by the replica it is assigned to", g.balanced())
+	Eventually(t, "every node held by the replica it is assigned to", g.balanced())
 	for _, n := range g.nodes {
-		waitNodeReady(t, c.Client, n)
+		WaitNodeReady(t, c.Client, n)
 	}
 	for _, r := range g.replicas {
 		t.Logf("replica %s holds %d nodes: %v", r.identity, len(g.held(r)), g.held(r))
@@ -98,11 +98,11 @@ func (g *haGroup) start(t *testing.T) *replica {
 	host := g.c.AddHost(t, testcluster.UniqueName("h"))
 	// Below the kubelet API ports, 10250 on.
 	r := &replica{metrics: fmt.Sprintf("%s:%d", host.Addr, 9100)}
-	r.daemon = startDaemon(t, g.c, host, "--nodename", g.prefix, "--node-count", strconv.Itoa(len(g.nodes)),
+	r.Daemon = StartDaemon(t, g.c, host, "--nodename", g.prefix, "--node-count", strconv.Itoa(len(g.nodes)),
 		"--provider-config", g.cfg, "--metrics-addr", r.metrics, "--log-level", "info",
 		"--leader-elect", "--leader-elect-resource-namespace", g.ns)
-	eventually(t, "the replica's identity in its log", func() (bool, string) {
-		m := regexp.MustCompile(`replica=(\S+)`).FindStringSubmatch(r.output.String())
+	Eventually(t, "the replica's identity in its log", func() (bool, string) {
+		m := regexp.MustCompile(`replica=(\S+)`).FindStringSubmatch(r.Output.String())
 		if m == nil {
 			return false, "no replica= in the log yet"
 		}
@@ -110,7 +110,7 @@ func (g *haGroup) start(t *testing.T) *replica {
 		return true, ""
 	})
 	g.identities[r.identity] = r
-	g.h.setAddr(r.identity, r.addr)
+	g.h.setAddr(r.identity, r.Addr)
 	g.replicas = append(g.replicas, r)
 	return r
 }
@@ -134,8 +134,8 @@ func (g *haGroup) balanced(paused ...*replica) func() (bool, string) {
 		for _, n := range g.nodes {
 			want := g.identities[assigned[n]]
 			holder, ip := g.h.holder(n), g.h.nodeIP(n)
-			if holder != want.identity || ip != want.addr {
-				return false, fmt.Sprintf("node %s: held by %q at %s, want %s at %s", n, holder, ip, want.identity, want.addr)
+			if holder != want.identity || ip != want.Addr {
+				return false, fmt.Sprintf("node %s: held by %q at %s, want %s at %s", n, holder, ip, want.identity, want.Addr)
 			}
 		}
 		return true, ""
@@ -153,12 +153,12 @@ func (g *haGroup) held(r *replica) []string {
 	return out
 }
 
-// createPods creates count pods spread over the nodes, writing a log line
+// CreatePods creates count pods spread over the nodes, writing a log line
 // every second, waits until they run, and returns how they run.
 func (g *haGroup) createPods(t *testing.T, count int) map[string]podRun {
 	t.Helper()
-	if _, err := inParallel(count, func(i int) error {
-		p := mockPod(fmt.Sprintf("p%d", i), g.nodes[i%len(g.nodes)], corev1.RestartPolicyAlways, map[string]string{mock.AnnotationLogInterval: "1s"})
+	if _, err := InParallel(count, func(i int) error {
+		p := MockPod(fmt.Sprintf("p%d", i), g.nodes[i%len(g.nodes)], corev1.RestartPolicyAlways, map[string]string{mock.AnnotationLogInterval: "1s"})
 		_, err := g.c.Client.CoreV1().Pods(g.ns).Create(context.Background(), p, metav1.CreateOptions{})
 		return err
 	}); err != nil {
@@ -172,7 +172,7 @@ func (g *haGroup) creates(t *testing.T) map[*replica]int {
 	out := map[*replica]int{}
 	for _, r := range g.replicas {
 		if !r.Exited() {
-			out[r] = providerCalls(t, r.metrics, "CreatePod")
+			out[r] = ProviderCalls(t, r.metrics, "CreatePod")
 		}
 	}
 	return out
@@ -194,7 +194,7 @@ func (g *haGroup) checkEnd(t *testing.T) {
 	t.Helper()
 	g.h.check(t)
 	for _, r := range g.replicas {
-		checkNoPanic(t, r.daemon)
+		CheckNoPanic(t, r.Daemon)
 	}
 }
 
@@ -209,7 +209,7 @@ func (g *haGroup) checkEnd(t *testing.T) {
 // Throughout, a node's status is only ever written by the replica holding
 // its lease.
 func TestReplicasShareNodes(t *testing.T) {
-	nodeCount, podCount := floodSize(t, envHANodes, 6), floodSize(t, envHAPods, 30)
+	nodeCount, podCount := FloodSize(t, envHANodes, 6), FloodSize(t, envHAPods, 30)
 	g := newHAGroup(t, 3, nodeCount)
 	ctx := context.Background()
 	before := g.createPods(t, podCount)
@@ -225,13 +225,13 @@ func TestReplicasShareNodes(t *testing.T) {
 	// SIGKILL the replica holding the most nodes; with VK_HA_KILLS, again
 	// and again, a new replica replacing each killed one as a Deployment's
 	// would.
-	kills := floodSize(t, envHAKills, 1)
+	kills := FloodSize(t, envHAKills, 1)
 	var moved []string
 	var failovers []time.Duration
 	for k := range kills {
 		if k > 0 {
 			g.start(t)
-			eventually(t, "the replacement replica gets its share", g.balanced())
+			Eventually(t, "the replacement replica gets its share", g.balanced())
 		}
 		var victim *replica
 		for _, r := range g.replicas {
@@ -242,7 +242,7 @@ func TestReplicasShareNodes(t *testing.T) {
 		moved = g.held(victim)
 		victim.Kill()
 		killed := time.Now()
-		eventually(t, "the killed replica's nodes held and served by the others", g.balanced())
+		Eventually(t, "the killed replica's nodes held and served by the others", g.balanced())
 		failover := time.Since(killed)
 		failovers = append(failovers, failover)
 		t.Logf("kill %d: failover of %d nodes after SIGKILL: %s (lease duration %s)", k+1, len(moved), failover.Round(100*time.Millisecond), haLeaseDuration)
@@ -290,15 +290,15 @@ func TestReplicasShareNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
-	eventually(t, "the paused replica's nodes held by the other one", g.balanced(p))
+	Eventually(t, "the paused replica's nodes held by the other one", g.balanced(p))
 	t.Logf("failover of %d nodes after SIGSTOP: %s", len(pausedNodes), time.Since(stopped).Round(100*time.Millisecond))
 	if err := p.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	resumed := time.Now()
-	eventually(t, "the resumed replica rejoins and gets its nodes back", g.balanced())
+	Eventually(t, "the resumed replica rejoins and gets its nodes back", g.balanced())
 	t.Logf("the resumed replica serves its nodes again after %s", time.Since(resumed).Round(100*time.Millisecond))
-	if !strings.Contains(p.output.String(), "every provider call and status write for the node") {
+	if !strings.Contains(p.Output.String(), "every provider call and status write for the node") {
 		t.Errorf("the paused replica did not log that it stopped serving its nodes on resuming")
 	}
 	g.checkPodsAsBefore(t, before)
@@ -310,18 +310,18 @@ func TestReplicasShareNodes(t *testing.T) {
 // stopping replica hands its nodes over, the new one gets its share, no
 // node is ever Ready other than True, and no pod is lost or created again.
 func TestReplicasRollingRestart(t *testing.T) {
-	g := newHAGroup(t, 3, floodSize(t, envHANodes, 6))
-	podCount := floodSize(t, envHAPods, 30)
+	g := newHAGroup(t, 3, FloodSize(t, envHANodes, 6))
+	podCount := FloodSize(t, envHAPods, 30)
 	before := g.createPods(t, podCount)
 	for _, old := range slices.Clone(g.replicas) {
 		start := time.Now()
-		if code, _ := old.stop(t); code != 0 {
+		if code, _ := old.Shutdown(t); code != 0 {
 			t.Errorf("replica %s exited with %d on SIGTERM", old.identity, code)
 		}
-		eventually(t, "the stopped replica's nodes held by the others", g.balanced())
+		Eventually(t, "the stopped replica's nodes held by the others", g.balanced())
 		stopped := time.Since(start)
 		g.start(t)
-		eventually(t, "the new replica gets its share", g.balanced())
+		Eventually(t, "the new replica gets its share", g.balanced())
 		t.Logf("replica %s replaced: its nodes moved in %s, the new one served its share after %s",
 			old.identity, stopped.Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
 	}
@@ -346,15 +346,15 @@ type podRun struct {
 func allRunning(t *testing.T, c *testcluster.Cluster, ns string, count int) map[string]podRun {
 	t.Helper()
 	var out map[string]podRun
-	eventually(t, fmt.Sprintf("%d pods Running", count), func() (bool, string) {
+	Eventually(t, fmt.Sprintf("%d pods Running", count), func() (bool, string) {
 		list, err := c.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
 		out = map[string]podRun{}
 		for _, p := range list.Items {
-			if run := mainContainer(&p).State.Running; running(&p) && run != nil {
-				out[p.Name] = podRun{uid: p.UID, started: run.StartedAt.Time, restarts: mainContainer(&p).RestartCount}
+			if run := MainContainer(&p).State.Running; Running(&p) && run != nil {
+				out[p.Name] = podRun{uid: p.UID, started: run.StartedAt.Time, restarts: MainContainer(&p).RestartCount}
 			}
 		}
 		return len(out) == count, fmt.Sprintf("%d of %d running", len(out), count)

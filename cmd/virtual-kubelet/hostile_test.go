@@ -75,7 +75,7 @@ func processMemory(t *testing.T, pid int) (rss, peak int64) {
 
 // daemonPID is the daemon's process id; ip netns exec runs the binary in
 // its own process.
-func daemonPID(t *testing.T, d *daemon) int {
+func daemonPID(t *testing.T, d *Daemon) int {
 	t.Helper()
 	pid := d.Cmd.Process.Pid
 	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err != nil || strings.TrimSpace(string(comm)) != "virtual-kubelet" {
@@ -87,12 +87,12 @@ func daemonPID(t *testing.T, d *daemon) int {
 // attackedNode starts a daemon in a node host, so the API server reaches
 // its kubelet API, and returns the cluster, a namespace for the test, the
 // daemon and its process id.
-func attackedNode(t *testing.T) (*testcluster.Cluster, string, *daemon, int) {
+func attackedNode(t *testing.T) (*testcluster.Cluster, string, *Daemon, int) {
 	t.Helper()
 	c := testcluster.Shared(t)
 	ns := c.Namespace(t)
-	d := startDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")))
-	waitNodeReady(t, c.Client, d.name)
+	d := StartDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")))
+	WaitNodeReady(t, c.Client, d.Name)
 	return c, ns, d, daemonPID(t, d)
 }
 
@@ -116,8 +116,8 @@ func TestHostileAnnotationsAreRejected(t *testing.T) {
 	c := testcluster.Shared(t)
 	ns := c.Namespace(t)
 	// Four workers: one may hang (a quarter of them).
-	d := startDaemon(t, c, nil, "--pod-sync-workers", "4")
-	waitNodeReady(t, c.Client, d.name)
+	d := StartDaemon(t, c, nil, "--pod-sync-workers", "4")
+	WaitNodeReady(t, c.Client, d.Name)
 	always := corev1.RestartPolicyAlways
 
 	hostile := []struct {
@@ -133,22 +133,22 @@ func TestHostileAnnotationsAreRejected(t *testing.T) {
 		{"hang-for-ever", map[string]string{mock.AnnotationHangCalls: "*", mock.AnnotationHangFor: "1000h"}, mock.AnnotationHangFor, "maximum of " + mock.MaxHang.String()},
 	}
 	// Created first, so it holds a worker while the others are handled.
-	createPods(t, c.Client, ns, mockPod("hangs", d.name, always, map[string]string{mock.AnnotationHangCalls: "CreatePod"}))
+	CreatePods(t, c.Client, ns, MockPod("hangs", d.Name, always, map[string]string{mock.AnnotationHangCalls: "CreatePod"}))
 	for _, h := range hostile {
-		createPods(t, c.Client, ns, mockPod(h.name, d.name, always, h.annotations))
+		CreatePods(t, c.Client, ns, MockPod(h.name, d.Name, always, h.annotations))
 	}
-	createPods(t, c.Client, ns, mockPod("bystander", d.name, always, nil))
+	CreatePods(t, c.Client, ns, MockPod("bystander", d.Name, always, nil))
 
 	for _, h := range hostile {
-		p := waitPod(t, c.Client, ns, h.name, "rejected", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+		p := WaitPod(t, c.Client, ns, h.name, "rejected", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
 		if p.Status.Reason != "ProviderRejected" || !strings.Contains(p.Status.Message, "annotation "+h.annotation+":") || !strings.Contains(p.Status.Message, h.bound) {
 			t.Errorf("%s: reason %q message %q, want ProviderRejected naming %s and the %s", h.name, p.Status.Reason, p.Status.Message, h.annotation, h.bound)
 		}
 	}
-	waitPod(t, c.Client, ns, "bystander", "Running while another pod's call hangs", running)
+	WaitPod(t, c.Client, ns, "bystander", "Running while another pod's call hangs", Running)
 	// The hang ends at its bound and the call does its work.
-	waitPod(t, c.Client, ns, "hangs", "Running after its hang", running)
-	checkNoPanic(t, d)
+	WaitPod(t, c.Client, ns, "hangs", "Running after its hang", Running)
+	CheckNoPanic(t, d)
 }
 
 // TestHugeCopyIsRefused: kubectl cp of a 1 GiB file into a mock container
@@ -156,8 +156,8 @@ func TestHostileAnnotationsAreRejected(t *testing.T) {
 func TestHugeCopyIsRefused(t *testing.T) {
 	c, ns, d, pid := attackedNode(t)
 	ctx := context.Background()
-	createPods(t, c.Client, ns, mockPod("target", d.name, corev1.RestartPolicyAlways, nil))
-	waitPod(t, c.Client, ns, "target", "Running", running)
+	CreatePods(t, c.Client, ns, MockPod("target", d.Name, corev1.RestartPolicyAlways, nil))
+	WaitPod(t, c.Client, ns, "target", "Running", Running)
 
 	// Sparse: a gigabyte for kubectl to send, not on the disk.
 	big := filepath.Join(t.TempDir(), "big.bin")
@@ -201,7 +201,7 @@ func TestHugeCopyIsRefused(t *testing.T) {
 		t.Errorf("cat of the copied file: %v %q", err, out)
 	}
 	checkMemory(t, pid, 1, "after the copies")
-	checkNoPanic(t, d)
+	CheckNoPanic(t, d)
 }
 
 // TestExecFlood: exec requests in a loop, through the API server, against
@@ -210,25 +210,25 @@ func TestHugeCopyIsRefused(t *testing.T) {
 // VK_HOSTILE_PODS and VK_HOSTILE_EXECS size it (500 and 1,000 by default;
 // the figures are 5,000 and 10,000).
 func TestExecFlood(t *testing.T) {
-	pods, execs := floodSize(t, envFloodPods, 500), floodSize(t, envFloodExecs, 1000)
+	pods, execs := FloodSize(t, envFloodPods, 500), FloodSize(t, envFloodExecs, 1000)
 	c, ns, d, pid := attackedNode(t)
 	ctx := context.Background()
 
 	start := time.Now()
-	if n, err := inParallel(pods, func(i int) error {
-		_, err := c.Client.CoreV1().Pods(ns).Create(ctx, mockPod(fmt.Sprintf("p%d", i), d.name, corev1.RestartPolicyAlways, nil), metav1.CreateOptions{})
+	if n, err := InParallel(pods, func(i int) error {
+		_, err := c.Client.CoreV1().Pods(ns).Create(ctx, MockPod(fmt.Sprintf("p%d", i), d.Name, corev1.RestartPolicyAlways, nil), metav1.CreateOptions{})
 		return err
 	}); n > 0 {
 		t.Fatalf("creating the pods: %d failed, the first: %v", n, err)
 	}
-	eventuallyWithin(t, 10*time.Minute, fmt.Sprintf("%d pods Running", pods), func() (bool, string) {
+	EventuallyWithin(t, 10*time.Minute, fmt.Sprintf("%d pods Running", pods), func() (bool, string) {
 		list, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 		if err != nil {
 			return false, err.Error()
 		}
 		n := 0
 		for _, p := range list.Items {
-			if running(&p) {
+			if Running(&p) {
 				n++
 			}
 		}
@@ -240,8 +240,8 @@ func TestExecFlood(t *testing.T) {
 	// How long a pod takes to be seen Running on the quiet node, for
 	// comparison with one created during the flood.
 	quiet := time.Now()
-	createPods(t, c.Client, ns, mockPod("quiet", d.name, corev1.RestartPolicyAlways, nil))
-	waitPod(t, c.Client, ns, "quiet", "Running", running)
+	CreatePods(t, c.Client, ns, MockPod("quiet", d.Name, corev1.RestartPolicyAlways, nil))
+	WaitPod(t, c.Client, ns, "quiet", "Running", Running)
 	t.Logf("a pod created on the quiet node was seen Running after %s", time.Since(quiet).Round(10*time.Millisecond))
 
 	// The flood: each request for another pod. A pod created during it
@@ -253,10 +253,10 @@ func TestExecFlood(t *testing.T) {
 	var firstErr error
 	go func() {
 		defer close(flood)
-		failed, firstErr = inParallel(execs, func(i int) error {
+		failed, firstErr = InParallel(execs, func(i int) error {
 			if i == execs/10 {
 				created <- time.Now()
-				if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, mockPod("latecomer", d.name, corev1.RestartPolicyAlways, nil), metav1.CreateOptions{}); err != nil {
+				if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, MockPod("latecomer", d.Name, corev1.RestartPolicyAlways, nil), metav1.CreateOptions{}); err != nil {
 					return err
 				}
 			}
@@ -264,7 +264,7 @@ func TestExecFlood(t *testing.T) {
 		})
 	}()
 	latecomer := <-created
-	waitPod(t, c.Client, ns, "latecomer", "Running during the exec flood", running)
+	WaitPod(t, c.Client, ns, "latecomer", "Running during the exec flood", Running)
 	t.Logf("a pod created during the flood was seen Running after %s", time.Since(latecomer).Round(10*time.Millisecond))
 	<-flood
 	took := time.Since(start)
@@ -276,12 +276,12 @@ func TestExecFlood(t *testing.T) {
 	if _, peak := processMemory(t, pid); peak-before > floodGrowth {
 		t.Errorf("the exec flood raised the daemon's peak memory from %d MiB to %d MiB", before>>20, peak>>20)
 	}
-	checkNoPanic(t, d)
+	CheckNoPanic(t, d)
 }
 
-// inParallel calls f for 0 to n-1 from 8 goroutines, as 8 clients at once,
+// InParallel calls f for 0 to n-1 from 8 goroutines, as 8 clients at once,
 // and returns how many calls failed and the first error.
-func inParallel(n int, f func(i int) error) (int64, error) {
+func InParallel(n int, f func(i int) error) (int64, error) {
 	next := make(chan int)
 	var mu sync.Mutex
 	var failed int64
@@ -310,8 +310,8 @@ func inParallel(n int, f func(i int) error) (int64, error) {
 	return failed, first
 }
 
-// floodSize reads a size from the environment, or returns def.
-func floodSize(t *testing.T, env string, def int) int {
+// FloodSize reads a size from the environment, or returns def.
+func FloodSize(t *testing.T, env string, def int) int {
 	t.Helper()
 	v := os.Getenv(env)
 	if v == "" {

@@ -19,22 +19,22 @@ import (
 // and a sidecar counted among the ready containers; the conditions are the
 // controller's, computed as a kubelet does.
 func TestInitContainersThroughKubectl(t *testing.T) {
-	forEachTransport(t, testInitContainersThroughKubectl)
+	ForEachTransport(t, testInitContainersThroughKubectl)
 }
 
-func testInitContainersThroughKubectl(t *testing.T, via transport) {
+func testInitContainersThroughKubectl(t *testing.T, via Transport) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
 	ns := c.Namespace(t)
-	d := via.start(t, c, c.AddHost(t, testcluster.UniqueName("h")))
-	waitNodeReady(t, c.Client, d.name)
+	d := via.Start(t, c, c.AddHost(t, testcluster.UniqueName("h")))
+	WaitNodeReady(t, c.Client, d.Name)
 
 	newPod := func(name string, policy corev1.RestartPolicy, annotations map[string]string, init ...corev1.Container) {
 		t.Helper()
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
 			Spec: corev1.PodSpec{
-				NodeName: d.name, Tolerations: tolerate, RestartPolicy: policy, InitContainers: init,
+				NodeName: d.Name, Tolerations: Tolerate, RestartPolicy: policy, InitContainers: init,
 				Containers: []corev1.Container{{Name: "app", Image: "nginx"}},
 			},
 		}
@@ -54,7 +54,7 @@ func testInitContainersThroughKubectl(t *testing.T, via transport) {
 		t.Helper()
 		var got []string
 		for _, w := range want {
-			eventually(t, fmt.Sprintf("kubectl get pod %s shows %s (seen %v)", name, w, got), func() (bool, string) {
+			Eventually(t, fmt.Sprintf("kubectl get pod %s shows %s (seen %v)", name, w, got), func() (bool, string) {
 				s := status(name)
 				if len(got) == 0 || got[len(got)-1] != s {
 					got = append(got, s)
@@ -89,12 +89,12 @@ func testInitContainersThroughKubectl(t *testing.T, via transport) {
 	newPod("failing", corev1.RestartPolicyNever, map[string]string{mock.AnnotationExitCode + ".migrate": "2"},
 		corev1.Container{Name: "migrate", Image: "busybox"})
 	seen("failing", "0/1 Init:Error")
-	waitPod(t, c.Client, ns, "failing", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	WaitPod(t, c.Client, ns, "failing", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
 
 	newPod("sidecar", corev1.RestartPolicyAlways, nil,
 		corev1.Container{Name: "proxy", Image: "envoy", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)})
 	seen("sidecar", "2/2 Running")
-	if out := kubectl(t, c, "-n", ns, "exec", "sidecar", "-c", "proxy", "--", "hostname"); out != "sidecar\n" {
+	if out := Kubectl(t, c, "-n", ns, "exec", "sidecar", "-c", "proxy", "--", "hostname"); out != "sidecar\n" {
 		t.Errorf("exec into the sidecar: %q", out)
 	}
 }

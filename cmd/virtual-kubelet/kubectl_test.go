@@ -27,21 +27,21 @@ import (
 // TestKubectlAgainstVirtualNode is the smoke test a user would run: the
 // cluster's own kubectl, through the API server, against the daemon in a
 // node host, with the mock in process and behind the plugin boundary.
-func TestKubectlAgainstVirtualNode(t *testing.T) { forEachTransport(t, testKubectlAgainstVirtualNode) }
+func TestKubectlAgainstVirtualNode(t *testing.T) { ForEachTransport(t, testKubectlAgainstVirtualNode) }
 
-func testKubectlAgainstVirtualNode(t *testing.T, via transport) {
+func testKubectlAgainstVirtualNode(t *testing.T, via Transport) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
 	ns := c.Namespace(t)
-	d := via.start(t, c, c.AddHost(t, testcluster.UniqueName("h")))
-	waitNodeReady(t, c.Client, d.name)
+	d := via.Start(t, c, c.AddHost(t, testcluster.UniqueName("h")))
+	WaitNodeReady(t, c.Client, d.Name)
 
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{
 			mock.AnnotationLogInterval: "100ms", mock.AnnotationCPUUsage: "250m", mock.AnnotationMemoryUsage: "64Mi",
 		}},
 		Spec: corev1.PodSpec{
-			NodeName: d.name, Tolerations: tolerate,
+			NodeName: d.Name, Tolerations: Tolerate,
 			Containers: []corev1.Container{{
 				Name: "app", Image: "nginx",
 				Env:   []corev1.EnvVar{{Name: "GREETING", Value: "hello"}},
@@ -52,7 +52,7 @@ func testKubectlAgainstVirtualNode(t *testing.T, via transport) {
 	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitPod(t, c.Client, ns, "web", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	WaitPod(t, c.Client, ns, "web", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	time.Sleep(500 * time.Millisecond) // a few log lines
 
 	kubectl := func(stdin string, args ...string) (string, error) {
@@ -93,28 +93,28 @@ func testKubectlAgainstVirtualNode(t *testing.T, via transport) {
 	}
 
 	// kubectl port-forward to the mock's echo server on 8080.
-	if echo, err := portForwardEcho(t, c, ns, "web", 8080, "ping through port-forward\n"); err != nil || echo != "ping through port-forward\n" {
+	if echo, err := PortForwardEcho(t, c, ns, "web", 8080, "ping through port-forward\n"); err != nil || echo != "ping through port-forward\n" {
 		t.Errorf("port-forward echo: %v %q", err, echo)
 	}
 
 	// Stats through the API server's node proxy, as metrics-server reads them.
-	raw, err := kubectl("", "get", "--raw", "/api/v1/nodes/"+d.name+"/proxy/stats/summary")
+	raw, err := kubectl("", "get", "--raw", "/api/v1/nodes/"+d.Name+"/proxy/stats/summary")
 	var summary statsv1alpha1.Summary
 	if err != nil || json.Unmarshal([]byte(raw), &summary) != nil {
 		t.Fatalf("stats/summary: %v %q", err, raw)
 	}
-	if summary.Node.NodeName != d.name || len(summary.Pods) != 1 || *summary.Pods[0].CPU.UsageNanoCores != 250_000_000 {
+	if summary.Node.NodeName != d.Name || len(summary.Pods) != 1 || *summary.Pods[0].CPU.UsageNanoCores != 250_000_000 {
 		t.Errorf("stats/summary: %+v", summary)
 	}
-	metrics, err := kubectl("", "get", "--raw", "/api/v1/nodes/"+d.name+"/proxy/metrics/resource")
+	metrics, err := kubectl("", "get", "--raw", "/api/v1/nodes/"+d.Name+"/proxy/metrics/resource")
 	if err != nil || !strings.Contains(metrics, `container_memory_working_set_bytes{container="app",namespace="`+ns+`",pod="web"} 6.7108864e+07`) {
 		t.Errorf("metrics/resource: %v\n%s", err, metrics)
 	}
 }
 
-// portForwardEcho runs kubectl port-forward to port of pod, sends line
+// PortForwardEcho runs kubectl port-forward to port of pod, sends line
 // through it and returns what comes back, up to the first newline.
-func portForwardEcho(t *testing.T, c *testcluster.Cluster, ns, pod string, port int, line string) (string, error) {
+func PortForwardEcho(t *testing.T, c *testcluster.Cluster, ns, pod string, port int, line string) (string, error) {
 	t.Helper()
 	local := freeport.Get(t)
 	ctx, stop := context.WithCancel(context.Background())

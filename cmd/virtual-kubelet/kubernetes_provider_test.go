@@ -37,7 +37,7 @@ import (
 type twoClusters struct {
 	t        *testing.T // the parent test: daemons live as long as it
 	a, b     *testcluster.Cluster
-	node     *daemon       // the kubernetes provider's daemon, in a node host of A
+	node     *Daemon       // the kubernetes provider's daemon, in a node host of A
 	host     *nethost.Host // its node host, for restarts
 	config   string        // its --provider-config
 	remoteNS string        // where the pods run in B
@@ -49,8 +49,8 @@ type twoClusters struct {
 func startTwoClusters(t *testing.T, configure ...func(*controlplane.Config)) *twoClusters {
 	t.Helper()
 	tc := &twoClusters{t: t, a: testcluster.Shared(t), b: testcluster.Private(t, configure...)}
-	worker := startDaemon(t, tc.b, tc.b.AddHost(t, testcluster.UniqueName("w")))
-	waitNodeReady(t, tc.b.Client, worker.name)
+	worker := StartDaemon(t, tc.b, tc.b.AddHost(t, testcluster.UniqueName("w")))
+	WaitNodeReady(t, tc.b.Client, worker.Name)
 	tc.remoteNS = tc.b.Namespace(t)
 	tc.ns = tc.a.Namespace(t)
 
@@ -69,22 +69,22 @@ node:
   labels: {example.com/backend: cluster-b}
 pods:
   tolerations: [{key: virtual-kubelet.io/provider, operator: Exists}]
-`, tc.b.Info.NodeKubeconfig, tc.remoteNS, signingKey(t))
+`, tc.b.Info.NodeKubeconfig, tc.remoteNS, SigningKey(t))
 	if err := os.WriteFile(tc.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	host := tc.a.AddHost(t, testcluster.UniqueName("h"))
 	tc.host = host
-	tc.node = startDaemon(t, tc.a, host, "--provider", "kubernetes", "--provider-config", tc.config)
-	n := waitNodeReady(t, tc.a.Client, tc.node.name)
+	tc.node = StartDaemon(t, tc.a, host, "--provider", "kubernetes", "--provider-config", tc.config)
+	n := WaitNodeReady(t, tc.a.Client, tc.node.Name)
 	if n.Labels["example.com/backend"] != "cluster-b" || n.Status.Capacity.Pods().Value() != 2000 {
 		t.Fatalf("node labels or capacity from the provider config: %v %v", n.Labels, n.Status.Capacity)
 	}
 	return tc
 }
 
-// signingKey writes a provider's signing key and returns its path.
-func signingKey(t *testing.T) string {
+// SigningKey writes a provider's signing key and returns its path.
+func SigningKey(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "signing-key")
 	if err := os.WriteFile(path, []byte(rand.Text()+rand.Text()), 0o600); err != nil {
@@ -110,7 +110,7 @@ func (tc *twoClusters) kubectl(stdin string, args ...string) (string, error) {
 func (tc *twoClusters) remotePods(t *testing.T) map[string][]corev1.Pod {
 	t.Helper()
 	list, err := tc.b.Client.CoreV1().Pods(tc.remoteNS).List(context.Background(), metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(labels.Set{k8sprovider.LabelNode: tc.node.name}).String(),
+		LabelSelector: labels.SelectorFromSet(labels.Set{k8sprovider.LabelNode: tc.node.Name}).String(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func (tc *twoClusters) remotePods(t *testing.T) map[string][]corev1.Pod {
 func (tc *twoClusters) pod(name string, containers ...corev1.Container) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       corev1.PodSpec{NodeName: tc.node.name, Tolerations: tolerate, Containers: containers},
+		Spec:       corev1.PodSpec{NodeName: tc.node.Name, Tolerations: Tolerate, Containers: containers},
 	}
 }
 
@@ -168,12 +168,12 @@ spec:
       nodeSelector: {kubernetes.io/hostname: %s}
       tolerations: [{key: virtual-kubelet.io/provider, operator: Exists}]
       containers: [{name: web, image: nginx}]
-`, tc.node.name)
+`, tc.node.Name)
 		start := time.Now()
 		if out, err := tc.kubectl(manifest, "apply", "-f", "-"); err != nil {
 			t.Fatalf("kubectl apply: %v\n%s", err, out)
 		}
-		eventually(t, "20 pods Running in A with B's pod IPs", func() (bool, string) {
+		Eventually(t, "20 pods Running in A with B's pod IPs", func() (bool, string) {
 			pods, err := tc.a.Client.CoreV1().Pods(tc.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 			if err != nil {
 				return false, err.Error()
@@ -231,7 +231,7 @@ spec:
 			{Name: "creds", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "creds"}}},
 		}
 		tc.create(t, pod)
-		waitPod(t, tc.a.Client, tc.ns, "configured", "Running", isRunning)
+		WaitPod(t, tc.a.Client, tc.ns, "configured", "Running", isRunning)
 		// The env reaches the container in B: the ConfigMap and Secret ones
 		// from the copies, the pod's name A's (B's pod has another).
 		out, err := tc.kubectl("", "exec", "configured", "--", "printenv", "COLOR", "PASSWORD", "S_password", "POD_NAME")
@@ -264,7 +264,7 @@ spec:
 		if _, err := tc.kubectl("", "patch", "configmap", "settings", "-p", `{"data":{"color":"green"}}`); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "configmap copy in B updated", func() (bool, string) {
+		Eventually(t, "configmap copy in B updated", func() (bool, string) {
 			cm, err := tc.b.Client.CoreV1().ConfigMaps(tc.remoteNS).Get(ctx, cmName, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -273,11 +273,11 @@ spec:
 		})
 
 		// Once no pod of the node in B uses them, the copies go.
-		if err := tc.a.Client.CoreV1().Pods(tc.ns).Delete(ctx, "configured", deleteNow); err != nil {
+		if err := tc.a.Client.CoreV1().Pods(tc.ns).Delete(ctx, "configured", DeleteNow); err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		eventually(t, "copies deleted from B", func() (bool, string) {
+		Eventually(t, "copies deleted from B", func() (bool, string) {
 			_, cmErr := tc.b.Client.CoreV1().ConfigMaps(tc.remoteNS).Get(ctx, cmName, metav1.GetOptions{})
 			_, secretErr := tc.b.Client.CoreV1().Secrets(tc.remoteNS).Get(ctx, secretName, metav1.GetOptions{})
 			return apierrors.IsNotFound(cmErr) && apierrors.IsNotFound(secretErr), fmt.Sprintf("configmap: %v, secret: %v", cmErr, secretErr)
@@ -289,10 +289,10 @@ spec:
 		shell := tc.pod("shell", corev1.Container{Name: "app", Image: "busybox", Ports: []corev1.ContainerPort{{ContainerPort: 8080}}})
 		shell.Annotations = map[string]string{mock.AnnotationCPUUsage: "250m", mock.AnnotationMemoryUsage: "64Mi"} // for B's mock node
 		tc.create(t, shell)
-		waitPod(t, tc.a.Client, tc.ns, "shell", "Running", isRunning)
+		WaitPod(t, tc.a.Client, tc.ns, "shell", "Running", isRunning)
 		remote := tc.remotePods(t)["shell"][0]
 		prefix := remote.Namespace + "/" + remote.Name + "/app line " // the mock's log lines in B
-		eventually(t, "two log lines", func() (bool, string) {
+		Eventually(t, "two log lines", func() (bool, string) {
 			out, err := tc.kubectl("", "logs", "shell", "--tail=2")
 			lines := strings.Split(strings.TrimSpace(out), "\n")
 			return err == nil && len(lines) == 2 && strings.HasPrefix(lines[0], prefix), out
@@ -326,15 +326,15 @@ spec:
 		if !errors.As(err, &exitErr) || exitErr.ExitCode() != 42 {
 			t.Errorf("kubectl exec exit 42: %v %q", err, out)
 		}
-		if echo, err := portForwardEcho(t, tc.a, tc.ns, "shell", 8080, "across clusters\n"); err != nil || echo != "across clusters\n" {
+		if echo, err := PortForwardEcho(t, tc.a, tc.ns, "shell", 8080, "across clusters\n"); err != nil || echo != "across clusters\n" {
 			t.Errorf("port-forward echo: %v %q", err, echo)
 		}
 
 		// Stats: B's mock node → B's metrics-server → this node's summary in
 		// A (and, where A runs metrics-server, kubectl top in A).
 		start := time.Now()
-		eventually(t, "stats/summary in A with the usage of the pod in B", func() (bool, string) {
-			out, err := tc.kubectl("", "get", "--raw", "/api/v1/nodes/"+tc.node.name+"/proxy/stats/summary")
+		Eventually(t, "stats/summary in A with the usage of the pod in B", func() (bool, string) {
+			out, err := tc.kubectl("", "get", "--raw", "/api/v1/nodes/"+tc.node.Name+"/proxy/stats/summary")
 			var summary statsv1alpha1.Summary
 			if err != nil || json.Unmarshal([]byte(out), &summary) != nil {
 				return false, out
@@ -349,7 +349,7 @@ spec:
 		})
 		t.Logf("stats of a pod in B visible in A's stats/summary %s after its logs were", time.Since(start).Round(100*time.Millisecond))
 		if tc.a.Info.MetricsServer != "" {
-			eventually(t, "kubectl top pod in A", func() (bool, string) {
+			Eventually(t, "kubectl top pod in A", func() (bool, string) {
 				out, err := tc.kubectl("", "top", "pod", "shell", "--no-headers")
 				return err == nil && strings.Join(strings.Fields(out), " ") == "shell 250m 64Mi", out
 			})
@@ -363,8 +363,8 @@ spec:
 		p.Spec.TerminationGracePeriodSeconds = &grace
 		tc.create(t, p)
 		tc.create(t, tc.pod("forced", corev1.Container{Name: "app", Image: "busybox"}))
-		waitPod(t, tc.a.Client, tc.ns, "graceful", "Running", isRunning)
-		waitPod(t, tc.a.Client, tc.ns, "forced", "Running", isRunning)
+		WaitPod(t, tc.a.Client, tc.ns, "graceful", "Running", isRunning)
+		WaitPod(t, tc.a.Client, tc.ns, "forced", "Running", isRunning)
 
 		seen := watchRemoteGrace(t, tc.b.Client, tc.remoteNS, tc.remotePods(t)["graceful"][0].Name)
 		if out, err := tc.kubectl("", "delete", "pod", "graceful", "--grace-period=5", "--wait=false"); err != nil {
@@ -373,7 +373,7 @@ spec:
 		if out, err := tc.kubectl("", "delete", "pod", "forced", "--force", "--grace-period=0"); err != nil {
 			t.Fatalf("kubectl delete --force: %v %s", err, out)
 		}
-		eventually(t, "both pods gone from A and B", func() (bool, string) {
+		Eventually(t, "both pods gone from A and B", func() (bool, string) {
 			remote := tc.remotePods(t)
 			_, errA := tc.a.Client.CoreV1().Pods(tc.ns).Get(ctx, "graceful", metav1.GetOptions{})
 			return len(remote["graceful"])+len(remote["forced"]) == 0 && errA != nil, fmt.Sprintf("in B: %d graceful %d forced; A: %v", len(remote["graceful"]), len(remote["forced"]), errA)
@@ -388,23 +388,23 @@ spec:
 		doomed.Spec.RestartPolicy = corev1.RestartPolicyNever
 		tc.create(t, doomed)
 		tc.create(t, tc.pod("reborn", corev1.Container{Name: "app", Image: "busybox"}))
-		waitPod(t, tc.a.Client, tc.ns, "doomed", "Running", isRunning)
-		waitPod(t, tc.a.Client, tc.ns, "reborn", "Running", isRunning)
+		WaitPod(t, tc.a.Client, tc.ns, "doomed", "Running", isRunning)
+		WaitPod(t, tc.a.Client, tc.ns, "reborn", "Running", isRunning)
 		remote := tc.remotePods(t)
 		for _, name := range []string{"doomed", "reborn"} {
-			if err := tc.b.Client.CoreV1().Pods(tc.remoteNS).Delete(ctx, remote[name][0].Name, deleteNow); err != nil {
+			if err := tc.b.Client.CoreV1().Pods(tc.remoteNS).Delete(ctx, remote[name][0].Name, DeleteNow); err != nil {
 				t.Fatal(err)
 			}
 		}
-		failed := waitPod(t, tc.a.Client, tc.ns, "doomed", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+		failed := WaitPod(t, tc.a.Client, tc.ns, "doomed", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
 		if failed.Status.Reason != "ProviderLost" {
 			t.Errorf("restartPolicy Never: reason %q, want ProviderLost", failed.Status.Reason)
 		}
 		// restartPolicy Always: created again in B, the restart counted in A.
-		waitPod(t, tc.a.Client, tc.ns, "reborn", "Running again with one restart", func(p *corev1.Pod) bool {
+		WaitPod(t, tc.a.Client, tc.ns, "reborn", "Running again with one restart", func(p *corev1.Pod) bool {
 			return isRunning(p) && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount == 1
 		})
-		eventually(t, "reborn once in B, a new pod; doomed not created again", func() (bool, string) {
+		Eventually(t, "reborn once in B, a new pod; doomed not created again", func() (bool, string) {
 			now := tc.remotePods(t)
 			return len(now["reborn"]) == 1 && now["reborn"][0].UID != remote["reborn"][0].UID && len(now["doomed"]) == 0,
 				fmt.Sprintf("reborn %d, doomed %d in B", len(now["reborn"]), len(now["doomed"]))
@@ -415,7 +415,7 @@ spec:
 		e2e.NewEndToEndTestSuite(e2e.EndToEndTestSuiteConfig{
 			RestConfig: tc.a.Config,
 			Namespace:  tc.ns,
-			NodeName:   tc.node.name,
+			NodeName:   tc.node.Name,
 			// B's worker is a mock: its log lines end the container's path,
 			// and metrics-server leaves out containers that used no CPU.
 			WantLog:        func(string, string) string { return "/main line " },
@@ -439,13 +439,13 @@ spec:
 				break
 			}
 		}
-		if err := tc.a.Client.CoreV1().Pods(tc.ns).Delete(ctx, victim, deleteNow); err != nil {
+		if err := tc.a.Client.CoreV1().Pods(tc.ns).Delete(ctx, victim, DeleteNow); err != nil {
 			t.Fatal(err)
 		}
 		restarted := time.Now()
-		tc.node = startDaemon(tc.t, tc.a, tc.host, "--provider", "kubernetes", "--provider-config", tc.config, "--nodename", tc.node.name)
-		waitNodeReady(t, tc.a.Client, tc.node.name)
-		eventually(t, "every pod of A once in B, the orphan gone", func() (bool, string) {
+		tc.node = StartDaemon(tc.t, tc.a, tc.host, "--provider", "kubernetes", "--provider-config", tc.config, "--nodename", tc.node.Name)
+		WaitNodeReady(t, tc.a.Client, tc.node.Name)
+		Eventually(t, "every pod of A once in B, the orphan gone", func() (bool, string) {
 			pods, err := tc.a.Client.CoreV1().Pods(tc.ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -476,15 +476,15 @@ spec:
 	})
 
 	t.Run("B's API server stops and returns", func(t *testing.T) {
-		waitNodeReady(t, tc.a.Client, tc.node.name)
+		WaitNodeReady(t, tc.a.Client, tc.node.Name)
 		before := tc.remotePods(t)
 		cp := tc.b.ControlPlane(t)
 		if err := cp.StopComponent(controlplane.APIServer); err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		eventuallyWithin(t, 3*time.Minute, "node NotReady while B is down", func() (bool, string) {
-			ready, err := nodeReady(tc.a.Client, tc.node.name)
+		EventuallyWithin(t, 3*time.Minute, "node NotReady while B is down", func() (bool, string) {
+			ready, err := nodeReady(tc.a.Client, tc.node.Name)
 			return err == nil && !ready, fmt.Sprintf("ready %v, %v", ready, err)
 		})
 		t.Logf("node NotReady %s after B's API server stopped", time.Since(start).Round(time.Second))
@@ -497,8 +497,8 @@ spec:
 			t.Fatal(err)
 		}
 		returned := time.Now()
-		waitNodeReady(t, tc.a.Client, tc.node.name)
-		eventuallyWithin(t, 3*time.Minute, "A and B reconciled: shell gone, during-outage Running with B's IP", func() (bool, string) {
+		WaitNodeReady(t, tc.a.Client, tc.node.Name)
+		EventuallyWithin(t, 3*time.Minute, "A and B reconciled: shell gone, during-outage Running with B's IP", func() (bool, string) {
 			remote := tc.remotePods(t)
 			_, errA := tc.a.Client.CoreV1().Pods(tc.ns).Get(ctx, "shell", metav1.GetOptions{})
 			p, err := tc.a.Client.CoreV1().Pods(tc.ns).Get(ctx, "during-outage", metav1.GetOptions{})
@@ -547,12 +547,12 @@ signingKeyFile: %s
 deriveCapacity: true
 pods:
   tolerations: [{key: virtual-kubelet.io/provider, operator: Exists}]
-`, tc.b.Info.NodeKubeconfig, signingKey(t))
+`, tc.b.Info.NodeKubeconfig, SigningKey(t))
 	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t, tc.a, tc.a.AddHost(t, testcluster.UniqueName("h")), "--provider", "kubernetes", "--provider-config", config)
-	waitNodeReady(t, tc.a.Client, d.name)
+	d := StartDaemon(t, tc.a, tc.a.AddHost(t, testcluster.UniqueName("h")), "--provider", "kubernetes", "--provider-config", config)
+	WaitNodeReady(t, tc.a.Client, d.Name)
 
 	// What the node should offer: B's allocatable pods minus B's bound,
 	// unfinished pods that are not the node's.
@@ -572,7 +572,7 @@ pods:
 			}
 		}
 		for _, p := range pods.Items {
-			if p.Spec.NodeName != "" && p.Labels[k8sprovider.LabelNode] != d.name && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			if p.Spec.NodeName != "" && p.Labels[k8sprovider.LabelNode] != d.Name && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 				free--
 			}
 		}
@@ -580,7 +580,7 @@ pods:
 	}
 	capacityIs := func(also func(int64) bool) func() (bool, string) {
 		return func() (bool, string) {
-			n, err := tc.a.Client.CoreV1().Nodes().Get(ctx, d.name, metav1.GetOptions{})
+			n, err := tc.a.Client.CoreV1().Nodes().Get(ctx, d.Name, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
 			}
@@ -592,21 +592,21 @@ pods:
 			return got == want && also(got), fmt.Sprintf("capacity %d pods, B has room for %d", got, want)
 		}
 	}
-	eventually(t, "derived capacity at registration", capacityIs(func(int64) bool { return true }))
+	Eventually(t, "derived capacity at registration", capacityIs(func(int64) bool { return true }))
 
 	// Pods of two namespaces of A, each in prefix+namespace in B, which
 	// enforces the provider's Pod Security level.
 	namespaces := []string{tc.a.Namespace(t), tc.a.Namespace(t)}
 	for _, ns := range namespaces {
 		p := tc.pod("web", corev1.Container{Name: "app", Image: "busybox"})
-		p.Spec.NodeName = d.name
+		p.Spec.NodeName = d.Name
 		if _, err := tc.a.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, ns := range namespaces {
-		p := waitPod(t, tc.a.Client, ns, "web", "Running", isRunning)
-		remoteName := "a." + d.name + "." + ns + ".web"
+		p := WaitPod(t, tc.a.Client, ns, "web", "Running", isRunning)
+		remoteName := "a." + d.Name + "." + ns + ".web"
 		r, err := tc.b.Client.CoreV1().Pods("p-"+ns).Get(ctx, remoteName, metav1.GetOptions{})
 		if err != nil || r.Status.PodIP != p.Status.PodIP || r.Labels[k8sprovider.LabelSourceUID] != string(p.UID) {
 			t.Errorf("pod %s/web in B as p-%s/%s: %v %+v", ns, ns, remoteName, err, r)
@@ -618,11 +618,11 @@ pods:
 		}
 	}
 	// The node's own pods do not shrink its capacity (A counts them).
-	initial, err := tc.a.Client.CoreV1().Nodes().Get(ctx, d.name, metav1.GetOptions{})
+	initial, err := tc.a.Client.CoreV1().Nodes().Get(ctx, d.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "derived capacity with the node's own pods running", capacityIs(func(int64) bool { return true }))
+	Eventually(t, "derived capacity with the node's own pods running", capacityIs(func(int64) bool { return true }))
 
 	// A pod in B that is not the node's does, at the next refresh.
 	workers, err := tc.b.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -631,7 +631,7 @@ pods:
 	}
 	outsider := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "outsider"},
-		Spec: corev1.PodSpec{NodeName: workers.Items[0].Name, Tolerations: tolerate,
+		Spec: corev1.PodSpec{NodeName: workers.Items[0].Name, Tolerations: Tolerate,
 			Containers: []corev1.Container{{Name: "app", Image: "busybox"}}},
 	}
 	if _, err := tc.b.Client.CoreV1().Pods(tc.remoteNS).Create(ctx, outsider, metav1.CreateOptions{}); err != nil {
@@ -639,18 +639,18 @@ pods:
 	}
 	start := time.Now()
 	before := initial.Status.Capacity.Pods().Value()
-	eventually(t, "capacity down by B's new pod", capacityIs(func(got int64) bool { return got < before }))
+	Eventually(t, "capacity down by B's new pod", capacityIs(func(got int64) bool { return got < before }))
 	t.Logf("derived capacity followed a new pod in B in %s", time.Since(start).Round(100*time.Millisecond))
 
 	// Leave neither pod behind in A or B.
-	_ = tc.b.Client.CoreV1().Pods(tc.remoteNS).Delete(ctx, "outsider", deleteNow)
+	_ = tc.b.Client.CoreV1().Pods(tc.remoteNS).Delete(ctx, "outsider", DeleteNow)
 	for _, ns := range namespaces {
-		if err := tc.a.Client.CoreV1().Pods(ns).Delete(ctx, "web", deleteNow); err != nil {
+		if err := tc.a.Client.CoreV1().Pods(ns).Delete(ctx, "web", DeleteNow); err != nil {
 			t.Error(err)
 		}
 	}
-	eventually(t, "the node's pods gone from B", func() (bool, string) {
-		pods, err := tc.b.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: k8sprovider.LabelNode + "=" + d.name})
+	Eventually(t, "the node's pods gone from B", func() (bool, string) {
+		pods, err := tc.b.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: k8sprovider.LabelNode + "=" + d.Name})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -668,7 +668,7 @@ func watchRemoteGrace(t *testing.T, client kubernetes.Interface, ns, name string
 	out := make(chan int64, 1)
 	go func() {
 		defer w.Stop()
-		timeout := time.After(timeout)
+		timeout := time.After(Timeout)
 		for {
 			select {
 			case ev, ok := <-w.ResultChan():

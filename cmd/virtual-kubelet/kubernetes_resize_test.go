@@ -29,14 +29,14 @@ func TestKubernetesProviderResize(t *testing.T) {
 	if _, err := tc.b.Client.CoreV1().ResourceQuotas(tc.remoteNS).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	createPods(t, tc.a.Client, tc.ns,
-		resizePod("slow", tc.node.name, map[string]string{mock.AnnotationResizeDelay: "2s"}),
-		resizePod("refused", tc.node.name, map[string]string{mock.AnnotationResize: "refuse"}),
-		resizePod("over-quota", tc.node.name, nil),
+	CreatePods(t, tc.a.Client, tc.ns,
+		ResizePod("slow", tc.node.Name, map[string]string{mock.AnnotationResizeDelay: "2s"}),
+		ResizePod("refused", tc.node.Name, map[string]string{mock.AnnotationResize: "refuse"}),
+		ResizePod("over-quota", tc.node.Name, nil),
 	)
 	for _, name := range []string{"slow", "refused", "over-quota"} {
-		waitPod(t, tc.a.Client, tc.ns, name, "Running with its resources reported", func(p *corev1.Pod) bool {
-			return running(p) && runsWith(p, "100m", "200m") && p.Status.ObservedGeneration == p.Generation
+		WaitPod(t, tc.a.Client, tc.ns, name, "Running with its resources reported", func(p *corev1.Pod) bool {
+			return Running(p) && RunsWith(p, "100m", "200m") && p.Status.ObservedGeneration == p.Generation
 		})
 	}
 	// remote is B's pod of A's pod name.
@@ -50,15 +50,15 @@ func TestKubernetesProviderResize(t *testing.T) {
 	}
 
 	t.Run("applied in B", func(t *testing.T) {
-		resizeThroughProgress(t, tc.a, tc.ns, "slow")
-		pod := waitPod(t, tc.a.Client, tc.ns, "slow", "running with the new resources", func(p *corev1.Pod) bool {
-			return runsWith(p, "150m", "300m") && p.Status.ObservedGeneration == p.Generation
+		ResizeThroughProgress(t, tc.a, tc.ns, "slow")
+		pod := WaitPod(t, tc.a.Client, tc.ns, "slow", "running with the new resources", func(p *corev1.Pod) bool {
+			return RunsWith(p, "150m", "300m") && p.Status.ObservedGeneration == p.Generation
 		})
-		if resizeCondition(pod, corev1.PodResizePending) != nil || pod.Status.ContainerStatuses[0].RestartCount != 0 {
-			t.Errorf("after the resize: %s", describeResize(pod))
+		if ResizeCondition(pod, corev1.PodResizePending) != nil || pod.Status.ContainerStatuses[0].RestartCount != 0 {
+			t.Errorf("after the resize: %s", DescribeResize(pod))
 		}
-		if r := remote(t, "slow"); !runsWith(r, "150m", "300m") || r.Generation < 2 {
-			t.Errorf("B's pod: %s", describeResize(r))
+		if r := remote(t, "slow"); !RunsWith(r, "150m", "300m") || r.Generation < 2 {
+			t.Errorf("B's pod: %s", DescribeResize(r))
 		}
 	})
 
@@ -67,28 +67,28 @@ func TestKubernetesProviderResize(t *testing.T) {
 	// nor B report other resources than before.
 	infeasible := func(t *testing.T, name, want string) {
 		t.Helper()
-		pod := waitPod(t, tc.a.Client, tc.ns, name, "PodResizePending/Infeasible", func(p *corev1.Pod) bool {
-			cond := resizeCondition(p, corev1.PodResizePending)
+		pod := WaitPod(t, tc.a.Client, tc.ns, name, "PodResizePending/Infeasible", func(p *corev1.Pod) bool {
+			cond := ResizeCondition(p, corev1.PodResizePending)
 			return cond != nil && cond.Reason == corev1.PodReasonInfeasible && cond.ObservedGeneration == p.Generation
 		})
-		if cond := resizeCondition(pod, corev1.PodResizePending); !strings.Contains(cond.Message, want) {
+		if cond := ResizeCondition(pod, corev1.PodResizePending); !strings.Contains(cond.Message, want) {
 			t.Errorf("Infeasible message %q does not say %q", cond.Message, want)
 		}
-		if r := remote(t, name); !runsWith(pod, "100m", "200m") || !runsWith(r, "100m", "200m") {
-			t.Errorf("an infeasible resize changed the reported resources: A %s; B %s", describeResize(pod), describeResize(r))
+		if r := remote(t, name); !RunsWith(pod, "100m", "200m") || !RunsWith(r, "100m", "200m") {
+			t.Errorf("an infeasible resize changed the reported resources: A %s; B %s", DescribeResize(pod), DescribeResize(r))
 		}
 	}
 
 	t.Run("infeasible in B", func(t *testing.T) {
-		kubectl(t, tc.a, "-n", tc.ns, "patch", "pod", "refused", "--subresource", "resize", "-p", cpuResize)
+		Kubectl(t, tc.a, "-n", tc.ns, "patch", "pod", "refused", "--subresource", "resize", "-p", CPUResize)
 		infeasible(t, "refused", "the mock refuses the resize")
-		if cond := resizeCondition(remote(t, "refused"), corev1.PodResizePending); cond == nil || cond.Reason != corev1.PodReasonInfeasible {
+		if cond := ResizeCondition(remote(t, "refused"), corev1.PodResizePending); cond == nil || cond.Reason != corev1.PodReasonInfeasible {
 			t.Errorf("B's pod is not PodResizePending/Infeasible: %+v", cond)
 		}
 	})
 
 	t.Run("refused by B's API server", func(t *testing.T) {
-		kubectl(t, tc.a, "-n", tc.ns, "patch", "pod", "over-quota", "--subresource", "resize", "-p",
+		Kubectl(t, tc.a, "-n", tc.ns, "patch", "pod", "over-quota", "--subresource", "resize", "-p",
 			`{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"1"},"limits":{"cpu":"2"}}}]}}`)
 		infeasible(t, "over-quota", "exceeded quota")
 	})

@@ -125,16 +125,16 @@ func TestKubernetesProviderTrustBoundary(t *testing.T) {
 	}
 
 	t.Run("restricted pod with configmap, secret and projected volumes runs", func(t *testing.T) {
-		createAs(t, tenantA, compliant("good", tc.node.name))
-		waitPod(t, tc.a.Client, tc.ns, "good", "Running", isRunning)
+		createAs(t, tenantA, compliant("good", tc.node.Name))
+		WaitPod(t, tc.a.Client, tc.ns, "good", "Running", isRunning)
 		r := tc.remotePods(t)["good"]
 		if len(r) != 1 || r[0].Annotations["sidecar.istio.io/inject"] != "" || r[0].Annotations[mock.AnnotationCPUUsage] != "100m" {
 			t.Fatalf("good in B: %+v", r)
 		}
-		if want := "a." + tc.node.name + "." + tc.ns + ".good"; r[0].Name != want {
+		if want := "a." + tc.node.Name + "." + tc.ns + ".good"; r[0].Name != want {
 			t.Errorf("B's pod is %s, want %s", r[0].Name, want)
 		}
-		if got := r[0].Spec.Volumes[0].ConfigMap.Name; got != "a."+tc.node.name+"."+tc.ns+".settings" {
+		if got := r[0].Spec.Volumes[0].ConfigMap.Name; got != "a."+tc.node.Name+"."+tc.ns+".settings" {
 			t.Errorf("B's pod mounts ConfigMap %s", got)
 		}
 	})
@@ -160,11 +160,11 @@ func TestKubernetesProviderTrustBoundary(t *testing.T) {
 		}},
 	} {
 		t.Run("refused: "+attack.name, func(t *testing.T) {
-			p := compliant("attack-"+attack.name, tc.node.name)
+			p := compliant("attack-"+attack.name, tc.node.Name)
 			p.Spec.SecurityContext = nil // the namespace of A enforces nothing
 			attack.change(p)
 			createAs(t, tenantA, p)
-			refused := waitPod(t, tc.a.Client, tc.ns, p.Name, "refused", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+			refused := WaitPod(t, tc.a.Client, tc.ns, p.Name, "refused", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
 			if refused.Status.Reason != "ProviderRejected" || !strings.Contains(refused.Status.Message, attack.field) {
 				t.Errorf("status %s: %q, want ProviderRejected naming %q", refused.Status.Reason, refused.Status.Message, attack.field)
 			}
@@ -182,10 +182,10 @@ func TestKubernetesProviderTrustBoundary(t *testing.T) {
 		t.Cleanup(func() {
 			_ = tc.a.Client.NodeV1().RuntimeClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
 		})
-		p := compliant("attack-runtimeclass", tc.node.name)
+		p := compliant("attack-runtimeclass", tc.node.Name)
 		p.Spec.RuntimeClassName = &class
 		createAs(t, tenantA, p)
-		refused := waitPod(t, tc.a.Client, tc.ns, p.Name, "refused", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+		refused := WaitPod(t, tc.a.Client, tc.ns, p.Name, "refused", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
 		if want := fmt.Sprintf("spec.runtimeClassName: %q has no counterpart", class); refused.Status.Reason != "ProviderRejected" || !strings.Contains(refused.Status.Message, want) {
 			t.Errorf("status %s: %q, want ProviderRejected naming %q", refused.Status.Reason, refused.Status.Message, want)
 		}
@@ -199,7 +199,7 @@ func TestKubernetesProviderTrustBoundary(t *testing.T) {
 	// and collection ran after what came before.
 	resynced := func(t *testing.T) {
 		t.Helper()
-		copyName := "a." + tc.node.name + "." + tc.ns + ".settings"
+		copyName := "a." + tc.node.Name + "." + tc.ns + ".settings"
 		for _, color := range []string{testcluster.UniqueName("c1"), testcluster.UniqueName("c2")} {
 			cm, err := tenantA.CoreV1().ConfigMaps(tc.ns).Get(ctx, "settings", metav1.GetOptions{})
 			if err != nil {
@@ -209,7 +209,7 @@ func TestKubernetesProviderTrustBoundary(t *testing.T) {
 			if _, err := tenantA.CoreV1().ConfigMaps(tc.ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "the copy of settings in B at "+color, func() (bool, string) {
+			Eventually(t, "the copy of settings in B at "+color, func() (bool, string) {
 				c, err := tc.b.Client.CoreV1().ConfigMaps(tc.remoteNS).Get(ctx, copyName, metav1.GetOptions{})
 				if err != nil {
 					return false, err.Error()
@@ -220,8 +220,8 @@ func TestKubernetesProviderTrustBoundary(t *testing.T) {
 	}
 
 	t.Run("harmless: forged Secret in B naming kube-system of A", func(t *testing.T) {
-		forged := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "a." + tc.node.name + ".kube-system." + topsecret,
-			Labels:      map[string]string{k8sprovider.LabelNode: tc.node.name, k8sprovider.LabelSourceNamespace: "kube-system"},
+		forged := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "a." + tc.node.Name + ".kube-system." + topsecret,
+			Labels:      map[string]string{k8sprovider.LabelNode: tc.node.Name, k8sprovider.LabelSourceNamespace: "kube-system"},
 			Annotations: map[string]string{k8sprovider.AnnotationSourceName: topsecret}}}
 		// Its signature replayed from one of the provider's copies.
 		good := tc.remotePods(t)["good"][0]
@@ -254,11 +254,11 @@ func TestKubernetesProviderTrustBoundary(t *testing.T) {
 		// It claims to be A's pod "good" (labels, annotations and signature
 		// copied from the provider's pod) and runs on B's workers.
 		forged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "forged", Labels: ours.Labels, Annotations: ours.Annotations},
-			Spec: corev1.PodSpec{NodeName: workers.Items[0].Name, Tolerations: tolerate, Containers: []corev1.Container{{Name: "app", Image: "busybox", Env: []corev1.EnvVar{{Name: "WHO", Value: "forged"}}}}}}
+			Spec: corev1.PodSpec{NodeName: workers.Items[0].Name, Tolerations: Tolerate, Containers: []corev1.Container{{Name: "app", Image: "busybox", Env: []corev1.EnvVar{{Name: "WHO", Value: "forged"}}}}}}
 		if _, err := tenantB.CoreV1().Pods(tc.remoteNS).Create(ctx, forged, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitPod(t, tc.b.Client, tc.remoteNS, "forged", "Running in B", isRunning)
+		WaitPod(t, tc.b.Client, tc.remoteNS, "forged", "Running in B", isRunning)
 		resynced(t)
 		now, err := tc.a.Client.CoreV1().Pods(tc.ns).Get(ctx, "good", metav1.GetOptions{})
 		if err != nil || now.Status.PodIP != good.Status.PodIP || now.Status.PodIP != ours.Status.PodIP {
@@ -290,18 +290,18 @@ func TestKubernetesProviderTrustBoundary(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		copyName := func(name string) string { return "a." + tc.node.name + "." + tc.ns + "." + name }
+		copyName := func(name string) string { return "a." + tc.node.Name + "." + tc.ns + "." + name }
 		// B's tenant's references are optional, so its containers run in B
 		// until the copy appears.
 		victimRef := corev1.LocalObjectReference{Name: copyName(victim)}
 		stealEnv := corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: victimRef, Optional: ptr.To(true)}}
 		for _, name := range []string{"bait-patched", "bait-recreated"} {
-			p := compliant(name, tc.node.name)
+			p := compliant(name, tc.node.Name)
 			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "used", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: used}}})
 			createAs(t, tenantA, p)
 			// They use creds too, whose collection the next test awaits.
-			t.Cleanup(func() { _ = tenantA.CoreV1().Pods(tc.ns).Delete(context.Background(), name, deleteNow) })
-			waitPod(t, tc.a.Client, tc.ns, name, "Running", isRunning)
+			t.Cleanup(func() { _ = tenantA.CoreV1().Pods(tc.ns).Delete(context.Background(), name, DeleteNow) })
+			WaitPod(t, tc.a.Client, tc.ns, name, "Running", isRunning)
 		}
 		if _, err := tc.b.Client.CoreV1().Secrets(tc.remoteNS).Get(ctx, copyName(used), metav1.GetOptions{}); err != nil {
 			t.Fatalf("the copy of %s, which A's bait pods use: %v", used, err)
@@ -321,7 +321,7 @@ func TestKubernetesProviderTrustBoundary(t *testing.T) {
 		// copy-to-be. The provider may make its own pod again first: then
 		// B's tenant tries again.
 		var recreated *corev1.Pod
-		eventually(t, "B's tenant's pod in place of bait-recreated", func() (bool, string) {
+		Eventually(t, "B's tenant's pod in place of bait-recreated", func() (bool, string) {
 			ours := tc.remotePods(t)["bait-recreated"]
 			if len(ours) != 1 {
 				return false, fmt.Sprintf("%d pods in B", len(ours))
@@ -344,7 +344,7 @@ func TestKubernetesProviderTrustBoundary(t *testing.T) {
 			return false, fmt.Sprint("recreated: ", err)
 		})
 		// The provider takes it for its own: A's pod runs on, with its IP.
-		waitPod(t, tc.a.Client, tc.ns, "bait-recreated", "Running on B's tenant's pod", func(p *corev1.Pod) bool {
+		WaitPod(t, tc.a.Client, tc.ns, "bait-recreated", "Running on B's tenant's pod", func(p *corev1.Pod) bool {
 			r := tc.remotePods(t)["bait-recreated"]
 			return len(r) == 1 && r[0].UID == recreated.UID && isRunning(&r[0]) && isRunning(p) && p.Status.PodIP == r[0].Status.PodIP
 		})
@@ -362,7 +362,7 @@ func TestKubernetesProviderTrustBoundary(t *testing.T) {
 			if _, err := tenantA.CoreV1().Secrets(tc.ns).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "the copy of "+used+" in B at "+value, func() (bool, string) {
+			Eventually(t, "the copy of "+used+" in B at "+value, func() (bool, string) {
 				if _, err := tc.b.Client.CoreV1().Secrets(tc.remoteNS).Get(ctx, victimRef.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 					t.Fatalf("A's %s/%s was copied into B as %s for a pod spec of B's: %v", tc.ns, victim, victimRef.Name, err)
 				}
@@ -386,7 +386,7 @@ func TestKubernetesProviderTrustBoundary(t *testing.T) {
 		if _, err := tenantA.CoreV1().Pods(tc.ns).UpdateEphemeralContainers(ctx, bait.Name, bait, metav1.UpdateOptions{}); err != nil {
 			t.Fatalf("A's tenant adds an ephemeral container: %v", err)
 		}
-		eventually(t, "the copy of "+debug+", which A's ephemeral container uses, in B", func() (bool, string) {
+		Eventually(t, "the copy of "+debug+", which A's ephemeral container uses, in B", func() (bool, string) {
 			_, err := tc.b.Client.CoreV1().Secrets(tc.remoteNS).Get(ctx, copyName(debug), metav1.GetOptions{})
 			return err == nil, fmt.Sprint(err)
 		})
@@ -411,25 +411,25 @@ func TestKubernetesProviderTrustBoundary(t *testing.T) {
 	})
 
 	t.Run("harmless: two nodes in one namespace of B", func(t *testing.T) {
-		other := startDaemon(t, tc.a, tc.a.AddHost(t, testcluster.UniqueName("h")), "--provider", "kubernetes", "--provider-config", tc.config)
-		waitNodeReady(t, tc.a.Client, other.name)
-		createAs(t, tenantA, compliant("other", other.name))
-		createAs(t, tenantA, compliant("short-lived", tc.node.name))
-		waitPod(t, tc.a.Client, tc.ns, "other", "Running", isRunning)
-		waitPod(t, tc.a.Client, tc.ns, "short-lived", "Running", isRunning)
-		otherCopy := "a." + other.name + "." + tc.ns + ".creds"
+		other := StartDaemon(t, tc.a, tc.a.AddHost(t, testcluster.UniqueName("h")), "--provider", "kubernetes", "--provider-config", tc.config)
+		WaitNodeReady(t, tc.a.Client, other.Name)
+		createAs(t, tenantA, compliant("other", other.Name))
+		createAs(t, tenantA, compliant("short-lived", tc.node.Name))
+		WaitPod(t, tc.a.Client, tc.ns, "other", "Running", isRunning)
+		WaitPod(t, tc.a.Client, tc.ns, "short-lived", "Running", isRunning)
+		otherCopy := "a." + other.Name + "." + tc.ns + ".creds"
 		if _, err := tc.b.Client.CoreV1().Secrets(tc.remoteNS).Get(ctx, otherCopy, metav1.GetOptions{}); err != nil {
 			t.Fatalf("the other node's copy %s: %v", otherCopy, err)
 		}
 		// This node's pods using creds go: its copy is collected, the
 		// other node's stays.
 		for _, name := range []string{"good", "short-lived"} {
-			if err := tenantA.CoreV1().Pods(tc.ns).Delete(ctx, name, deleteNow); err != nil {
+			if err := tenantA.CoreV1().Pods(tc.ns).Delete(ctx, name, DeleteNow); err != nil {
 				t.Fatal(err)
 			}
 		}
-		ourCopy := "a." + tc.node.name + "." + tc.ns + ".creds"
-		eventually(t, "this node's copy of creds collected", func() (bool, string) {
+		ourCopy := "a." + tc.node.Name + "." + tc.ns + ".creds"
+		Eventually(t, "this node's copy of creds collected", func() (bool, string) {
 			_, err := tc.b.Client.CoreV1().Secrets(tc.remoteNS).Get(ctx, ourCopy, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
 		})

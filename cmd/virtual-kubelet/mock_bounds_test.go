@@ -31,11 +31,11 @@ func timeToRunning(t *testing.T, client kubernetes.Interface, ns, node, prefix s
 	for i := range count {
 		name := fmt.Sprintf("%s-%d", prefix, i)
 		created[name] = time.Now()
-		createPods(t, client, ns, mockPod(name, node, corev1.RestartPolicyAlways, nil))
+		CreatePods(t, client, ns, MockPod(name, node, corev1.RestartPolicyAlways, nil))
 	}
 	var slowest time.Duration
 	for name := range created {
-		poll.Pod(t, client, timeout, ns, name, "Running", running)
+		poll.Pod(t, client, Timeout, ns, name, "Running", Running)
 		slowest = max(slowest, time.Since(created[name]))
 	}
 	return slowest
@@ -74,22 +74,22 @@ func TestHangingPodsLeaveTheNodeServing(t *testing.T) {
 	)
 	c := testcluster.Shared(t)
 	ns := c.Namespace(t)
-	d := startDaemon(t, c, nil, "--pod-sync-workers", fmt.Sprint(workers))
-	waitNodeReady(t, c.Client, d.name)
+	d := StartDaemon(t, c, nil, "--pod-sync-workers", fmt.Sprint(workers))
+	WaitNodeReady(t, c.Client, d.Name)
 	ctx := context.Background()
 	pods := c.Client.CoreV1().Pods(ns)
 
-	baseline := timeToRunning(t, c.Client, ns, d.name, "before", 3)
+	baseline := timeToRunning(t, c.Client, ns, d.Name, "before", 3)
 	t.Logf("baseline: 3 plain pods Running within %s", baseline)
 
 	hang := map[string]string{mock.AnnotationHangCalls: "UpdatePod,DeletePod"}
 	for i := range hangers {
-		createPods(t, c.Client, ns, mockPod(fmt.Sprintf("hang-%d", i), d.name, corev1.RestartPolicyAlways, hang))
+		CreatePods(t, c.Client, ns, MockPod(fmt.Sprintf("hang-%d", i), d.Name, corev1.RestartPolicyAlways, hang))
 	}
 	var names []string
 	for i := range hangers {
 		names = append(names, fmt.Sprintf("hang-%d", i))
-		waitPod(t, c.Client, ns, names[i], "Running", running)
+		WaitPod(t, c.Client, ns, names[i], "Running", Running)
 	}
 
 	// The attack: every hanging pod's UpdatePod, then its DeletePod.
@@ -100,10 +100,10 @@ func TestHangingPodsLeaveTheNodeServing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bound := fmt.Sprintf("node %s lets at most %d calls hang at a time (a quarter of its %d pod-sync workers", d.name, bounded, workers)
+	bound := fmt.Sprintf("node %s lets at most %d calls hang at a time (a quarter of its %d pod-sync workers", d.Name, bounded, workers)
 	// The control: the bound is what refuses them (an Event for each call
 	// past it), not calls that never hang.
-	eventually(t, "the UpdatePod hangs past the bound refused", func() (bool, string) {
+	Eventually(t, "the UpdatePod hangs past the bound refused", func() (bool, string) {
 		n := hangRefusals(t, c.Client, ns, "UpdatePod", bound)
 		return n >= hangers-bounded, fmt.Sprintf("%d refused", n)
 	})
@@ -114,7 +114,7 @@ func TestHangingPodsLeaveTheNodeServing(t *testing.T) {
 	}
 	// Those whose DeletePod was refused its hang go at once; the others
 	// wait behind their hanging UpdatePod.
-	eventually(t, "the pods refused their hangs deleted", func() (bool, string) {
+	Eventually(t, "the pods refused their hangs deleted", func() (bool, string) {
 		list, err := pods.List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -128,7 +128,7 @@ func TestHangingPodsLeaveTheNodeServing(t *testing.T) {
 		return left <= bounded, fmt.Sprintf("%d hanging pods left", left)
 	})
 
-	during := timeToRunning(t, c.Client, ns, d.name, "during", 3)
+	during := timeToRunning(t, c.Client, ns, d.Name, "during", 3)
 	t.Logf("while %d calls hang: 3 plain pods Running within %s (baseline %s)", bounded, during, baseline)
 	switch held := time.Since(attacked); {
 	case during > 3*baseline+2*time.Second:
@@ -139,7 +139,7 @@ func TestHangingPodsLeaveTheNodeServing(t *testing.T) {
 	if n := hangRefusals(t, c.Client, ns, "DeletePod", bound); n == 0 {
 		t.Error("no DeletePod hang was refused while the bound's places were held")
 	}
-	checkNoPanic(t, d)
+	CheckNoPanic(t, d)
 }
 
 // TestCopiesAreBoundedPerNode: kubectl cp into the containers of a node
@@ -150,14 +150,14 @@ func TestCopiesAreBoundedPerNode(t *testing.T) {
 	c := testcluster.Shared(t)
 	ns := c.Namespace(t)
 	name := testcluster.UniqueName("vk")
-	d := startDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")), "--nodename", name,
+	d := StartDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")), "--nodename", name,
 		"--provider-config", mockConfig(t, name, `{"maxCopiedBytes": "1Mi"}`))
-	waitNodeReady(t, c.Client, d.name)
+	WaitNodeReady(t, c.Client, d.Name)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	createPods(t, c.Client, ns, mockPod("first", d.name, corev1.RestartPolicyAlways, nil), mockPod("second", d.name, corev1.RestartPolicyAlways, nil))
-	first := waitPod(t, c.Client, ns, "first", "Running", running)
-	waitPod(t, c.Client, ns, "second", "Running", running)
+	CreatePods(t, c.Client, ns, MockPod("first", d.Name, corev1.RestartPolicyAlways, nil), MockPod("second", d.Name, corev1.RestartPolicyAlways, nil))
+	first := WaitPod(t, c.Client, ns, "first", "Running", Running)
+	WaitPod(t, c.Client, ns, "second", "Running", Running)
 
 	file := filepath.Join(t.TempDir(), "part.bin")
 	if err := os.WriteFile(file, make([]byte, 600<<10), 0o600); err != nil {
@@ -167,11 +167,11 @@ func TestCopiesAreBoundedPerNode(t *testing.T) {
 		t.Fatalf("kubectl cp of 600Ki into the first pod: %v\n%s", err, out)
 	}
 	out, err := c.Kubectl(ctx, "-n", ns, "cp", file, "second:/srv/part.bin", "-c", "main")
-	want := fmt.Sprintf("tar: /srv/part.bin: node %s holds at most 1Mi copied into its containers (maxCopiedBytes in the provider config)", d.name)
+	want := fmt.Sprintf("tar: /srv/part.bin: node %s holds at most 1Mi copied into its containers (maxCopiedBytes in the provider config)", d.Name)
 	if err == nil || !strings.Contains(out, want) {
 		t.Errorf("kubectl cp past the node's bound: %v\n%s\nwant it refused with %q", err, out, want)
 	}
-	eventually(t, "a CopyRefused Event on the second pod", func() (bool, string) {
+	Eventually(t, "a CopyRefused Event on the second pod", func() (bool, string) {
 		events, err := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=second,reason=" + mock.ReasonCopyRefused})
 		if err != nil {
 			return false, err.Error()
@@ -187,9 +187,9 @@ func TestCopiesAreBoundedPerNode(t *testing.T) {
 	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, "first", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, c.Client, ns, "first", first.UID)
+	WaitGone(t, c.Client, ns, "first", first.UID)
 	if out, err := c.Kubectl(ctx, "-n", ns, "cp", file, "second:/srv/part.bin", "-c", "main"); err != nil {
 		t.Errorf("kubectl cp once the first pod is gone: %v\n%s", err, out)
 	}
-	checkNoPanic(t, d)
+	CheckNoPanic(t, d)
 }

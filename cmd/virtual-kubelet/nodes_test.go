@@ -28,7 +28,7 @@ func TestManyNodesFromOneProcess(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{%q: {"cpu": "3", "pods": "30"}}`, prefix+"-*")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t, c, host, "--nodename", prefix, "--node-count", "3", "--listen-port", "10300", "--provider-config", cfg)
+	d := StartDaemon(t, c, host, "--nodename", prefix, "--node-count", "3", "--listen-port", "10300", "--provider-config", cfg)
 
 	ns := c.Namespace(t)
 	conf := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "conf", Namespace: ns}, Data: map[string]string{"k": "one"}}
@@ -37,14 +37,14 @@ func TestManyNodesFromOneProcess(t *testing.T) {
 	}
 	for i := range 3 {
 		name := fmt.Sprintf("%s-%d", prefix, i)
-		n := waitNodeReady(t, c.Client, name)
+		n := WaitNodeReady(t, c.Client, name)
 		if port := n.Status.DaemonEndpoints.KubeletEndpoint.Port; port != int32(10300+i) {
 			t.Errorf("%s: kubelet endpoint port %d, want %d", name, port, 10300+i)
 		}
 		if n.Status.Capacity.Cpu().String() != "3" || n.Labels["kubernetes.io/hostname"] != name {
 			t.Errorf("%s: capacity %v labels %v", name, n.Status.Capacity, n.Labels)
 		}
-		eventually(t, name+": lease", func() (bool, string) {
+		Eventually(t, name+": lease", func() (bool, string) {
 			_, err := c.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
 			return err == nil, fmt.Sprint(err)
 		})
@@ -65,12 +65,12 @@ func TestManyNodesFromOneProcess(t *testing.T) {
 	}
 	for i := range 3 {
 		name := fmt.Sprintf("p%d", i)
-		waitPod(t, c.Client, ns, name, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+		WaitPod(t, c.Client, ns, name, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 		// Through the API server to this pod's node's own port.
-		if out := kubectl(t, c, "-n", ns, "exec", name, "--", "printenv", "NODE"); strings.TrimSpace(out) != fmt.Sprintf("%s-%d", prefix, i) {
+		if out := Kubectl(t, c, "-n", ns, "exec", name, "--", "printenv", "NODE"); strings.TrimSpace(out) != fmt.Sprintf("%s-%d", prefix, i) {
 			t.Errorf("%s: exec printed %q", name, out)
 		}
-		eventually(t, name+": a log line", func() (bool, string) {
+		Eventually(t, name+": a log line", func() (bool, string) {
 			out, err := c.Kubectl(ctx, "-n", ns, "logs", name)
 			return err == nil && strings.Contains(out, ns+"/"+name+"/app line"), fmt.Sprint(out, err)
 		})
@@ -83,13 +83,13 @@ func TestManyNodesFromOneProcess(t *testing.T) {
 	}
 	for i := range 3 {
 		name := fmt.Sprintf("p%d", i)
-		eventually(t, name+": the ConfigMap's new value in its volume", func() (bool, string) {
+		Eventually(t, name+": the ConfigMap's new value in its volume", func() (bool, string) {
 			out, err := c.Kubectl(ctx, "-n", ns, "exec", name, "--", "cat", "/etc/conf/k")
 			return err == nil && strings.TrimSpace(out) == "two", fmt.Sprint(out, err)
 		})
 	}
 	// Each node's kubelet API lists its own pods only.
-	if out := kubectl(t, c, "get", "--raw", fmt.Sprintf("/api/v1/nodes/%s-1/proxy/pods", prefix)); !strings.Contains(out, `"p1"`) || strings.Contains(out, `"p0"`) || strings.Contains(out, `"p2"`) {
+	if out := Kubectl(t, c, "get", "--raw", fmt.Sprintf("/api/v1/nodes/%s-1/proxy/pods", prefix)); !strings.Contains(out, `"p1"`) || strings.Contains(out, `"p0"`) || strings.Contains(out, `"p2"`) {
 		t.Errorf("node 1's /pods: %s", out)
 	}
 	// A deleted Node comes back at once (the nodes share one watch of
@@ -102,14 +102,14 @@ func TestManyNodesFromOneProcess(t *testing.T) {
 	if err := c.Client.CoreV1().Nodes().Delete(ctx, deleted, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventuallyWithin(t, 20*time.Second, deleted+": registered again", func() (bool, string) {
+	EventuallyWithin(t, 20*time.Second, deleted+": registered again", func() (bool, string) {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, deleted, metav1.GetOptions{})
 		return err == nil && n.UID != before.UID, fmt.Sprint(err)
 	})
-	if code, _ := d.stop(t); code != 0 {
+	if code, _ := d.Shutdown(t); code != 0 {
 		t.Errorf("exit code %d", code)
 	}
-	if out := d.output.String(); strings.Contains(out, "panic") || strings.Contains(out, "DATA RACE") {
+	if out := d.Output.String(); strings.Contains(out, "panic") || strings.Contains(out, "DATA RACE") {
 		t.Errorf("daemon output has a panic or race:\n%s", out)
 	}
 }

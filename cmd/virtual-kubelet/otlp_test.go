@@ -29,18 +29,18 @@ func TestTracesReachOTLPReceiver(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", r.Endpoint())
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "200") // ms between batches, not 5 s
-	d := startDaemon(t, c, nil, "--trace-exporter", "otlp", "--trace-sample-rate", "always", "--trace-service-name", "vk-otlp")
-	waitNodeReady(t, c.Client, d.name)
+	d := StartDaemon(t, c, nil, "--trace-exporter", "otlp", "--trace-sample-rate", "always", "--trace-service-name", "vk-otlp")
+	WaitNodeReady(t, c.Client, d.Name)
 
-	createPods(t, c.Client, ns, mockPod("traced", d.name, corev1.RestartPolicyAlways, nil))
-	uid := waitPod(t, c.Client, ns, "traced", "Running", running).UID
+	CreatePods(t, c.Client, ns, MockPod("traced", d.Name, corev1.RestartPolicyAlways, nil))
+	uid := WaitPod(t, c.Client, ns, "traced", "Running", Running).UID
 	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, "traced", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "pod gone", podGone(c.Client, ns, "traced", uid))
+	Eventually(t, "pod gone", PodGone(c.Client, ns, "traced", uid))
 
 	key := ns + "/traced"
-	eventually(t, "provider.CreatePod and provider.DeletePod spans of "+key+" under their queue spans", func() (bool, string) {
+	Eventually(t, "provider.CreatePod and provider.DeletePod spans of "+key+" under their queue spans", func() (bool, string) {
 		spans := r.Spans()
 		byID := map[string]otlptest.Span{}
 		for _, s := range spans {
@@ -61,7 +61,7 @@ func TestTracesReachOTLPReceiver(t *testing.T) {
 		}
 		return len(found) == 2, fmt.Sprintf("%d spans received; linked provider spans of %s: %v", len(spans), key, found)
 	})
-	if code, _ := d.stop(t); code != 0 {
+	if code, _ := d.Shutdown(t); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
 	seen := map[string]bool{}

@@ -72,15 +72,15 @@ func TestPluginCannotClaimLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	d := startDaemon(t, c, nil, "--nodename", name, "--provider", "grpc", "--provider-config", cfg)
-	n := waitNodeReady(t, c.Client, d.name)
+	d := StartDaemon(t, c, nil, "--nodename", name, "--provider", "grpc", "--provider-config", cfg)
+	n := WaitNodeReady(t, c.Client, d.Name)
 	if _, ok := n.Labels["node-role.kubernetes.io/control-plane"]; ok || n.Labels[corev1.LabelHostname] != name {
 		t.Errorf("the plugin claimed labels: %v", n.Labels)
 	}
 	if n.Labels[corev1.LabelTopologyZone] != "z1" || n.Labels["example.com/x"] != "y" {
 		t.Errorf("the allowed labels did not arrive: %v", n.Labels)
 	}
-	out := d.output.String()
+	out := d.Output.String()
 	for _, label := range []string{"node-role.kubernetes.io/control-plane", corev1.LabelHostname} {
 		if got := strings.Count(out, "node label "+label+" "); got != 1 {
 			t.Errorf("the daemon named %s %d times, want once", label, got)

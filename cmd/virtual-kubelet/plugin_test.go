@@ -18,77 +18,77 @@ import (
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 )
 
-// transport is how the daemon reaches the mock provider: compiled in, or
+// Transport is how the daemon reaches the mock provider: compiled in, or
 // behind the gRPC plugin boundary in a process of its own.
-type transport struct {
-	name  string
-	start func(t *testing.T, c *testcluster.Cluster, host *nethost.Host, extra ...string) *daemon
+type Transport struct {
+	Name  string
+	Start func(t *testing.T, c *testcluster.Cluster, host *nethost.Host, extra ...string) *Daemon
 }
 
-var transports = []transport{
-	{"in-process", startDaemon},
-	{"grpc", func(t *testing.T, c *testcluster.Cluster, host *nethost.Host, extra ...string) *daemon {
-		d, _ := startPluginDaemon(t, c, host, extra...)
+var transports = []Transport{
+	{"in-process", StartDaemon},
+	{"grpc", func(t *testing.T, c *testcluster.Cluster, host *nethost.Host, extra ...string) *Daemon {
+		d, _ := StartPluginDaemon(t, c, host, extra...)
 		return d
 	}},
 }
 
-// forEachTransport runs test as a subtest per transport.
-func forEachTransport(t *testing.T, test func(*testing.T, transport)) {
+// ForEachTransport runs test as a subtest per transport.
+func ForEachTransport(t *testing.T, test func(*testing.T, Transport)) {
 	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) { test(t, tr) })
+		t.Run(tr.Name, func(t *testing.T) { test(t, tr) })
 	}
 }
 
-// plugin is a `virtual-kubelet plugin --provider mock` process.
-type plugin struct {
+// Plugin is a `virtual-kubelet Plugin --provider mock` process.
+type Plugin struct {
 	*childproc.Process
 	args   []string
-	output *childproc.Output
+	Output *childproc.Output
 }
 
-// startPlugin runs the mock as a plugin for node name on the unix socket
+// StartPlugin runs the mock as a plugin for node name on the unix socket
 // sock; mockConfig is its --provider-config, if any.
-func startPlugin(t *testing.T, name, sock, mockConfig string) *plugin {
+func StartPlugin(t *testing.T, name, sock, mockConfig string) *Plugin {
 	t.Helper()
 	args := []string{"--provider", "mock", "--nodename", name, "--listen", "unix://" + sock}
 	if mockConfig != "" {
 		args = append(args, "--provider-config", mockConfig)
 	}
-	return startPluginWith(t, args...)
+	return StartPluginWith(t, args...)
 }
 
-// startPluginWith runs `virtual-kubelet plugin` with args until the test
+// StartPluginWith runs `virtual-kubelet plugin` with args until the test
 // ends.
-func startPluginWith(t *testing.T, args ...string) *plugin {
+func StartPluginWith(t *testing.T, args ...string) *Plugin {
 	t.Helper()
-	p := &plugin{args: append([]string{"plugin"}, args...), output: &childproc.Output{}}
-	p.restart(t)
+	p := &Plugin{args: append([]string{"plugin"}, args...), Output: &childproc.Output{}}
+	p.Restart(t)
 	t.Cleanup(func() {
 		if !p.Exited() {
 			p.Stop(10 * time.Second)
 		}
 		if t.Failed() {
-			t.Logf("plugin output:\n%s", p.output.String())
+			t.Logf("plugin output:\n%s", p.Output.String())
 		}
 	})
 	return p
 }
 
-// restart starts the plugin process (again).
-func (p *plugin) restart(t *testing.T) {
+// Restart starts the plugin process (again).
+func (p *Plugin) Restart(t *testing.T) {
 	t.Helper()
-	cmd := exec.Command(binary, p.args...)
-	cmd.Stdout, cmd.Stderr = p.output, p.output
+	cmd := exec.Command(Binary, p.args...)
+	cmd.Stdout, cmd.Stderr = p.Output, p.Output
 	var err error
 	if p.Process, err = childproc.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// startPluginDaemon is startDaemon with --provider grpc, the mock serving
+// StartPluginDaemon is StartDaemon with --provider grpc, the mock serving
 // in a plugin process; a --provider-config in extra goes to the mock.
-func startPluginDaemon(t *testing.T, c *testcluster.Cluster, host *nethost.Host, extra ...string) (*daemon, *plugin) {
+func StartPluginDaemon(t *testing.T, c *testcluster.Cluster, host *nethost.Host, extra ...string) (*Daemon, *Plugin) {
 	t.Helper()
 	name, mockConfig := testcluster.UniqueName("vk"), ""
 	var rest []string
@@ -111,13 +111,13 @@ func startPluginDaemon(t *testing.T, c *testcluster.Cluster, host *nethost.Host,
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	sock := filepath.Join(dir, "mock.sock")
-	p := startPlugin(t, name, sock, mockConfig)
+	p := StartPlugin(t, name, sock, mockConfig)
 	cfg := filepath.Join(dir, "grpc.yaml")
 	if err := os.WriteFile(cfg, []byte("endpoint: unix://"+sock+"\ncallTimeout: 10s\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	args := append([]string{"--nodename", name}, rest...)
-	return startDaemon(t, c, host, append(args, "--provider", "grpc", "--provider-config", cfg)...), p
+	return StartDaemon(t, c, host, append(args, "--provider", "grpc", "--provider-config", cfg)...), p
 }
 
 // TestPluginRestartLosesNothing: the mock behind the gRPC boundary, with a
@@ -135,15 +135,15 @@ func TestPluginRestartLosesNothing(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{%q: {"stateDir": %q}}`, name, filepath.Join(t.TempDir(), "state"))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d, p := startPluginDaemon(t, c, nil, "--nodename", name, "--provider-config", cfg)
-	waitNodeReady(t, c.Client, d.name)
+	d, p := StartPluginDaemon(t, c, nil, "--nodename", name, "--provider-config", cfg)
+	WaitNodeReady(t, c.Client, d.Name)
 
-	n := floodSize(t, "VK_PLUGIN_RESTART_PODS", 20)
+	n := FloodSize(t, "VK_PLUGIN_RESTART_PODS", 20)
 	create := func(name string) {
 		t.Helper()
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: corev1.PodSpec{NodeName: d.name, Tolerations: tolerate,
+			Spec: corev1.PodSpec{NodeName: d.Name, Tolerations: Tolerate,
 				Containers: []corev1.Container{{Name: "app", Image: "nginx"}}},
 		}
 		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
@@ -159,21 +159,21 @@ func TestPluginRestartLosesNothing(t *testing.T) {
 	}
 	for i := range n {
 		name := fmt.Sprintf("p%d", i)
-		before[name] = waitPod(t, c.Client, ns, name, "Running", running)
+		before[name] = WaitPod(t, c.Client, ns, name, "Running", running)
 	}
 
 	p.Kill()
 	<-p.Done()
 	create("during")
-	eventually(t, "the daemon sees the outage (Ping fails)", func() (bool, string) {
-		return strings.Contains(d.output.String(), "provider ping failed"), "no failed ping in the daemon's log yet"
+	Eventually(t, "the daemon sees the outage (Ping fails)", func() (bool, string) {
+		return strings.Contains(d.Output.String(), "provider ping failed"), "no failed ping in the daemon's log yet"
 	})
-	p.restart(t)
+	p.Restart(t)
 	restarted := time.Now()
 
-	waitPod(t, c.Client, ns, "during", "Running once the plugin is back", running)
+	WaitPod(t, c.Client, ns, "during", "Running once the plugin is back", running)
 	for name, old := range before {
-		now := waitPod(t, c.Client, ns, name, "still Running", running)
+		now := WaitPod(t, c.Client, ns, name, "still Running", running)
 		was, is := old.Status.ContainerStatuses[0], now.Status.ContainerStatuses[0]
 		if now.UID != old.UID || is.RestartCount != 0 || !is.State.Running.StartedAt.Equal(&was.State.Running.StartedAt) || now.Status.PodIP != old.Status.PodIP {
 			t.Errorf("pod %s changed across the plugin restart: started %v → %v, restarts %d, IP %s → %s",
@@ -181,21 +181,21 @@ func TestPluginRestartLosesNothing(t *testing.T) {
 		}
 	}
 	t.Logf("%d pods from before the restart unchanged, the one created during the outage Running, %s after the plugin restarted", n, time.Since(restarted).Round(time.Millisecond))
-	if got := strings.Count(p.output.String(), "serving provider mock"); got != 2 {
+	if got := strings.Count(p.Output.String(), "serving provider mock"); got != 2 {
 		t.Errorf("the plugin started %d times, want 2", got)
 	}
 
 	if err := c.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "pods gone", func() (bool, string) {
+	Eventually(t, "pods gone", func() (bool, string) {
 		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
 		return len(pods.Items) == 0, fmt.Sprintf("%d left", len(pods.Items))
 	})
-	for _, out := range []string{d.output.String(), p.output.String()} {
+	for _, out := range []string{d.Output.String(), p.Output.String()} {
 		if strings.Contains(out, "panic") || strings.Contains(out, "DATA RACE") {
 			t.Errorf("panic or race in the output:\n%s", out)
 		}

@@ -97,13 +97,13 @@ func handshake(t *testing.T, target string, creds credentials.TransportCredentia
 }
 
 // waitServing waits for the plugin to say it serves.
-func waitServing(t *testing.T, p *plugin) {
+func waitServing(t *testing.T, p *Plugin) {
 	t.Helper()
-	eventually(t, "the plugin serves", func() (bool, string) {
-		return strings.Contains(p.output.String(), "serving provider") || p.Exited(), p.output.String()
+	Eventually(t, "the plugin serves", func() (bool, string) {
+		return strings.Contains(p.Output.String(), "serving provider") || p.Exited(), p.Output.String()
 	})
 	if p.Exited() {
-		t.Fatalf("the plugin exited: %s", p.output.String())
+		t.Fatalf("the plugin exited: %s", p.Output.String())
 	}
 }
 
@@ -119,7 +119,7 @@ func TestPluginOnTCPRefusesStrangers(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Get(t))
-	p := startPluginWith(t, "--provider", "mock", "--nodename", "vk-tls", "--listen", addr,
+	p := StartPluginWith(t, "--provider", "mock", "--nodename", "vk-tls", "--listen", addr,
 		"--tls-cert-file", serverCert, "--tls-key-file", serverKey, "--tls-client-ca-file", caFile)
 	waitServing(t, p)
 
@@ -135,8 +135,8 @@ func TestPluginOnTCPRefusesStrangers(t *testing.T) {
 			t.Errorf("%s was served", name)
 		}
 	}
-	if strings.Contains(p.output.String(), "WARNING") {
-		t.Errorf("a warning with mutual TLS:\n%s", p.output.String())
+	if strings.Contains(p.Output.String(), "WARNING") {
+		t.Errorf("a warning with mutual TLS:\n%s", p.Output.String())
 	}
 }
 
@@ -144,7 +144,7 @@ func TestPluginOnTCPRefusesStrangers(t *testing.T) {
 // in one line naming the flags; --insecure serves it and warns.
 func TestPluginOnTCPWithoutTLS(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", freeport.Get(t))
-	code, out := runBinary(t, "plugin", "--provider", "mock", "--listen", addr)
+	code, out := RunBinary(t, "plugin", "--provider", "mock", "--listen", addr)
 	if code != 1 || strings.Count(out, "\n") != 0 ||
 		!strings.Contains(out, "--tls-cert-file, --tls-key-file and --tls-client-ca-file") || !strings.Contains(out, "--insecure") {
 		t.Errorf("TCP without TLS: exit %d, %q; want exit 1 and one line naming the TLS flags and --insecure", code, out)
@@ -153,13 +153,13 @@ func TestPluginOnTCPWithoutTLS(t *testing.T) {
 		t.Error("something serves on the refused address")
 	}
 
-	p := startPluginWith(t, "--provider", "mock", "--nodename", "vk-insecure", "--listen", addr, "--insecure")
+	p := StartPluginWith(t, "--provider", "mock", "--nodename", "vk-insecure", "--listen", addr, "--insecure")
 	waitServing(t, p)
 	if err := handshake(t, addr, insecure.NewCredentials()); err != nil {
 		t.Fatalf("--insecure: %v", err)
 	}
-	if want := "WARNING: --insecure: serving " + addr + " without TLS or client authentication"; !strings.Contains(p.output.String(), want) {
-		t.Errorf("--insecure without the warning %q:\n%s", want, p.output.String())
+	if want := "WARNING: --insecure: serving " + addr + " without TLS or client authentication"; !strings.Contains(p.Output.String(), want) {
+		t.Errorf("--insecure without the warning %q:\n%s", want, p.Output.String())
 	}
 }
 
@@ -184,7 +184,7 @@ func TestPluginSocketMode(t *testing.T) {
 		}
 		stale.(*net.UnixListener).SetUnlinkOnClose(false)
 		stale.Close()
-		p := startPluginWith(t, append([]string{"--provider", "mock", "--listen", "unix://" + sock}, tc.flags...)...)
+		p := StartPluginWith(t, append([]string{"--provider", "mock", "--listen", "unix://" + sock}, tc.flags...)...)
 		waitServing(t, p)
 		fi, err := os.Stat(sock)
 		if err != nil {
@@ -202,7 +202,7 @@ func TestPluginSocketMode(t *testing.T) {
 			t.Errorf("%v: left behind after the plugin stopped: %v", tc.flags, entries)
 		}
 	}
-	code, out := runBinary(t, "plugin", "--provider", "mock", "--listen", "unix://"+filepath.Join(dir, "x.sock"), "--socket-mode", "rw")
+	code, out := RunBinary(t, "plugin", "--provider", "mock", "--listen", "unix://"+filepath.Join(dir, "x.sock"), "--socket-mode", "rw")
 	if code != 1 || !strings.Contains(out, `--socket-mode "rw": want octal permission bits`) {
 		t.Errorf("--socket-mode rw: exit %d, %q", code, out)
 	}

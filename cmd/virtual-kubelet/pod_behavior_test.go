@@ -30,7 +30,7 @@ func ipPod(name, node string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PodSpec{
-			NodeName: node, Tolerations: tolerate,
+			NodeName: node, Tolerations: Tolerate,
 			Containers: []corev1.Container{{Name: "app", Image: "busybox", Env: []corev1.EnvVar{
 				{Name: "MY_IP", ValueFrom: field("status.podIP")},
 				{Name: "MY_IPS", ValueFrom: field("status.podIPs")},
@@ -66,17 +66,17 @@ func testPodIPInEnvironment(t *testing.T, args ...string) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
 	ns := c.Namespace(t)
-	d := startDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")), args...)
-	waitNodeReady(t, c.Client, d.name)
+	d := StartDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")), args...)
+	WaitNodeReady(t, c.Client, d.Name)
 
 	check := func(name string) *corev1.Pod {
 		t.Helper()
-		pod := waitPod(t, c.Client, ns, name, "Running", running)
+		pod := WaitPod(t, c.Client, ns, name, "Running", Running)
 		ip := pod.Status.PodIP
 		if ip == "" {
 			t.Fatalf("%s: no pod IP", name)
 		}
-		wide := kubectl(t, c, "-n", ns, "get", "pod", name, "-o", "wide", "--no-headers")
+		wide := Kubectl(t, c, "-n", ns, "get", "pod", name, "-o", "wide", "--no-headers")
 		if !strings.Contains(wide, " "+ip+" ") {
 			t.Errorf("kubectl get pod -o wide does not show %s:\n%s", ip, wide)
 		}
@@ -96,7 +96,7 @@ func testPodIPInEnvironment(t *testing.T, args ...string) {
 		return pod
 	}
 
-	createPods(t, c.Client, ns, ipPod("own", d.name))
+	CreatePods(t, c.Client, ns, ipPod("own", d.Name))
 	check("own")
 	// The pod controller asked for the node's pod CIDRs before it created
 	// the pod: by now at the latest.
@@ -104,12 +104,12 @@ func testPodIPInEnvironment(t *testing.T, args ...string) {
 
 	// As the controller-manager's node IPAM would (--allocate-node-cidrs).
 	patch := `{"spec":{"podCIDR":"10.251.0.0/24","podCIDRs":["10.251.0.0/24","fd00:251::/64"]}}`
-	if _, err := c.Client.CoreV1().Nodes().Patch(ctx, d.name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := c.Client.CoreV1().Nodes().Patch(ctx, d.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// An empty answer is asked again only after PodCIDRRetryInterval.
 	time.Sleep(time.Until(asked.Add(node.PodCIDRRetryInterval)))
-	createPods(t, c.Client, ns, ipPod("from-cidr", d.name))
+	CreatePods(t, c.Client, ns, ipPod("from-cidr", d.Name))
 	pod := check("from-cidr")
 	if len(pod.Status.PodIPs) != 2 || pod.Status.PodIPs[0].IP != "10.251.0.2" || pod.Status.PodIPs[1].IP != "fd00:251::2" {
 		t.Errorf("pod IPs %v, want the first of each of the node's pod CIDRs", pod.Status.PodIPs)
@@ -124,33 +124,33 @@ func TestLostPodsFollowRestartPolicy(t *testing.T) {
 	ctx := context.Background()
 	ns := c.Namespace(t)
 	name := testcluster.UniqueName("vk")
-	first := startDaemon(t, c, nil, "--nodename", name)
-	waitNodeReady(t, c.Client, name)
+	first := StartDaemon(t, c, nil, "--nodename", name)
+	WaitNodeReady(t, c.Client, name)
 
-	createPods(t, c.Client, ns,
-		mockPod("always", name, corev1.RestartPolicyAlways, nil),
-		mockPod("never", name, corev1.RestartPolicyNever, nil))
-	before := waitPod(t, c.Client, ns, "always", "Running", running)
-	waitPod(t, c.Client, ns, "never", "Running", running)
+	CreatePods(t, c.Client, ns,
+		MockPod("always", name, corev1.RestartPolicyAlways, nil),
+		MockPod("never", name, corev1.RestartPolicyNever, nil))
+	before := WaitPod(t, c.Client, ns, "always", "Running", Running)
+	WaitPod(t, c.Client, ns, "never", "Running", Running)
 
 	first.Kill()
-	checkNoPanic(t, first)
-	second := startDaemon(t, c, nil, "--nodename", name)
+	CheckNoPanic(t, first)
+	second := StartDaemon(t, c, nil, "--nodename", name)
 
-	after := waitPod(t, c.Client, ns, "always", "Running again with one restart", func(p *corev1.Pod) bool {
-		return running(p) && mainContainer(p).RestartCount == 1 && mainContainer(p).State.Running != nil
+	after := WaitPod(t, c.Client, ns, "always", "Running again with one restart", func(p *corev1.Pod) bool {
+		return Running(p) && MainContainer(p).RestartCount == 1 && MainContainer(p).State.Running != nil
 	})
-	if last := mainContainer(after).LastTerminationState.Terminated; last == nil || last.Reason != "ContainerStatusUnknown" {
-		t.Errorf("last state of the restarted container: %+v", mainContainer(after).LastTerminationState)
+	if last := MainContainer(after).LastTerminationState.Terminated; last == nil || last.Reason != "ContainerStatusUnknown" {
+		t.Errorf("last state of the restarted container: %+v", MainContainer(after).LastTerminationState)
 	}
 	if after.Status.PodIP != before.Status.PodIP {
 		t.Errorf("pod IP changed from %s to %s across the restart", before.Status.PodIP, after.Status.PodIP)
 	}
-	failed := waitPod(t, c.Client, ns, "never", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
-	if failed.Status.Reason != node.ReasonProviderLost || mainContainer(failed).RestartCount != 0 {
-		t.Errorf("never: reason %q restarts %d, want %s and 0", failed.Status.Reason, mainContainer(failed).RestartCount, node.ReasonProviderLost)
+	failed := WaitPod(t, c.Client, ns, "never", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	if failed.Status.Reason != node.ReasonProviderLost || MainContainer(failed).RestartCount != 0 {
+		t.Errorf("never: reason %q restarts %d, want %s and 0", failed.Status.Reason, MainContainer(failed).RestartCount, node.ReasonProviderLost)
 	}
-	eventually(t, "a ProviderLost Event on the re-created pod", func() (bool, string) {
+	Eventually(t, "a ProviderLost Event on the re-created pod", func() (bool, string) {
 		events, err := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
 			"involvedObject.name": "always", "reason": node.ReasonProviderLost}.String()})
 		if err != nil || len(events.Items) == 0 {
@@ -158,7 +158,7 @@ func TestLostPodsFollowRestartPolicy(t *testing.T) {
 		}
 		return strings.Contains(events.Items[0].Message, "re-created"), events.Items[0].Message
 	})
-	checkNoPanic(t, second)
+	CheckNoPanic(t, second)
 }
 
 // TestLogsPrevious: after the mock restarts a crashing container,
@@ -166,18 +166,18 @@ func TestLostPodsFollowRestartPolicy(t *testing.T) {
 func TestLogsPrevious(t *testing.T) {
 	c := testcluster.Shared(t)
 	ns := c.Namespace(t)
-	d := startDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")))
-	waitNodeReady(t, c.Client, d.name)
+	d := StartDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")))
+	WaitNodeReady(t, c.Client, d.Name)
 
-	createPods(t, c.Client, ns, mockPod("crashing", d.name, corev1.RestartPolicyAlways, map[string]string{
+	CreatePods(t, c.Client, ns, MockPod("crashing", d.Name, corev1.RestartPolicyAlways, map[string]string{
 		mock.AnnotationRunFor: "1s", mock.AnnotationExitCode: "2",
 		mock.AnnotationRestartDelay: "10ms", mock.AnnotationLogInterval: "100ms",
 	}))
-	pod := waitPod(t, c.Client, ns, "crashing", "restarted", func(p *corev1.Pod) bool {
-		return len(p.Status.ContainerStatuses) == 1 && mainContainer(p).RestartCount >= 1
+	pod := WaitPod(t, c.Client, ns, "crashing", "restarted", func(p *corev1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 1 && MainContainer(p).RestartCount >= 1
 	})
-	if last := mainContainer(pod).LastTerminationState.Terminated; last == nil || last.ExitCode != 2 {
-		t.Fatalf("last state %+v, want the exit code 2 run", mainContainer(pod).LastTerminationState)
+	if last := MainContainer(pod).LastTerminationState.Terminated; last == nil || last.ExitCode != 2 {
+		t.Fatalf("last state %+v, want the exit code 2 run", MainContainer(pod).LastTerminationState)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -189,8 +189,8 @@ func TestLogsPrevious(t *testing.T) {
 		t.Errorf("kubectl logs --previous: %v, %d lines:\n%s", err, len(lines), out)
 	}
 	// A pod that never restarted has no previous run.
-	createPods(t, c.Client, ns, mockPod("steady", d.name, corev1.RestartPolicyAlways, nil))
-	waitPod(t, c.Client, ns, "steady", "Running", running)
+	CreatePods(t, c.Client, ns, MockPod("steady", d.Name, corev1.RestartPolicyAlways, nil))
+	WaitPod(t, c.Client, ns, "steady", "Running", Running)
 	if out, err := c.Kubectl(ctx, "-n", ns, "logs", "steady", "--previous"); err == nil || !strings.Contains(out, "previous terminated container") {
 		t.Errorf("kubectl logs --previous of a pod that never restarted: %v\n%s", err, out)
 	}

@@ -56,15 +56,15 @@ func endpointReady(client kubernetes.Interface, ns, service, pod string) string 
 // EndpointSlice from ready to not ready and back, and the pod's Ready
 // condition with it.
 func TestReadinessProbeTakesPodOutOfService(t *testing.T) {
-	forEachTransport(t, testReadinessProbeTakesPodOutOfService)
+	ForEachTransport(t, testReadinessProbeTakesPodOutOfService)
 }
 
-func testReadinessProbeTakesPodOutOfService(t *testing.T, via transport) {
+func testReadinessProbeTakesPodOutOfService(t *testing.T, via Transport) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
 	ns := c.Namespace(t)
-	d := via.start(t, c, nil)
-	waitNodeReady(t, c.Client, d.name)
+	d := via.Start(t, c, nil)
+	WaitNodeReady(t, c.Client, d.Name)
 
 	labels := map[string]string{"app": "probed"}
 	svc := &corev1.Service{
@@ -74,62 +74,62 @@ func testReadinessProbeTakesPodOutOfService(t *testing.T, via transport) {
 	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pod := mockPod("web", d.name, corev1.RestartPolicyAlways, map[string]string{
+	pod := MockPod("web", d.Name, corev1.RestartPolicyAlways, map[string]string{
 		mock.AnnotationReadinessProbe: "pass-for=20s,fail-for=20s",
 	})
 	pod.Labels = labels
 	pod.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80}}
 	pod.Spec.Containers[0].ReadinessProbe = execProbe("readiness")
-	createPods(t, c.Client, ns, pod)
+	CreatePods(t, c.Client, ns, pod)
 
 	for _, want := range []string{"true", "false", "true"} {
-		eventually(t, "endpoint of web ready="+want, func() (bool, string) {
+		Eventually(t, "endpoint of web ready="+want, func() (bool, string) {
 			got := endpointReady(c.Client, ns, "probed", "web")
 			return got == want, got
 		})
-		p := waitPod(t, c.Client, ns, "web", "Ready="+want, func(p *corev1.Pod) bool {
-			return running(p) && podCondition(p, corev1.PodReady) == want
+		p := WaitPod(t, c.Client, ns, "web", "Ready="+want, func(p *corev1.Pod) bool {
+			return Running(p) && podCondition(p, corev1.PodReady) == want
 		})
-		if mainContainer(p).RestartCount != 0 {
-			t.Errorf("a readiness probe restarted the container: %+v", mainContainer(p))
+		if MainContainer(p).RestartCount != 0 {
+			t.Errorf("a readiness probe restarted the container: %+v", MainContainer(p))
 		}
 	}
 	waitEvent(t, c.Client, ns, "web", node.ReasonUnhealthy)
-	checkNoPanic(t, d)
+	CheckNoPanic(t, d)
 }
 
 // TestLivenessProbeRestartsContainer: a liveness probe scripted to fail
 // after 5 s has the container killed and started again (restartCount 1,
 // last state terminated with exit code 137) while the pod stays Running.
 func TestLivenessProbeRestartsContainer(t *testing.T) {
-	forEachTransport(t, testLivenessProbeRestartsContainer)
+	ForEachTransport(t, testLivenessProbeRestartsContainer)
 }
 
-func testLivenessProbeRestartsContainer(t *testing.T, via transport) {
+func testLivenessProbeRestartsContainer(t *testing.T, via Transport) {
 	c := testcluster.Shared(t)
 	ns := c.Namespace(t)
-	d := via.start(t, c, nil)
-	waitNodeReady(t, c.Client, d.name)
+	d := via.Start(t, c, nil)
+	WaitNodeReady(t, c.Client, d.Name)
 
-	pod := mockPod("alive", d.name, corev1.RestartPolicyAlways, map[string]string{
+	pod := MockPod("alive", d.Name, corev1.RestartPolicyAlways, map[string]string{
 		mock.AnnotationLivenessProbe: "fail-after=5s",
 	})
 	pod.Spec.Containers[0].LivenessProbe = execProbe("liveness")
-	createPods(t, c.Client, ns, pod)
+	CreatePods(t, c.Client, ns, pod)
 
-	waitPod(t, c.Client, ns, "alive", "Running", running)
-	p := waitPod(t, c.Client, ns, "alive", "running again after one restart", func(p *corev1.Pod) bool {
-		cs := mainContainer(p)
+	WaitPod(t, c.Client, ns, "alive", "Running", Running)
+	p := WaitPod(t, c.Client, ns, "alive", "running again after one restart", func(p *corev1.Pod) bool {
+		cs := MainContainer(p)
 		return cs.RestartCount == 1 && cs.State.Running != nil
 	})
 	if p.Status.Phase != corev1.PodRunning {
 		t.Errorf("phase %s after the restart, want Running", p.Status.Phase)
 	}
-	if last := mainContainer(p).LastTerminationState.Terminated; last == nil || last.ExitCode != 137 {
-		t.Errorf("last state after a liveness kill: %+v", mainContainer(p).LastTerminationState)
+	if last := MainContainer(p).LastTerminationState.Terminated; last == nil || last.ExitCode != 137 {
+		t.Errorf("last state after a liveness kill: %+v", MainContainer(p).LastTerminationState)
 	}
 	waitEvent(t, c.Client, ns, "alive", node.ReasonKilling)
-	checkNoPanic(t, d)
+	CheckNoPanic(t, d)
 }
 
 // TestStartupProbeHoldsStarted: a startup probe scripted to fail for 8 s
@@ -137,46 +137,46 @@ func testLivenessProbeRestartsContainer(t *testing.T, via transport) {
 // readiness probe passes) false until it passes. A probe the mock cannot
 // run (HTTP: its pod IPs are in no network) is named in one Event and
 // ignored.
-func TestStartupProbeHoldsStarted(t *testing.T) { forEachTransport(t, testStartupProbeHoldsStarted) }
+func TestStartupProbeHoldsStarted(t *testing.T) { ForEachTransport(t, testStartupProbeHoldsStarted) }
 
-func testStartupProbeHoldsStarted(t *testing.T, via transport) {
+func testStartupProbeHoldsStarted(t *testing.T, via Transport) {
 	c := testcluster.Shared(t)
 	ns := c.Namespace(t)
-	d := via.start(t, c, nil)
-	waitNodeReady(t, c.Client, d.name)
+	d := via.Start(t, c, nil)
+	WaitNodeReady(t, c.Client, d.Name)
 
-	slow := mockPod("slow", d.name, corev1.RestartPolicyAlways, map[string]string{
+	slow := MockPod("slow", d.Name, corev1.RestartPolicyAlways, map[string]string{
 		mock.AnnotationStartupProbe: "fail-for=8s",
 	})
 	startup := execProbe("startup")
 	startup.FailureThreshold = 30
 	slow.Spec.Containers[0].StartupProbe = startup
 	slow.Spec.Containers[0].ReadinessProbe = execProbe("readiness")
-	web := mockPod("http", d.name, corev1.RestartPolicyAlways, nil)
+	web := MockPod("http", d.Name, corev1.RestartPolicyAlways, nil)
 	web.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
 		HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}}
-	createPods(t, c.Client, ns, slow, web)
+	CreatePods(t, c.Client, ns, slow, web)
 
-	waitPod(t, c.Client, ns, "slow", "Running, not started", func(p *corev1.Pod) bool {
-		cs := mainContainer(p)
-		return running(p) && cs.State.Running != nil && cs.Started != nil && !*cs.Started && !cs.Ready
+	WaitPod(t, c.Client, ns, "slow", "Running, not started", func(p *corev1.Pod) bool {
+		cs := MainContainer(p)
+		return Running(p) && cs.State.Running != nil && cs.Started != nil && !*cs.Started && !cs.Ready
 	})
-	p := waitPod(t, c.Client, ns, "slow", "started and ready", func(p *corev1.Pod) bool {
-		cs := mainContainer(p)
+	p := WaitPod(t, c.Client, ns, "slow", "started and ready", func(p *corev1.Pod) bool {
+		cs := MainContainer(p)
 		return cs.Started != nil && *cs.Started && cs.Ready && podCondition(p, corev1.PodReady) == "true"
 	})
-	if mainContainer(p).RestartCount != 0 {
-		t.Errorf("a passing startup probe restarted the container: %+v", mainContainer(p))
+	if MainContainer(p).RestartCount != 0 {
+		t.Errorf("a passing startup probe restarted the container: %+v", MainContainer(p))
 	}
 
-	waitPod(t, c.Client, ns, "http", "Ready (its HTTP probe ignored)", func(p *corev1.Pod) bool {
+	WaitPod(t, c.Client, ns, "http", "Ready (its HTTP probe ignored)", func(p *corev1.Pod) bool {
 		return podCondition(p, corev1.PodReady) == "true"
 	})
 	ev := waitEvent(t, c.Client, ns, "http", node.ReasonProbeUnsupported)
 	if ev.Count > 1 {
 		t.Errorf("%d %s Events for one pod, want one: %s", ev.Count, ev.Reason, ev.Message)
 	}
-	checkNoPanic(t, d)
+	CheckNoPanic(t, d)
 }
 
 // podCondition is the status of pod's condition t, lower-cased, or "".
@@ -198,7 +198,7 @@ func podCondition(p *corev1.Pod, t corev1.PodConditionType) string {
 func waitEvent(t *testing.T, client kubernetes.Interface, ns, pod, reason string) corev1.Event {
 	t.Helper()
 	var found corev1.Event
-	eventually(t, fmt.Sprintf("event %s on %s", reason, pod), func() (bool, string) {
+	Eventually(t, fmt.Sprintf("event %s on %s", reason, pod), func() (bool, string) {
 		evs, err := client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{
 			FieldSelector: "involvedObject.name=" + pod + ",reason=" + reason})
 		if err != nil {

@@ -105,14 +105,14 @@ func TestPythonPlugin(t *testing.T) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
 	ns := c.Namespace(t)
-	d := startDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")), "--provider", "grpc", "--provider-config", cfg)
-	waitNodeReady(t, c.Client, d.name)
+	d := StartDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")), "--provider", "grpc", "--provider-config", cfg)
+	WaitNodeReady(t, c.Client, d.Name)
 
 	port := freeport.Get(t)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "py"},
 		Spec: corev1.PodSpec{
-			NodeName: d.name, Tolerations: tolerate,
+			NodeName: d.Name, Tolerations: Tolerate,
 			Containers: []corev1.Container{{
 				Name: "main", Image: "local",
 				Command: []string{"sh", "-c"},
@@ -126,7 +126,7 @@ func TestPythonPlugin(t *testing.T) {
 	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	running := waitPod(t, c.Client, ns, "py", "Running, both containers started", func(p *corev1.Pod) bool {
+	running := WaitPod(t, c.Client, ns, "py", "Running, both containers started", func(p *corev1.Pod) bool {
 		ready := 0
 		for _, s := range p.Status.ContainerStatuses {
 			if s.State.Running != nil {
@@ -144,7 +144,7 @@ func TestPythonPlugin(t *testing.T) {
 		pids = append(pids, pid)
 	}
 
-	eventually(t, "kubectl logs shows the first line and a few more", func() (bool, string) {
+	Eventually(t, "kubectl logs shows the first line and a few more", func() (bool, string) {
 		out, err := kubectlIn(c, ns, "", "logs", "py", "-c", "main")
 		return err == nil && strings.HasPrefix(out, "hello from python\nline 1\n") && strings.Contains(out, "line 3\n"), out
 	})
@@ -175,27 +175,27 @@ func TestPythonPlugin(t *testing.T) {
 	if err == nil || !strings.Contains(out, "attach is not implemented by this provider") {
 		t.Errorf("kubectl attach on a plugin without attach: %v %q", err, out)
 	}
-	_, err = c.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", d.name, "proxy/stats/summary").DoRaw(ctx)
+	_, err = c.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", d.Name, "proxy/stats/summary").DoRaw(ctx)
 	var status *apierrors.StatusError
 	if !errors.As(err, &status) || status.ErrStatus.Code != http.StatusNotImplemented || !strings.Contains(err.Error(), "stats summary is not implemented") {
 		t.Errorf("stats/summary of a plugin without stats: want 501 naming it, got %v", err)
 	}
 
-	eventually(t, "port-forward reaches the echo container", func() (bool, string) {
-		echo, err := portForwardEcho(t, c, ns, "py", port, "ping through port-forward\n")
+	Eventually(t, "port-forward reaches the echo container", func() (bool, string) {
+		echo, err := PortForwardEcho(t, c, ns, "py", port, "ping through port-forward\n")
 		return err == nil && echo == "ping through port-forward\n", fmt.Sprintf("%v %q", err, echo)
 	})
 
 	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, "py", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, c.Client, ns, "py", running.UID)
+	WaitGone(t, c.Client, ns, "py", running.UID)
 	for _, pid := range pids {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 			t.Errorf("process %d of the deleted pod: kill -0 = %v, want no such process", pid, err)
 		}
 	}
-	checkNoPanic(t, d)
+	CheckNoPanic(t, d)
 }
 
 // TestPythonPluginConformance runs the importable e2e suite against the
@@ -205,10 +205,10 @@ func TestPythonPlugin(t *testing.T) {
 func TestPythonPluginConformance(t *testing.T) {
 	cfg := startPythonPlugin(t)
 	c := testcluster.Shared(t)
-	d := startDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")), "--provider", "grpc", "--provider-config", cfg)
+	d := StartDaemon(t, c, c.AddHost(t, testcluster.UniqueName("h")), "--provider", "grpc", "--provider-config", cfg)
 	e2e.NewEndToEndTestSuite(e2e.EndToEndTestSuiteConfig{
 		RestConfig: c.Config,
-		NodeName:   d.name,
+		NodeName:   d.Name,
 		ShouldSkipTest: func(name string) bool {
 			return name == "TestGetStatsSummary" || name == "TestGetMetricsResource" || name == "TestAttach"
 		},

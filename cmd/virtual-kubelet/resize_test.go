@@ -17,14 +17,14 @@ import (
 	"github.com/vkubelet/virtual-kubelet/providers/mock"
 )
 
-// resizePod is a Burstable pod whose container c requests 100m CPU (limit
+// ResizePod is a Burstable pod whose container c requests 100m CPU (limit
 // 200m) and 64Mi of memory, resized in place without a restart for CPU and
 // with one for memory.
-func resizePod(name, node string, annotations map[string]string) *corev1.Pod {
+func ResizePod(name, node string, annotations map[string]string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
 		Spec: corev1.PodSpec{
-			NodeName: node, Tolerations: tolerate,
+			NodeName: node, Tolerations: Tolerate,
 			Containers: []corev1.Container{{
 				Name: "c", Image: "busybox",
 				Resources: corev1.ResourceRequirements{
@@ -40,11 +40,11 @@ func resizePod(name, node string, annotations map[string]string) *corev1.Pod {
 	}
 }
 
-// cpuResize is the resize of the issue: c to 150m CPU, limit 300m.
-const cpuResize = `{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"150m"},"limits":{"cpu":"300m"}}}]}}`
+// CPUResize is the resize of the issue: c to 150m CPU, limit 300m.
+const CPUResize = `{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"150m"},"limits":{"cpu":"300m"}}}]}}`
 
-// resizeCondition returns the pod's condition of type t, nil if none.
-func resizeCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
+// ResizeCondition returns the pod's condition of type t, nil if none.
+func ResizeCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
 	for i := range p.Status.Conditions {
 		if p.Status.Conditions[i].Type == t {
 			return &p.Status.Conditions[i]
@@ -53,9 +53,9 @@ func resizeCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondit
 	return nil
 }
 
-// runsWith reports whether the pod's container c reports the CPU request
+// RunsWith reports whether the pod's container c reports the CPU request
 // and limit given as running and allocated.
-func runsWith(p *corev1.Pod, request, limit string) bool {
+func RunsWith(p *corev1.Pod, request, limit string) bool {
 	if len(p.Status.ContainerStatuses) != 1 {
 		return false
 	}
@@ -65,7 +65,7 @@ func runsWith(p *corev1.Pod, request, limit string) bool {
 		cs.AllocatedResources.Cpu().Equal(resource.MustParse(request))
 }
 
-func describeResize(p *corev1.Pod) string {
+func DescribeResize(p *corev1.Pod) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "generation=%d observed=%d", p.Generation, p.Status.ObservedGeneration)
 	for _, cs := range p.Status.ContainerStatuses {
@@ -87,112 +87,112 @@ func describeResize(p *corev1.Pod) string {
 // refuses is PodResizePending/Infeasible, one it defers
 // PodResizePending/Deferred until it lets it through. Pod-level resources
 // (beta, on in 1.36) are resized likewise.
-func TestInPlacePodResize(t *testing.T) { forEachTransport(t, testInPlacePodResize) }
+func TestInPlacePodResize(t *testing.T) { ForEachTransport(t, testInPlacePodResize) }
 
-func testInPlacePodResize(t *testing.T, via transport) {
+func testInPlacePodResize(t *testing.T, via Transport) {
 	c := testcluster.Shared(t)
 	ns := c.Namespace(t)
-	d := via.start(t, c, nil)
-	waitNodeReady(t, c.Client, d.name)
+	d := via.Start(t, c, nil)
+	WaitNodeReady(t, c.Client, d.Name)
 
-	podLevel := resizePod("pod-level", d.name, nil)
+	podLevel := ResizePod("pod-level", d.Name, nil)
 	podLevel.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
 	podLevel.Spec.Resources = &corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 	}
-	createPods(t, c.Client, ns, podLevel,
-		resizePod("slow", d.name, map[string]string{mock.AnnotationResizeDelay: "2s"}),
-		resizePod("refused", d.name, map[string]string{mock.AnnotationResize: "refuse"}),
-		resizePod("deferred", d.name, map[string]string{mock.AnnotationResize: "defer"}),
+	CreatePods(t, c.Client, ns, podLevel,
+		ResizePod("slow", d.Name, map[string]string{mock.AnnotationResizeDelay: "2s"}),
+		ResizePod("refused", d.Name, map[string]string{mock.AnnotationResize: "refuse"}),
+		ResizePod("deferred", d.Name, map[string]string{mock.AnnotationResize: "defer"}),
 	)
 	for _, name := range []string{"slow", "refused", "deferred"} {
-		waitPod(t, c.Client, ns, name, "Running with its resources reported", func(p *corev1.Pod) bool {
-			return running(p) && runsWith(p, "100m", "200m") && p.Status.ObservedGeneration == p.Generation
+		WaitPod(t, c.Client, ns, name, "Running with its resources reported", func(p *corev1.Pod) bool {
+			return Running(p) && RunsWith(p, "100m", "200m") && p.Status.ObservedGeneration == p.Generation
 		})
 	}
 
 	t.Run("pod-level", func(t *testing.T) {
-		waitPod(t, c.Client, ns, "pod-level", "Running with its pod-level resources reported", func(p *corev1.Pod) bool {
-			return running(p) && podRunsWith(p, "100m", "200m")
+		WaitPod(t, c.Client, ns, "pod-level", "Running with its pod-level resources reported", func(p *corev1.Pod) bool {
+			return Running(p) && podRunsWith(p, "100m", "200m")
 		})
-		kubectl(t, c, "-n", ns, "patch", "pod", "pod-level", "--subresource", "resize", "-p",
+		Kubectl(t, c, "-n", ns, "patch", "pod", "pod-level", "--subresource", "resize", "-p",
 			`{"spec":{"resources":{"requests":{"cpu":"150m"},"limits":{"cpu":"300m"}}}}`)
-		waitPod(t, c.Client, ns, "pod-level", "resized", func(p *corev1.Pod) bool {
+		WaitPod(t, c.Client, ns, "pod-level", "resized", func(p *corev1.Pod) bool {
 			return podRunsWith(p, "150m", "300m") && p.Status.ObservedGeneration == p.Generation &&
-				resizeCondition(p, corev1.PodResizePending) == nil && resizeCondition(p, corev1.PodResizeInProgress) == nil
+				ResizeCondition(p, corev1.PodResizePending) == nil && ResizeCondition(p, corev1.PodResizeInProgress) == nil
 		})
 	})
 
 	t.Run("applied", func(t *testing.T) {
-		resizeThroughProgress(t, c, ns, "slow")
-		pod := waitPod(t, c.Client, ns, "slow", "running with the new resources", func(p *corev1.Pod) bool {
-			return runsWith(p, "150m", "300m") && p.Status.ObservedGeneration == p.Generation
+		ResizeThroughProgress(t, c, ns, "slow")
+		pod := WaitPod(t, c.Client, ns, "slow", "running with the new resources", func(p *corev1.Pod) bool {
+			return RunsWith(p, "150m", "300m") && p.Status.ObservedGeneration == p.Generation
 		})
 		if n := pod.Status.ContainerStatuses[0].RestartCount; n != 0 {
 			t.Errorf("a CPU resize (NotRequired) restarted the container %d times", n)
 		}
-		if resizeCondition(pod, corev1.PodResizePending) != nil {
-			t.Errorf("PodResizePending after the resize: %s", describeResize(pod))
+		if ResizeCondition(pod, corev1.PodResizePending) != nil {
+			t.Errorf("PodResizePending after the resize: %s", DescribeResize(pod))
 		}
 	})
 
 	t.Run("RestartContainer", func(t *testing.T) {
-		kubectl(t, c, "-n", ns, "patch", "pod", "slow", "--subresource", "resize", "-p",
+		Kubectl(t, c, "-n", ns, "patch", "pod", "slow", "--subresource", "resize", "-p",
 			`{"spec":{"containers":[{"name":"c","resources":{"requests":{"memory":"128Mi"},"limits":{"memory":"128Mi"}}}]}}`)
-		waitPod(t, c.Client, ns, "slow", "restarted with 128Mi", func(p *corev1.Pod) bool {
+		WaitPod(t, c.Client, ns, "slow", "restarted with 128Mi", func(p *corev1.Pod) bool {
 			cs := p.Status.ContainerStatuses
 			return len(cs) == 1 && cs[0].RestartCount == 1 && cs[0].State.Running != nil && cs[0].Resources != nil &&
 				cs[0].Resources.Limits.Memory().Equal(resource.MustParse("128Mi")) &&
-				resizeCondition(p, corev1.PodResizeInProgress) == nil
+				ResizeCondition(p, corev1.PodResizeInProgress) == nil
 		})
 	})
 
 	t.Run("infeasible", func(t *testing.T) {
-		kubectl(t, c, "-n", ns, "patch", "pod", "refused", "--subresource", "resize", "-p", cpuResize)
-		pod := waitPod(t, c.Client, ns, "refused", "PodResizePending/Infeasible", func(p *corev1.Pod) bool {
-			cond := resizeCondition(p, corev1.PodResizePending)
+		Kubectl(t, c, "-n", ns, "patch", "pod", "refused", "--subresource", "resize", "-p", CPUResize)
+		pod := WaitPod(t, c.Client, ns, "refused", "PodResizePending/Infeasible", func(p *corev1.Pod) bool {
+			cond := ResizeCondition(p, corev1.PodResizePending)
 			return cond != nil && cond.Reason == corev1.PodReasonInfeasible && cond.ObservedGeneration == p.Generation
 		})
-		if cond := resizeCondition(pod, corev1.PodResizePending); !strings.Contains(cond.Message, "refuse") {
+		if cond := ResizeCondition(pod, corev1.PodResizePending); !strings.Contains(cond.Message, "refuse") {
 			t.Errorf("Infeasible message %q does not say why", cond.Message)
 		}
-		if !runsWith(pod, "100m", "200m") {
-			t.Errorf("an infeasible resize changed the reported resources: %s", describeResize(pod))
+		if !RunsWith(pod, "100m", "200m") {
+			t.Errorf("an infeasible resize changed the reported resources: %s", DescribeResize(pod))
 		}
 	})
 
 	t.Run("deferred", func(t *testing.T) {
-		kubectl(t, c, "-n", ns, "patch", "pod", "deferred", "--subresource", "resize", "-p", cpuResize)
-		waitPod(t, c.Client, ns, "deferred", "PodResizePending/Deferred", func(p *corev1.Pod) bool {
-			cond := resizeCondition(p, corev1.PodResizePending)
-			return cond != nil && cond.Reason == corev1.PodReasonDeferred && runsWith(p, "100m", "200m")
+		Kubectl(t, c, "-n", ns, "patch", "pod", "deferred", "--subresource", "resize", "-p", CPUResize)
+		WaitPod(t, c.Client, ns, "deferred", "PodResizePending/Deferred", func(p *corev1.Pod) bool {
+			cond := ResizeCondition(p, corev1.PodResizePending)
+			return cond != nil && cond.Reason == corev1.PodReasonDeferred && RunsWith(p, "100m", "200m")
 		})
 		// The mock lets it through: the deferred resize is made.
-		kubectl(t, c, "-n", ns, "annotate", "--overwrite", "pod", "deferred", mock.AnnotationResize+"=apply")
-		pod := waitPod(t, c.Client, ns, "deferred", "resized", func(p *corev1.Pod) bool {
-			return runsWith(p, "150m", "300m") && resizeCondition(p, corev1.PodResizePending) == nil
+		Kubectl(t, c, "-n", ns, "annotate", "--overwrite", "pod", "deferred", mock.AnnotationResize+"=apply")
+		pod := WaitPod(t, c.Client, ns, "deferred", "resized", func(p *corev1.Pod) bool {
+			return RunsWith(p, "150m", "300m") && ResizeCondition(p, corev1.PodResizePending) == nil
 		})
-		if resizeCondition(pod, corev1.PodResizeInProgress) != nil {
-			t.Errorf("PodResizeInProgress after the resize: %s", describeResize(pod))
+		if ResizeCondition(pod, corev1.PodResizeInProgress) != nil {
+			t.Errorf("PodResizeInProgress after the resize: %s", DescribeResize(pod))
 		}
 	})
 }
 
-// resizeThroughProgress resizes the pod name in place by cpuResize and
+// ResizeThroughProgress resizes the pod name in place by CPUResize and
 // waits for its PodResizeInProgress condition to come and go, the new CPU
 // not reported while it is there.
-func resizeThroughProgress(t *testing.T, c *testcluster.Cluster, ns, name string) {
+func ResizeThroughProgress(t *testing.T, c *testcluster.Cluster, ns, name string) {
 	t.Helper()
 	w, err := c.Client.CoreV1().Pods(ns).Watch(context.Background(), metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	kubectl(t, c, "-n", ns, "patch", "pod", name, "--subresource", "resize", "-p", cpuResize)
+	Kubectl(t, c, "-n", ns, "patch", "pod", name, "--subresource", "resize", "-p", CPUResize)
 	// The condition comes while the mock applies the resize, and goes.
 	var inProgress *corev1.PodCondition
-	deadline := time.After(timeout)
+	deadline := time.After(Timeout)
 	for done := false; !done; {
 		select {
 		case ev, ok := <-w.ResultChan():
@@ -203,13 +203,13 @@ func resizeThroughProgress(t *testing.T, c *testcluster.Cluster, ns, name string
 			if ev.Type != watch.Modified || !isPod {
 				continue
 			}
-			if cond := resizeCondition(p, corev1.PodResizeInProgress); cond != nil {
+			if cond := ResizeCondition(p, corev1.PodResizeInProgress); cond != nil {
 				inProgress = cond
-				if runsWith(p, "150m", "300m") {
-					t.Errorf("PodResizeInProgress while the new resources are reported: %s", describeResize(p))
+				if RunsWith(p, "150m", "300m") {
+					t.Errorf("PodResizeInProgress while the new resources are reported: %s", DescribeResize(p))
 				}
 			}
-			done = inProgress != nil && resizeCondition(p, corev1.PodResizeInProgress) == nil
+			done = inProgress != nil && ResizeCondition(p, corev1.PodResizeInProgress) == nil
 		case <-deadline:
 			t.Fatalf("PodResizeInProgress did not come and go (seen: %v)", inProgress)
 		}

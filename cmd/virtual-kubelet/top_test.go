@@ -26,16 +26,16 @@ import (
 // certificate; kubectl top shows the mock pods' scripted figures, a
 // HorizontalPodAutoscaler reads their CPU utilisation, and metrics-server
 // logs no trouble with the node.
-func TestKubectlTopAndHPA(t *testing.T) { forEachTransport(t, testKubectlTopAndHPA) }
+func TestKubectlTopAndHPA(t *testing.T) { ForEachTransport(t, testKubectlTopAndHPA) }
 
-func testKubectlTopAndHPA(t *testing.T, via transport) {
+func testKubectlTopAndHPA(t *testing.T, via Transport) {
 	c := testcluster.MetricsServer(t)
 	ctx := context.Background()
 	logFile := c.Info.LogFile(controlplane.MetricsServer)
 	logStart := fileSize(t, logFile)
 	ns := c.Namespace(t)
-	d := via.start(t, c, c.AddHost(t, testcluster.UniqueName("h")))
-	waitNodeReady(t, c.Client, d.name)
+	d := via.Start(t, c, c.AddHost(t, testcluster.UniqueName("h")))
+	WaitNodeReady(t, c.Client, d.Name)
 
 	kubectl := func(args ...string) (string, error) {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -50,20 +50,20 @@ func testKubectlTopAndHPA(t *testing.T, via transport) {
 			mock.AnnotationCPUUsage + ".main": "250m", mock.AnnotationMemoryUsage + ".main": "64Mi",
 			mock.AnnotationCPUUsage + ".side": "50m", mock.AnnotationMemoryUsage + ".side": "16Mi",
 		}},
-		Spec: corev1.PodSpec{NodeName: d.name, Tolerations: tolerate, Containers: []corev1.Container{
+		Spec: corev1.PodSpec{NodeName: d.Name, Tolerations: Tolerate, Containers: []corev1.Container{
 			{Name: "main", Image: "nginx"}, {Name: "side", Image: "busybox"},
 		}},
 	}
 	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pair, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	dep := deploymentOn(d.name, "busy", 2, map[string]string{mock.AnnotationCPUUsage: "200m", mock.AnnotationMemoryUsage: "32Mi"}, corev1.Container{Name: "app", Image: "nginx", Resources: corev1.ResourceRequirements{
+	dep := DeploymentOn(d.Name, "busy", 2, map[string]string{mock.AnnotationCPUUsage: "200m", mock.AnnotationMemoryUsage: "32Mi"}, corev1.Container{Name: "app", Image: "nginx", Resources: corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")},
 	}})
 	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "all pods Running", func() (bool, string) {
+	Eventually(t, "all pods Running", func() (bool, string) {
 		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -80,7 +80,7 @@ func testKubectlTopAndHPA(t *testing.T, via transport) {
 
 	// kubectl top pod: every pod with its figures; --containers for pair.
 	var top map[string][2]string
-	eventually(t, "kubectl top pod shows the scripted usage", func() (bool, string) {
+	Eventually(t, "kubectl top pod shows the scripted usage", func() (bool, string) {
 		out, err := kubectl("top", "pod", "--no-headers")
 		if err != nil {
 			return false, out
@@ -119,13 +119,13 @@ func testKubectlTopAndHPA(t *testing.T, via transport) {
 		visible.Sub(podMetrics.Timestamp).Round(time.Millisecond), controlplane.MetricResolution)
 
 	// kubectl top node: the pods' 700m and 144Mi, plus the daemon's own.
-	eventually(t, "kubectl top node shows the node", func() (bool, string) {
-		out, err := c.Kubectl(ctx, "top", "node", d.name, "--no-headers")
+	Eventually(t, "kubectl top node shows the node", func() (bool, string) {
+		out, err := c.Kubectl(ctx, "top", "node", d.Name, "--no-headers")
 		if err != nil {
 			return false, out
 		}
 		f := strings.Fields(out)
-		if len(f) < 4 || f[0] != d.name {
+		if len(f) < 4 || f[0] != d.Name {
 			return false, out
 		}
 		cpu, err1 := resource.ParseQuantity(f[1])
@@ -155,7 +155,7 @@ func testKubectlTopAndHPA(t *testing.T, via transport) {
 		t.Fatal(err)
 	}
 	hpaCreated := time.Now()
-	eventually(t, "kubectl get hpa shows the CPU utilisation", func() (bool, string) {
+	Eventually(t, "kubectl get hpa shows the CPU utilisation", func() (bool, string) {
 		out, err := kubectl("get", "hpa", "busy", "--no-headers")
 		return err == nil && strings.Contains(out, "cpu: 40%/80%"), out
 	})
@@ -172,7 +172,7 @@ func testKubectlTopAndHPA(t *testing.T, via transport) {
 	// metrics-server parsed every scrape of this node: no error naming it
 	// or its pods, and no scrape of them short of a figure.
 	for _, line := range linesFrom(t, logFile, logStart) {
-		mentions := strings.Contains(line, d.name) || strings.Contains(line, ns+"/")
+		mentions := strings.Contains(line, d.Name) || strings.Contains(line, ns+"/")
 		if mentions && (strings.HasPrefix(line, "E") || strings.Contains(line, "Failed getting complete")) {
 			t.Errorf("metrics-server: %s", line)
 		}

@@ -27,14 +27,14 @@ import (
 // reads tokens on read, so its pod's token is issued when first read; a
 // plugin gets the files with the tokens in them, issued before the pod
 // starts.
-func TestPodFilesThroughKubectl(t *testing.T) { forEachTransport(t, testPodFilesThroughKubectl) }
+func TestPodFilesThroughKubectl(t *testing.T) { ForEachTransport(t, testPodFilesThroughKubectl) }
 
-func testPodFilesThroughKubectl(t *testing.T, via transport) {
+func testPodFilesThroughKubectl(t *testing.T, via Transport) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
 	ns := c.Namespace(t)
-	d := via.start(t, c, c.AddHost(t, testcluster.UniqueName("h")))
-	waitNodeReady(t, c.Client, d.name)
+	d := via.Start(t, c, c.AddHost(t, testcluster.UniqueName("h")))
+	WaitNodeReady(t, c.Client, d.Name)
 
 	if _, err := c.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "site"},
 		Data: map[string]string{"index.html": "version 1\n"}}, metav1.CreateOptions{}); err != nil {
@@ -43,7 +43,7 @@ func testPodFilesThroughKubectl(t *testing.T, via transport) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "hello"},
 		Spec: corev1.PodSpec{
-			NodeName: d.name, Tolerations: tolerate,
+			NodeName: d.Name, Tolerations: Tolerate,
 			Volumes: []corev1.Volume{{Name: "site", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 				LocalObjectReference: corev1.LocalObjectReference{Name: "site"}}}}},
 			Containers: []corev1.Container{{Name: "app", Image: "nginx", VolumeMounts: []corev1.VolumeMount{
@@ -56,15 +56,15 @@ func testPodFilesThroughKubectl(t *testing.T, via transport) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitPod(t, c.Client, ns, "hello", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	WaitPod(t, c.Client, ns, "hello", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	// A token issued from here on says so in its issue time, to the second.
 	running := time.Now()
 	time.Sleep(time.Until(running.Truncate(time.Second).Add(time.Second)))
 
 	const sa = "/var/run/secrets/kubernetes.io/serviceaccount/"
-	token := kubectl(t, c, "-n", ns, "exec", "hello", "--", "cat", sa+"token")
+	token := Kubectl(t, c, "-n", ns, "exec", "hello", "--", "cat", sa+"token")
 	issuedOnRead := issuedAt(t, token) > running.Unix()
-	if want := via.name == "in-process"; issuedOnRead != want {
+	if want := via.Name == "in-process"; issuedOnRead != want {
 		t.Errorf("token issued at %d, the pod Running at %s: issued on read %v, want %v", issuedAt(t, token), running.Format(time.RFC3339Nano), issuedOnRead, want)
 	}
 	tr, err := c.Client.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
@@ -78,17 +78,17 @@ func testPodFilesThroughKubectl(t *testing.T, via transport) {
 		fmt.Sprint(u.Extra["authentication.kubernetes.io/pod-uid"]) != fmt.Sprintf("[%s]", created.UID) {
 		t.Errorf("the token read through kubectl exec is not the default service account's bound to the pod: %+v", tr.Status)
 	}
-	if out := kubectl(t, c, "-n", ns, "exec", "hello", "--", "cat", sa+"namespace"); out != ns {
+	if out := Kubectl(t, c, "-n", ns, "exec", "hello", "--", "cat", sa+"namespace"); out != ns {
 		t.Errorf("namespace file: %q", out)
 	}
 	rootCA, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out := kubectl(t, c, "-n", ns, "exec", "hello", "--", "cat", sa+"ca.crt"); out != rootCA.Data["ca.crt"] {
+	if out := Kubectl(t, c, "-n", ns, "exec", "hello", "--", "cat", sa+"ca.crt"); out != rootCA.Data["ca.crt"] {
 		t.Errorf("ca.crt is not the cluster's CA:\n%s", out)
 	}
-	if out := kubectl(t, c, "-n", ns, "exec", "hello", "--", "cat", "/usr/share/nginx/html/index.html"); out != "version 1\n" {
+	if out := Kubectl(t, c, "-n", ns, "exec", "hello", "--", "cat", "/usr/share/nginx/html/index.html"); out != "version 1\n" {
 		t.Errorf("ConfigMap file: %q", out)
 	}
 
@@ -99,12 +99,12 @@ func testPodFilesThroughKubectl(t *testing.T, via transport) {
 		Data: map[string]string{"index.html": "version 2\n"}}, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "updated file visible through exec", func() (bool, string) {
+	Eventually(t, "updated file visible through exec", func() (bool, string) {
 		out, err := c.Kubectl(ctx, "-n", ns, "exec", "hello", "--", "cat", "/usr/share/nginx/html/index.html")
 		return err == nil && out == "version 2\n", fmt.Sprint(out, err)
 	})
 	t.Logf("ConfigMap change to file content visible through kubectl exec: %s", time.Since(changed).Round(time.Millisecond))
-	if out := kubectl(t, c, "-n", ns, "exec", "hello", "--", "cat", "/etc/index.html"); out != "version 1\n" {
+	if out := Kubectl(t, c, "-n", ns, "exec", "hello", "--", "cat", "/etc/index.html"); out != "version 1\n" {
 		t.Errorf("a subPath mount must keep its first contents: %q", out)
 	}
 
@@ -114,15 +114,15 @@ func testPodFilesThroughKubectl(t *testing.T, via transport) {
 	if err := os.WriteFile(in, []byte("copied in\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	kubectl(t, c, "-n", ns, "cp", in, "hello:/tmp/notes.txt")
-	if out := kubectl(t, c, "-n", ns, "exec", "hello", "--", "cat", "/tmp/notes.txt"); out != "copied in\n" {
+	Kubectl(t, c, "-n", ns, "cp", in, "hello:/tmp/notes.txt")
+	if out := Kubectl(t, c, "-n", ns, "exec", "hello", "--", "cat", "/tmp/notes.txt"); out != "copied in\n" {
 		t.Errorf("file copied in: %q", out)
 	}
-	kubectl(t, c, "-n", ns, "cp", "hello:/tmp/notes.txt", filepath.Join(local, "back.txt"))
+	Kubectl(t, c, "-n", ns, "cp", "hello:/tmp/notes.txt", filepath.Join(local, "back.txt"))
 	if data, err := os.ReadFile(filepath.Join(local, "back.txt")); err != nil || string(data) != "copied in\n" {
 		t.Errorf("file copied out: %q %v", data, err)
 	}
-	kubectl(t, c, "-n", ns, "cp", "hello:/usr/share/nginx/html", filepath.Join(local, "html"))
+	Kubectl(t, c, "-n", ns, "cp", "hello:/usr/share/nginx/html", filepath.Join(local, "html"))
 	if data, err := os.ReadFile(filepath.Join(local, "html", "index.html")); err != nil || string(data) != "version 2\n" {
 		t.Errorf("mounted directory copied out: %q %v", data, err)
 	}
@@ -137,7 +137,7 @@ func testPodFilesThroughKubectl(t *testing.T, via transport) {
 	if err != nil || !strings.Contains(string(out), "hello\n") || !strings.Contains(string(out), "hello from debug\n") {
 		t.Fatalf("kubectl debug -it: %v\n%s", err, out)
 	}
-	p := waitPod(t, c.Client, ns, "hello", "debug container exited", func(p *corev1.Pod) bool {
+	p := WaitPod(t, c.Client, ns, "hello", "debug container exited", func(p *corev1.Pod) bool {
 		s := p.Status.EphemeralContainerStatuses
 		return len(s) == 1 && s[0].Name == "dbg" && s[0].State.Terminated != nil
 	})
@@ -152,7 +152,7 @@ func testPodFilesThroughKubectl(t *testing.T, via transport) {
 	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, plain, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitPod(t, c.Client, ns, "plain", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	WaitPod(t, c.Client, ns, "plain", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	if out, err := c.Kubectl(ctx, "-n", ns, "exec", "plain", "--", "cat", sa+"token"); err == nil || !strings.Contains(out, "No such file") {
 		t.Errorf("automountServiceAccountToken: false, yet a token: %v %q", err, out)
 	}
