@@ -1,7 +1,8 @@
 // Package daemontest runs the virtual-kubelet binary for end-to-end tests
-// against a real control plane (package testcluster), and holds the helpers
-// the e2e packages under test/daemon share: starting a node's daemon, in
-// process or behind the gRPC plugin boundary, and waiting for what it does.
+// against a real control plane (package testcluster). It holds the helpers
+// the packages that run the daemon share (test/daemon/..., the Slurm e2e
+// tests): starting a node's daemon, in process or behind the gRPC plugin
+// boundary, and waiting for what it does.
 package daemontest
 
 import (
