@@ -92,8 +92,8 @@ bench-ab: build ## A→B: --provider kubernetes in CLUSTER_DIR running its pods 
 docs: ## regenerate docs/flags.md from the command's flags (a test fails when it is stale)
 	$(GO) run ./hack/gendocs -out docs/flags.md
 
-vet:
-	$(GO) vet ./...
+vet: ## go vet, the e2e tests (-tags e2e) included
+	$(GO) vet -tags e2e ./...
 
 fmt:
 	gofmt -l -w $$(git ls-files '*.go')

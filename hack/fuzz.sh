@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make fuzz`: every fuzz target (func FuzzXxx in a _test.go file), one after
-# another, each for FUZZTIME with one worker: the machine is shared. -short
-# keeps the packages' TestMain from starting a control plane. FUZZ_PKGS
+# another, each for FUZZTIME with one worker: the machine is shared. Fuzz
+# targets are unit tests: no -tags e2e, so no control plane. FUZZ_PKGS
 # limits the run to some packages (default ./...), FUZZ_RUN to the targets
 # matching a regular expression, FUZZMINIMIZETIME the time spent minimizing
 # each new input. A crasher is written to the package's
@@ -26,7 +26,7 @@ targets=()
 for pkg in "${pkgs[@]}"; do
 	while read -r name; do
 		[[ $name == Fuzz* && $name =~ $FUZZ_RUN ]] && targets+=("$pkg $name")
-	done < <($GO test -short -list '^Fuzz' "$pkg")
+	done < <($GO test -list '^Fuzz' "$pkg")
 done
 echo "${#targets[@]} fuzz targets, $FUZZTIME each"
 
@@ -34,7 +34,7 @@ failed=()
 for t in "${targets[@]}"; do
 	read -r pkg name <<<"$t"
 	printf '\n==> %s %s\n' "$pkg" "$name"
-	if ! $GO test -short -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZETIME" -parallel 1 "$pkg"; then
+	if ! $GO test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZETIME" -parallel 1 "$pkg"; then
 		failed+=("$pkg $name")
 	fi
 done

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: vet, unit tests, then e2e tests against one real control plane
 # that all e2e packages share (started here, stopped on exit). All with -race.
+# Unit tests are what a plain `go test ./...` runs; e2e tests are built only
+# with -tags e2e. At the end each package's time is printed, slowest first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
@@ -27,24 +29,61 @@ if [[ -n $unformatted ]]; then
 	echo "gofmt needed on:"; echo "$unformatted"; exit 1
 fi
 
-step "go vet"
-$GO vet ./...
+step "go vet (with the e2e tests)"
+$GO vet -tags e2e ./...
 
 step "build"
 $GO build -o "$BIN/" ./cmd/virtual-kubelet ./providers/slurm/cmd/virtual-kubelet-slurm-container ./hack/cluster
+# The e2e packages run this one race-enabled binary, the slurm container
+# launcher beside it, instead of each building its own
+# (internal/testing/childproc.BuildDaemon).
+VK_TEST_DAEMON=$(mktemp -d /tmp/vk-test-daemon.XXXXXX)/virtual-kubelet
+export VK_TEST_DAEMON
+$GO build -race -o "$VK_TEST_DAEMON" ./cmd/virtual-kubelet
+$GO build -o "$(dirname "$VK_TEST_DAEMON")/" ./providers/slurm/cmd/virtual-kubelet-slurm-container
 
-step "unit tests (-race -short)"
-$GO test -race -short -count=1 ./...
+# Each `go test` line `ok  <package>  <seconds>s` (or FAIL) goes to times,
+# as "<step> <package> <seconds>".
+times=$(mktemp /tmp/vk-test-times.XXXXXX)
+cluster= # the control plane this script started, stopped on exit
+cleanup() {
+	if [[ -n $cluster ]]; then "$BIN/cluster" down --dir "$cluster" >/dev/null || true; fi
+	rm -rf "$(dirname "$VK_TEST_DAEMON")" "$times"
+}
+trap cleanup EXIT
+record() {
+	local label=$1 log rc
+	shift
+	log=$(mktemp /tmp/vk-test-log.XXXXXX)
+	set +e
+	"$@" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	set -e
+	awk -v s="$label" '$1 ~ /^(ok|FAIL)$/ && $3 ~ /^[0-9.]+s$/ {sub(/s$/, "", $3); print s, $2, $3}' "$log" >>"$times"
+	rm -f "$log"
+	return "$rc"
+}
+print_times() {
+	step "package times, slowest first"
+	sort -k3,3 -g -r "$times" | awk '{printf "%8.1fs  %-5s %s\n", $3, $1, $2}'
+}
 
-# e2e packages are the ones whose tests use the cluster harness.
-mapfile -t e2e < <($GO list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... |
-	awk '/internal\/testing\/testcluster( |$)/ {print $1}')
+step "unit tests (-race)"
+record unit $GO test -race -count=1 ./... || { print_times; exit 1; }
 
-step "e2e tests (-race) in ${#e2e[@]} packages"
-VK_TEST_CLUSTER=$(mktemp -d /tmp/vk-test-cluster.XXXXXX)
-export VK_TEST_CLUSTER
-trap '"$BIN/cluster" down --dir "$VK_TEST_CLUSTER" >/dev/null || true' EXIT
+# e2e packages are the ones with test files built only with -tags e2e; of
+# their tests only those files' run here (the unit tests ran above).
+mapfile -t e2e_files < <(git ls-files '*_test.go' | xargs grep -l '^//go:build e2e$')
+mapfile -t e2e < <(printf '%s\n' "${e2e_files[@]}" | xargs -n1 dirname | sort -u | sed 's|^|./|')
+e2e_tests=$(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(.*/\1/p' "${e2e_files[@]}" | grep -vx TestMain | sort -u | paste -sd'|')
+
+step "e2e tests (-race -tags e2e) in ${#e2e[@]} packages"
+cluster=$(mktemp -d /tmp/vk-test-cluster.XXXXXX)
+export VK_TEST_CLUSTER=$cluster
 "$BIN/cluster" up --dir "$VK_TEST_CLUSTER" --bin-dir "$VK_CONTROLPLANE_BIN"
-$GO test -race -count=1 -timeout 30m "${e2e[@]}"
+# go test runs packages in parallel (-p, one per core): they share the
+# cluster, each test in namespaces and nodes of its own.
+record e2e $GO test -race -tags e2e -count=1 -timeout 30m -run "^($e2e_tests)\$" "${e2e[@]}" || { print_times; exit 1; }
 
+print_times
 step "all passed in $(($(date +%s) - started))s"

@@ -140,3 +140,13 @@ func TestUpstreamNamesExist(t *testing.T) {
 		}
 	}
 }
+
+// repoRoot is the module root, two levels up from this package.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package main
 
 import (
@@ -22,16 +24,6 @@ import (
 )
 
 func TestMain(m *testing.M) { testcluster.Main(m) }
-
-// repoRoot is the module root, two levels up from this package.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
 
 // portFixture copies the prior-idiom provider, its go.mod naming the prior
 // module, ports it with the tool alone and builds it offline; it returns

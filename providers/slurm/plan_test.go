@@ -7,6 +7,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/utils/ptr"
 
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
@@ -121,4 +124,15 @@ func TestGresArgs(t *testing.T) {
 	if _, err := p.gresArgs(pod); !errdefs.IsInvalidInput(err) || !strings.Contains(err.Error(), "resource example.com/fpga: this Slurm node maps no GRES to it") {
 		t.Errorf("an unmapped extended resource: %v", err)
 	}
+}
+
+func testPod(name string, containers ...corev1.Container) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uuid.NewUUID())},
+		Spec:       corev1.PodSpec{Containers: containers, RestartPolicy: corev1.RestartPolicyNever},
+	}
+}
+
+func shell(name, script string) corev1.Container {
+	return corev1.Container{Name: name, Image: "busybox", Command: []string{"sh", "-c", script}}
 }

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package slurm
 
 import (
@@ -6,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,12 +20,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"github.com/vkubelet/virtual-kubelet/internal/testing/freeport"
 	"github.com/vkubelet/virtual-kubelet/node/api"
 	"github.com/vkubelet/virtual-kubelet/node/volume"
 	"github.com/vkubelet/virtual-kubelet/provider"
@@ -98,17 +102,6 @@ func newProvider(t *testing.T, configPath string) (*Provider, *recorder) {
 	r := &recorder{last: map[string]*corev1.Pod{}}
 	p.NotifyPods(ctx, r.record)
 	return p, r
-}
-
-func testPod(name string, containers ...corev1.Container) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uuid.NewUUID())},
-		Spec:       corev1.PodSpec{Containers: containers, RestartPolicy: corev1.RestartPolicyNever},
-	}
-}
-
-func shell(name, script string) corev1.Container {
-	return corev1.Container{Name: name, Image: "busybox", Command: []string{"sh", "-c", script}}
 }
 
 func terminated(name string) func(*corev1.Pod) bool {
@@ -356,4 +349,54 @@ func TestEmptyDirSizeLimitEvicts(t *testing.T) {
 	if got.Status.Reason != "Evicted" || !strings.Contains(got.Status.Message, `EmptyDir volume "data" exceeds the limit "1Mi"`) {
 		t.Errorf("reason %q message %q, want Evicted naming the volume", got.Status.Reason, got.Status.Message)
 	}
+}
+
+// The package's tests share one Slurm on loopback (hack/slurm/slurm.sh),
+// started by the first test that needs it and stopped after the last.
+var (
+	slurmOnce sync.Once
+	slurmConf string
+	slurmDir  string
+	slurmErr  error
+)
+
+// slurmScript is hack/slurm/slurm.sh of this checkout.
+func slurmScript() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "hack", "slurm", "slurm.sh")
+}
+
+// localSlurm returns the SLURM_CONF of the package's Slurm, starting it
+// (and installing Debian's packages) the first time.
+func localSlurm(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("hack/slurm/slurm.sh runs Slurm as root")
+	}
+	slurmOnce.Do(func() {
+		var ports [2]int
+		for i := range ports {
+			if ports[i], slurmErr = freeport.Next(); slurmErr != nil {
+				return
+			}
+		}
+		if slurmDir, slurmErr = os.MkdirTemp("", "vk-slurm-"); slurmErr != nil {
+			return
+		}
+		teardown = append(teardown, func() {
+			_ = exec.Command(slurmScript(), "stop", slurmDir).Run()
+			_ = os.RemoveAll(slurmDir)
+		})
+		cmd := exec.Command(slurmScript(), "start", slurmDir)
+		cmd.Env = append(os.Environ(), "SLURMCTLD_PORT="+strconv.Itoa(ports[0]), "SLURMD_PORT="+strconv.Itoa(ports[1]))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			slurmErr = fmt.Errorf("%v: %s", err, out)
+			return
+		}
+		slurmConf = filepath.Join(slurmDir, "slurm.conf")
+	})
+	if slurmErr != nil {
+		t.Fatalf("starting Slurm: %v", slurmErr)
+	}
+	return slurmConf
 }

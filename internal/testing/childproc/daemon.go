@@ -9,10 +9,23 @@ import (
 	"sync"
 )
 
+// EnvDaemon names a virtual-kubelet binary, built with -race and with the
+// slurm container launcher beside it (as Build does), that BuildDaemon
+// returns instead of building one: `make test` builds it once for all e2e
+// packages.
+const EnvDaemon = "VK_TEST_DAEMON"
+
 // BuildDaemon builds the virtual-kubelet binary with -race into a new
 // temporary directory, beside the slurm provider's container launcher, for
-// tests that run it as a child process; remove deletes the directory.
+// tests that run it as a child process; remove deletes the directory. With
+// $VK_TEST_DAEMON set it returns that binary and remove does nothing.
 func BuildDaemon() (path string, remove func(), err error) {
+	if path := os.Getenv(EnvDaemon); path != "" {
+		if _, err := os.Stat(path); err != nil {
+			return "", nil, fmt.Errorf("$%s: %w", EnvDaemon, err)
+		}
+		return path, func() {}, nil
+	}
 	dir, err := os.MkdirTemp("", "vk-binary-")
 	if err != nil {
 		return "", nil, err

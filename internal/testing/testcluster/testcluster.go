@@ -1,11 +1,13 @@
 // Package testcluster gives end-to-end tests a real control plane.
 //
-// A test package calls Main from TestMain. When $VK_TEST_CLUSTER names the
-// directory of a running control plane (as `make test` and `make cluster-up`
-// leave one), its tests share that one; otherwise Main starts a control plane
-// for the package, with metrics-server where node hosts can exist, and stops
-// it afterwards. Tests that disrupt the control plane (stopping the
-// apiserver) take a Private one instead.
+// The tests that use it are built only with -tags e2e, so a plain
+// `go test ./...` starts no control plane. A test package calls Main from
+// TestMain. When $VK_TEST_CLUSTER names the directory of a running control
+// plane (as `make test` and `make cluster-up` leave one), its tests share
+// that one; otherwise Main starts a control plane for the package, with
+// metrics-server where node hosts can exist, and stops it afterwards. Tests
+// that disrupt the control plane (stopping the apiserver) take a Private one
+// instead.
 //
 // With -short, e2e tests are skipped and no control plane is started.
 package testcluster

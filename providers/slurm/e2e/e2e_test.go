@@ -1,3 +1,5 @@
+//go:build e2e
+
 // Package e2e_test runs virtual-kubelet --provider slurm against a real
 // control plane and a real Slurm: each test's node host (a network
 // namespace the API server reaches) runs its own munged, slurmctld and
@@ -20,23 +22,13 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/childproc"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/daemontest"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/nethost"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 	"github.com/vkubelet/virtual-kubelet/test/poll"
 )
 
-// binary is the virtual-kubelet under test, built with -race.
-var binary string
-
-func TestMain(m *testing.M) {
-	var remove func()
-	var err error
-	if binary, remove, err = childproc.BuildDaemon(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testcluster.Main(m, remove)
-}
+func TestMain(m *testing.M) { daemontest.Main(m) }
 
 const timeout = 3 * time.Minute
 
@@ -133,7 +125,7 @@ type daemon struct {
 // test ends.
 func (n *slurmNode) start(t *testing.T) *daemon {
 	t.Helper()
-	return n.startBinary(t, binary)
+	return n.startBinary(t, daemontest.Binary())
 }
 
 // startBinary is start with another virtual-kubelet binary.

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e_test
 
 import (
@@ -19,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vkubelet/virtual-kubelet/internal/testing/daemontest"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 )
 
@@ -329,7 +332,7 @@ func TestDaemonRefusesRoot(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		out, err := exec.CommandContext(ctx, binary, "--provider", "slurm", "--provider-config", cfg, "--nodename", "refused",
+		out, err := exec.CommandContext(ctx, daemontest.Binary(), "--provider", "slurm", "--provider-config", cfg, "--nodename", "refused",
 			"--kubeconfig", c.Info.NodeKubeconfig, "--metrics-addr", "").CombinedOutput()
 		cancel()
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
