@@ -1,4 +1,6 @@
-package main_test
+//go:build e2e
+
+package plugins_test
 
 import (
 	"context"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/vkubelet/virtual-kubelet/internal/testing/daemontest"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/nodeutil"
@@ -77,16 +80,16 @@ func TestPluginWithoutVolumesRequestsNoToken(t *testing.T) {
 			}
 			runPluginNode(t, c, client, name, p)
 
-			pod := mockPod("tokened", name, corev1.RestartPolicyAlways, nil)
+			pod := daemontest.MockPod("tokened", name, corev1.RestartPolicyAlways, nil)
 			pod.Spec.AutomountServiceAccountToken = ptr.To(false)
 			pod.Spec.Volumes = []corev1.Volume{{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 				Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](3600)}}},
 			}}}}
 			pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "token", MountPath: "/var/run/token"}}
-			createPods(t, c.Client, ns, pod)
+			daemontest.CreatePods(t, c.Client, ns, pod)
 			// Volumes are resolved before CreatePod: once the pod runs,
 			// any TokenRequest for it has been sent.
-			waitPod(t, c.Client, ns, pod.Name, "Running", running)
+			daemontest.WaitPod(t, c.Client, ns, pod.Name, "Running", daemontest.Running)
 			got := requests.Load()
 			if !tc.volumes && got != 0 {
 				t.Errorf("%d TokenRequests for a plugin that takes no volumes, want 0", got)
@@ -155,7 +158,7 @@ func runPluginNode(t *testing.T, c *testcluster.Cluster, client kubernetes.Inter
 	ctx, cancel := context.WithCancel(context.Background())
 	spec := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"type": "virtual-kubelet"}},
-		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: tolerate[0].Key, Value: "grpc", Effect: corev1.TaintEffectNoSchedule}}},
+		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: daemontest.Tolerate[0].Key, Value: "grpc", Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{
 			Capacity:    p.Capacity(ctx),
 			Allocatable: p.Capacity(ctx),
@@ -172,9 +175,9 @@ func runPluginNode(t *testing.T, c *testcluster.Cluster, client kubernetes.Inter
 	t.Cleanup(func() {
 		cancel()
 		<-n.Done()
-		_ = c.Client.CoreV1().Nodes().Delete(context.Background(), name, deleteNow)
+		_ = c.Client.CoreV1().Nodes().Delete(context.Background(), name, daemontest.DeleteNow)
 	})
-	if err := n.WaitReady(ctx, timeout); err != nil {
+	if err := n.WaitReady(ctx, daemontest.Timeout); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,4 +1,6 @@
-package main_test
+//go:build e2e
+
+package kubernetes_test
 
 import (
 	"context"
@@ -12,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/vkubelet/virtual-kubelet/internal/testing/daemontest"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 	"github.com/vkubelet/virtual-kubelet/providers/mock"
 )
@@ -31,7 +34,7 @@ func TestKubernetesProviderEventsBack(t *testing.T) {
 	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
 	pod.Annotations = map[string]string{mock.AnnotationFailStart: failure}
 	tc.create(t, pod)
-	failed := waitPod(t, tc.a.Client, tc.ns, pod.Name, "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	failed := daemontest.WaitPod(t, tc.a.Client, tc.ns, pod.Name, "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
 
 	// eventsInA lists A's Events about the pod, by its UID in A.
 	eventsInA := func(t *testing.T) []corev1.Event {
@@ -54,13 +57,13 @@ func TestKubernetesProviderEventsBack(t *testing.T) {
 	}
 
 	t.Run("B's Warning shows in A's kubectl describe", func(t *testing.T) {
-		eventually(t, "B's Warning Failed on the pod in A", func() (bool, string) {
+		daemontest.Eventually(t, "B's Warning Failed on the pod in A", func() (bool, string) {
 			events := eventsInA(t)
 			return find(events, mock.ReasonFailed) != nil, fmt.Sprint(len(events), " Events")
 		})
 		e := find(eventsInA(t), mock.ReasonFailed)
 		if e.Type != corev1.EventTypeWarning || e.Message != "Error: "+failure || e.InvolvedObject.FieldPath != "spec.containers{app}" ||
-			e.InvolvedObject.Name != pod.Name || e.Source.Component != "virtual-kubelet" || e.Source.Host != tc.node.name {
+			e.InvolvedObject.Name != pod.Name || e.Source.Component != "virtual-kubelet" || e.Source.Host != tc.node.Name {
 			t.Errorf("the Event in A: %s %s %q on %+v from %+v", e.Type, e.Reason, e.Message, e.InvolvedObject, e.Source)
 		}
 		out, err := tc.kubectl("", "describe", "pod", pod.Name)
@@ -117,7 +120,7 @@ func TestKubernetesProviderEventsBack(t *testing.T) {
 		// others have been looked at.
 		write("WrittenInB", ours)
 
-		eventually(t, "the Event written in B about the offloaded pod, by its UID, in A", func() (bool, string) {
+		daemontest.Eventually(t, "the Event written in B about the offloaded pod, by its UID, in A", func() (bool, string) {
 			events := eventsInA(t)
 			return find(events, "WrittenInB") != nil, fmt.Sprint(len(events), " Events")
 		})
