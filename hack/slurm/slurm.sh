@@ -11,7 +11,9 @@
 #
 # DIR defaults to /tmp/vk-slurm. SLURMCTLD_PORT and SLURMD_PORT (6817 and
 # 6818) let several such Slurms share one loopback; SLURM_JOBS_PER_CORE (64)
-# is how many jobs may share a core (the slurm bench sets more). Run `start` inside a network namespace
+# is how many jobs may share a core (the slurm bench sets more);
+# SLURM_ACCT_GATHER_FREQUENCY (5 s, for kubectl top's sstat) how often each
+# job's processes are sampled (Slurm's default is 30). Run `start` inside a network namespace
 # (ip netns exec NS ...) to get a Slurm of the namespace's own: the daemons
 # listen on its loopback only. Debian 12's Slurm (22.05) is what it is
 # written for: proctrack/linuxproc and task/none, so it needs neither cgroups
@@ -23,6 +25,7 @@ dir=${2:-/tmp/vk-slurm}
 ctld_port=${SLURMCTLD_PORT:-6817}
 slurmd_port=${SLURMD_PORT:-6818}
 jobs_per_core=${SLURM_JOBS_PER_CORE:-64}
+acct_frequency=${SLURM_ACCT_GATHER_FREQUENCY:-5}
 
 install() {
 	local missing=()
@@ -90,7 +93,7 @@ PlugStackConfig=$dir/plugstack.conf
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/linux
-JobAcctGatherFrequency=5
+JobAcctGatherFrequency=$acct_frequency
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
