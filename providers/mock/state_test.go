@@ -396,9 +396,10 @@ func TestReplayedTimesAreThoseThePodReported(t *testing.T) {
 	pods := []*corev1.Pod{
 		testPod("now", nil, corev1.RestartPolicyAlways),
 		testPod("delayed", map[string]string{AnnotationStartDelay: "30ms"}, corev1.RestartPolicyAlways),
-		// Starts at 0, 20, 50 and 100 ms, then 190: still between the
-		// two when the first provider stops.
-		testPod("restarting", map[string]string{AnnotationRunFor: "10ms", AnnotationRestartDelay: "10ms", AnnotationExitCode: "1"}, corev1.RestartPolicyAlways),
+		// Starts at 0, 60 and 170 ms, then 380: the first provider
+		// stops at about 200, with room for a slow machine's sleeps and
+		// the replica's start before the next change is due.
+		testPod("restarting", map[string]string{AnnotationRunFor: "10ms", AnnotationRestartDelay: "50ms", AnnotationExitCode: "1"}, corev1.RestartPolicyAlways),
 		testPod("updated", nil, corev1.RestartPolicyAlways),
 	}
 	for _, pod := range pods {
@@ -412,7 +413,7 @@ func TestReplayedTimesAreThoseThePodReported(t *testing.T) {
 	if err := p.UpdatePod(ctx, upgrade); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(130 * time.Millisecond)
+	time.Sleep(180 * time.Millisecond)
 
 	// The replica replays while the first provider's pods stand still.
 	p.mu.Lock()
