@@ -20,7 +20,7 @@ IMAGE      ?= virtual-kubelet:$(VERSION)
 LDFLAGS    := -X github.com/vkubelet/virtual-kubelet/internal/version.Version=$(VERSION) \
               -X github.com/vkubelet/virtual-kubelet/internal/version.GitCommit=$(GIT_COMMIT)
 
-.PHONY: all build proto build-static image test fuzz run run-two-clusters run-slurm cluster-up cluster-down controlplane bench bench-ab docs vet fmt clean
+.PHONY: all build proto build-static image test fuzz run run-two-clusters run-slurm cluster-up cluster-down controlplane bench bench-ab docs vet lint fmt clean
 
 all: build
 
@@ -94,6 +94,9 @@ docs: ## regenerate docs/flags.md from the command's flags (a test fails when it
 
 vet: ## go vet, the e2e tests (-tags e2e) included
 	$(GO) vet -tags e2e ./...
+
+lint: ## golangci-lint (pinned; .golangci.yml says which linters and why)
+	hack/lint.sh
 
 fmt:
 	gofmt -l -w $$(git ls-files '*.go')

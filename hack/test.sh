@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make test`: vet, unit tests, then e2e tests against one real control plane
+# `make test`: vet, lint, unit tests, then e2e tests against one real control plane
 # that all e2e packages share (started here, stopped on exit). All with -race.
 # Unit tests are what a plain `go test ./...` runs; e2e tests are built only
 # with -tags e2e. At the end each package's time is printed, slowest first.
@@ -31,6 +31,9 @@ fi
 
 step "go vet (with the e2e tests)"
 $GO vet -tags e2e ./...
+
+step "golangci-lint"
+hack/lint.sh
 
 step "build"
 $GO build -o "$BIN/" ./cmd/virtual-kubelet ./providers/slurm/cmd/virtual-kubelet-slurm-container ./hack/cluster

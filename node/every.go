@@ -55,5 +55,5 @@ func jittered(interval time.Duration, jitter float64) time.Duration {
 	if jitter <= 0 {
 		return interval
 	}
-	return interval + time.Duration((2*rand.Float64()-1)*jitter*float64(interval))
+	return interval + time.Duration((2*rand.Float64()-1)*jitter*float64(interval)) //nolint:gosec // G404: jitter, not a secret
 }

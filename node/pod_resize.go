@@ -32,16 +32,16 @@ const DeferredResizeRetryInterval = 10 * time.Second
 type ResizeOutcome int
 
 const (
-	// ResizeDone: the pod runs with the new resources.
+	// ResizeDone means the pod runs with the new resources.
 	ResizeDone ResizeOutcome = iota + 1
-	// ResizeInProgress: the provider accepted the resize and applies it;
+	// ResizeInProgress means the provider accepted the resize and applies it;
 	// it reports containerStatuses[].resources as they are applied, and
 	// the resize is done once they match the new resources.
 	ResizeInProgress
-	// ResizeDeferred: the resize could be made, but not now (the node is
+	// ResizeDeferred means the resize could be made, but not now (the node is
 	// short of resources); it is proposed again later.
 	ResizeDeferred
-	// ResizeInfeasible: the resize can never be made as it is; it is not
+	// ResizeInfeasible means the resize can never be made as it is; it is not
 	// proposed again until the pod's resources change again.
 	ResizeInfeasible
 )

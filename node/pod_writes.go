@@ -39,7 +39,7 @@ const metadataOnly = "application/vnd.kubernetes.protobuf;as=PartialObjectMetada
 var replyCodecs = func() serializer.CodecFactory {
 	s := runtime.NewScheme()
 	utilruntime.Must(corev1.AddToScheme(s))
-	metav1.AddMetaToScheme(s)
+	utilruntime.Must(metav1.AddMetaToScheme(s))
 	return serializer.NewCodecFactory(s)
 }()
 

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -131,7 +132,7 @@ func TestRetryUntilPermanent(t *testing.T) {
 		apierrors.NewConflict(gr, "p", errors.New("changed")),
 	}
 	for _, err := range transient {
-		if _, giveUp := retryUntilPermanent(nil, "ns/p", 1000, time.Time{}, err); giveUp != nil {
+		if _, giveUp := retryUntilPermanent(context.Background(), "ns/p", 1000, time.Time{}, err); giveUp != nil {
 			t.Errorf("gave up on transient %v", err)
 		}
 	}
@@ -142,7 +143,7 @@ func TestRetryUntilPermanent(t *testing.T) {
 		errdefs.InvalidInput("bad"),
 	}
 	for _, err := range permanent {
-		if _, giveUp := retryUntilPermanent(nil, "ns/p", 1, time.Time{}, err); giveUp == nil {
+		if _, giveUp := retryUntilPermanent(context.Background(), "ns/p", 1, time.Time{}, err); giveUp == nil {
 			t.Errorf("kept retrying permanent %v", err)
 		}
 	}

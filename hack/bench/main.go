@@ -271,7 +271,7 @@ func run(ctx context.Context, c config) ([]*result, error) {
 			}
 			r, err := runSize(ctx, rc, a, b, n, i%2 == 1)
 			if err != nil {
-				return nil, fmt.Errorf("N=%d: %w", n, err)
+				return nil, fmt.Errorf("at N=%d: %w", n, err)
 			}
 			if runs > 1 {
 				r.Run = i + 1

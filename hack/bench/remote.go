@@ -79,7 +79,7 @@ func startRemote(ctx context.Context, c config, b *cluster, n int) (*remoteSide,
 	}
 	if err := waitNodeReady(ctx, b.client, workers); err != nil {
 		s.stop()
-		return nil, fmt.Errorf("B's workers %s: %w (log: %s)", workers, err, s.workers.logPath)
+		return nil, fmt.Errorf("cluster B's workers %s: %w (log: %s)", workers, err, s.workers.logPath)
 	}
 	s.keyPath = filepath.Join(os.TempDir(), fmt.Sprintf("bench-vk-%d-signing-key", n))
 	if err := os.WriteFile(s.keyPath, []byte(rand.Text()+rand.Text()), 0o600); err != nil {

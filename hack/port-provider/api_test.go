@@ -2,10 +2,10 @@ package main
 
 import (
 	"bufio"
+	"go/ast"
 	"go/doc"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -76,36 +76,47 @@ func upstreamNames(t *testing.T) map[string][]string {
 func ourNames(t *testing.T, dir string) map[string]bool {
 	t.Helper()
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, parser.ParseComments)
+	var files []*ast.File
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if n := e.Name(); strings.HasSuffix(n, ".go") && !strings.HasSuffix(n, "_test.go") {
+			f, err := parser.ParseFile(fset, filepath.Join(dir, n), nil, parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, f)
+		}
+	}
+	d, err := doc.NewFromFiles(fset, files, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	names := map[string]bool{}
-	for _, p := range pkgs {
-		d := doc.New(p, dir, 0)
-		values := func(vs []*doc.Value) {
-			for _, v := range vs {
-				for _, n := range v.Names {
-					names[n] = true
-				}
+	values := func(vs []*doc.Value) {
+		for _, v := range vs {
+			for _, n := range v.Names {
+				names[n] = true
 			}
 		}
-		funcs := func(fs []*doc.Func) {
-			for _, f := range fs {
-				names[f.Name] = true
-			}
+	}
+	funcs := func(fs []*doc.Func) {
+		for _, f := range fs {
+			names[f.Name] = true
 		}
-		values(d.Consts)
-		values(d.Vars)
-		funcs(d.Funcs)
-		for _, typ := range d.Types {
-			names[typ.Name] = true
-			values(typ.Consts)
-			values(typ.Vars)
-			funcs(typ.Funcs)
-			for _, m := range typ.Methods {
-				names[typ.Name+"."+m.Name] = true
-			}
+	}
+	values(d.Consts)
+	values(d.Vars)
+	funcs(d.Funcs)
+	for _, typ := range d.Types {
+		names[typ.Name] = true
+		values(typ.Consts)
+		values(typ.Vars)
+		funcs(typ.Funcs)
+		for _, m := range typ.Methods {
+			names[typ.Name+"."+m.Name] = true
 		}
 	}
 	return names

@@ -24,7 +24,7 @@ func watchHijack(w http.ResponseWriter, r *http.Request) (_ http.ResponseWriter,
 		http.Error(w, "unable to upgrade: the connection cannot be hijacked", http.StatusInternalServerError)
 		return nil, nil, false
 	}
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := context.WithCancel(r.Context()) //nolint:gosec // G118: the watcher calls cancel when the connection ends
 	return &hijackWatcher{ResponseWriter: w, cancel: cancel}, r.WithContext(ctx), true
 }
 

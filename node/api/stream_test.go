@@ -352,7 +352,7 @@ func checkPortForward(t *testing.T, cfg *rest.Config, k dialerKind, u *url.URL) 
 	go func() { done <- fw.ForwardPorts() }()
 	defer func() {
 		close(stop)
-		<-done
+		_ = <-done // stopped on purpose
 	}()
 	select {
 	case <-ready:

@@ -52,7 +52,7 @@ const (
 // (node.DefaultGracePeriodMargin) and the API server's round trips.
 const GraceSlack = node.DefaultGracePeriodMargin + 10*time.Second
 
-// TestPodDeleteWithinGrace: a Running pod whose container ignores TERM
+// TestPodDeleteWithinGrace checks that a Running pod whose container ignores TERM
 // (a shell as its first process) is deleted with its grace period; the
 // provider confirms the stop itself, so the pod leaves the API server and
 // the provider's list within the grace period and GraceSlack, and the pod
@@ -92,7 +92,7 @@ func (ts *EndToEndTestSuite) eventReasons(t *testing.T, name string) map[string]
 	return reasons
 }
 
-// TestEnvReferenceEvents: each of the eight ways an env or envFrom
+// TestEnvReferenceEvents checks that each of the eight ways an env or envFrom
 // reference can miss (a ConfigMap, a Secret or one of their keys; optional
 // or not) is a Warning event with its reason on the pod; pods with only
 // optional ones missing run, the others wait Pending.
@@ -188,7 +188,7 @@ func keyRef(kind, name, key string, optional bool) corev1.EnvVar {
 	return corev1.EnvVar{Name: strings.ToUpper(kind) + "_" + strings.ToUpper(key), ValueFrom: src}
 }
 
-// TestRestartAdoption: a Running pod survives a restart of the provider's
+// TestRestartAdoption checks that a Running pod survives a restart of the provider's
 // daemon as the same pod: once the restarted daemon serves the node the
 // provider lists it once, with the container it had (same start time, no
 // restart), and the API server has the same pod. Skipped without the
@@ -244,7 +244,7 @@ func runningSince(p *corev1.Pod) *metav1.Time {
 	return nil
 }
 
-// TestAttach: attaching to the container's output through the API server
+// TestAttach checks that attaching to the container's output through the API server
 // (over WebSocket, falling back to SPDY) streams its log line.
 func (ts *EndToEndTestSuite) TestAttach(t *testing.T) {
 	pod := ts.runningPod(t, "attach")
@@ -264,7 +264,7 @@ func (ts *EndToEndTestSuite) TestAttach(t *testing.T) {
 	select {
 	case <-out.found:
 		cancel()
-		<-errc
+		_ = <-errc // ended by the cancel above
 	case err := <-errc:
 		t.Fatalf("%s: attach ended (%v) before %q; got %q", RuleAttach, err, want, out.String())
 	}
@@ -295,7 +295,7 @@ func (w *awaitWriter) String() string {
 	return w.b.String()
 }
 
-// TestPortForward: a connection forwarded through the API server to the
+// TestPortForward checks that a connection forwarded through the API server to the
 // config's EchoPort gets back what it sends. Skipped without EchoPort.
 func (ts *EndToEndTestSuite) TestPortForward(t *testing.T) {
 	if ts.cfg.EchoPort == 0 {

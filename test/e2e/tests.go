@@ -21,7 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// TestGetPods: a Running pod is in the node's /pods, as the provider
+// TestGetPods checks that a Running pod is in the node's /pods, as the provider
 // reports it.
 func (ts *EndToEndTestSuite) TestGetPods(t *testing.T) {
 	pod := ts.runningPod(t, "get-pods")
@@ -66,7 +66,7 @@ func (ts *EndToEndTestSuite) providerPod(pod *corev1.Pod) (*corev1.Pod, string) 
 	return found, ""
 }
 
-// TestGetStatsSummary: /stats/summary names the node and has the Running
+// TestGetStatsSummary checks that /stats/summary names the node and has the Running
 // pod's stats.
 func (ts *EndToEndTestSuite) TestGetStatsSummary(t *testing.T) {
 	pod := ts.runningPod(t, "stats")
@@ -92,7 +92,7 @@ func (ts *EndToEndTestSuite) TestGetStatsSummary(t *testing.T) {
 	})
 }
 
-// TestGetMetricsResource: /metrics/resource has the node's CPU and memory,
+// TestGetMetricsResource checks that /metrics/resource has the node's CPU and memory,
 // the samples metrics-server reads.
 func (ts *EndToEndTestSuite) TestGetMetricsResource(t *testing.T) {
 	raw, err := ts.nodeProxy("metrics/resource")
@@ -106,7 +106,7 @@ func (ts *EndToEndTestSuite) TestGetMetricsResource(t *testing.T) {
 	}
 }
 
-// TestPodLifecycleGracefulDelete: a Running pod deleted with its grace
+// TestPodLifecycleGracefulDelete checks that a Running pod deleted with its grace
 // period leaves the API server and the provider.
 func (ts *EndToEndTestSuite) TestPodLifecycleGracefulDelete(t *testing.T) {
 	pod := ts.runningPod(t, "graceful")
@@ -120,7 +120,7 @@ func (ts *EndToEndTestSuite) TestPodLifecycleGracefulDelete(t *testing.T) {
 	})
 }
 
-// TestPodLifecycleForceDelete: a Running pod force-deleted (grace 0) is
+// TestPodLifecycleForceDelete checks that a Running pod force-deleted (grace 0) is
 // gone from the API server at once, and the provider is told: it no longer
 // lists the pod.
 func (ts *EndToEndTestSuite) TestPodLifecycleForceDelete(t *testing.T) {
@@ -176,27 +176,27 @@ func (ts *EndToEndTestSuite) mandatoryMissing(t *testing.T, kind string) {
 	}
 }
 
-// TestCreatePodWithOptionalInexistentSecrets: see optionalMissing.
+// TestCreatePodWithOptionalInexistentSecrets runs the case optionalMissing describes.
 func (ts *EndToEndTestSuite) TestCreatePodWithOptionalInexistentSecrets(t *testing.T) {
 	ts.optionalMissing(t, "Secret")
 }
 
-// TestCreatePodWithOptionalInexistentConfigMap: see optionalMissing.
+// TestCreatePodWithOptionalInexistentConfigMap runs the case optionalMissing describes.
 func (ts *EndToEndTestSuite) TestCreatePodWithOptionalInexistentConfigMap(t *testing.T) {
 	ts.optionalMissing(t, "ConfigMap")
 }
 
-// TestCreatePodWithMandatoryInexistentSecrets: see mandatoryMissing.
+// TestCreatePodWithMandatoryInexistentSecrets runs the case mandatoryMissing describes.
 func (ts *EndToEndTestSuite) TestCreatePodWithMandatoryInexistentSecrets(t *testing.T) {
 	ts.mandatoryMissing(t, "Secret")
 }
 
-// TestCreatePodWithMandatoryInexistentConfigMap: see mandatoryMissing.
+// TestCreatePodWithMandatoryInexistentConfigMap runs the case mandatoryMissing describes.
 func (ts *EndToEndTestSuite) TestCreatePodWithMandatoryInexistentConfigMap(t *testing.T) {
 	ts.mandatoryMissing(t, "ConfigMap")
 }
 
-// TestContainerLogs: the container's log, read through the API server,
+// TestContainerLogs checks that the container's log, read through the API server,
 // holds the config's WantLog line.
 func (ts *EndToEndTestSuite) TestContainerLogs(t *testing.T) {
 	pod := ts.runningPod(t, "logs")
@@ -211,7 +211,7 @@ func (ts *EndToEndTestSuite) TestContainerLogs(t *testing.T) {
 	})
 }
 
-// TestExec: a command run through the API server's exec (over WebSocket,
+// TestExec checks that a command run through the API server's exec (over WebSocket,
 // falling back to SPDY, as kubectl does) returns its output, and a
 // failing command its exit code.
 func (ts *EndToEndTestSuite) TestExec(t *testing.T) {

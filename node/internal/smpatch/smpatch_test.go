@@ -42,7 +42,7 @@ func (g statusGen) status() corev1.PodStatus {
 		HostIP:            g.pick("", "10.0.0.1"),
 		PodIP:             g.pick("", "10.244.0.1", "10.244.0.2"),
 		QOSClass:          corev1.PodQOSClass(g.pick("", "BestEffort", "Guaranteed")),
-		Resize:            corev1.PodResizeStatus(g.pick("", "", "InProgress")),
+		Resize:            corev1.PodResizeStatus(g.pick("", "", "InProgress")), //nolint:staticcheck // the diff must still carry the deprecated field
 	}
 	if g.maybe() {
 		s.ObservedGeneration = int64(g.r.IntN(3))

@@ -87,7 +87,7 @@ func TestSlurmAttachAndLogOptions(t *testing.T) {
 		select {
 		case <-out.found:
 			cancel()
-			<-errc
+			_ = <-errc // ended by the cancel above
 		case err := <-errc:
 			cancel()
 			t.Fatalf("attach repl (%s) ended (%v) before its answer; got %q", word, err, out.String())

@@ -297,7 +297,8 @@ func envFile(env []string) (*os.File, error) {
 		k, v, _ := strings.Cut(e, "=")
 		b.WriteString("--setenv\x00" + k + "\x00" + v + "\x00")
 	}
-	if _, err := f.WriteString(b.String()); err == nil {
+	_, err = f.WriteString(b.String())
+	if err == nil {
 		_, err = f.Seek(0, 0)
 	}
 	if err != nil {
