@@ -33,7 +33,7 @@ const (
 // ManagedBy is the endpointslice.kubernetes.io/managed-by of the
 // EndpointSlices the provider writes in B: B's EndpointSlice controllers
 // leave slices of another manager alone.
-const ManagedBy = "virtual-kubelet.io/kubernetes-provider"
+const ManagedBy = "kubernetes-provider.virtual-kubelet.io"
 
 // serviceReflector reflects A's Services, with A's EndpointSlices as their
 // endpoints, into the namespaces of B where the node's pods run, under the
