@@ -17,9 +17,14 @@
 // them, as A's pod specs say (B's are never read for it). The pod controller resolves what only A knows in the env (downward
 // API fields but the pod's IPs, which B gives; A's service links) and keeps
 // the ConfigMap and Secret references, which point at the copies in B: no
-// Secret value is written into B's pod spec. The ServiceAccount token volume
-// does not cross: B cannot issue A's tokens, so the pod in B runs with
-// automountServiceAccountToken false.
+// Secret value is written into B's pod spec. B's pod runs with
+// automountServiceAccountToken false; A's token volumes cross only with the
+// config's home, as a Secret owned by B's pod holding tokens of A bound to
+// A's pod (homeIdentity).
+//
+// A's Services that the node's pods need are reflected into B with A's
+// EndpointSlices (serviceReflector), and everything the node keeps in B is
+// bounded (reflectionBudget).
 //
 // An in-place resize in A is made in B through B's own resize subresource,
 // and A shows B's outcome (ResizePod).

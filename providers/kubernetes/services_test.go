@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 )
@@ -103,5 +104,13 @@ func TestServicesReflected(t *testing.T) {
 	w = bounded.wanted(ctx)["from-a/headless"]
 	if err := bounded.reflect(ctx, w, map[string]bool{}); !errors.Is(err, errReflectionLimit) {
 		t.Fatalf("a second Service past maxObjects 1: %v", err)
+	}
+}
+
+// TestManagedByIsALabelValue: B's API server refuses a slice whose
+// managed-by is not a label value.
+func TestManagedByIsALabelValue(t *testing.T) {
+	if errs := validation.IsValidLabelValue(ManagedBy); len(errs) > 0 {
+		t.Fatal(errs)
 	}
 }
