@@ -24,7 +24,7 @@ func tokenPod() *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "caller", UID: "uid-caller"}, Spec: corev1.PodSpec{
 		ServiceAccountName: "robot",
 		Containers: []corev1.Container{{Name: "c", Image: "i",
-			Env: []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: "10.0.0.1"}, {Name: "KUBERNETES_PORT_443_TCP", Value: "tcp://10.0.0.1:443"}, {Name: "MINE", Value: "x"}},
+			Env:          []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: "10.0.0.1"}, {Name: "KUBERNETES_PORT_443_TCP", Value: "tcp://10.0.0.1:443"}, {Name: "MINE", Value: "x"}},
 			VolumeMounts: []corev1.VolumeMount{{Name: "kube-api-access-x", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}}}},
 		Volumes: []corev1.Volume{{Name: "kube-api-access-x", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 			DefaultMode: ptr.To[int32](0o644),

@@ -220,14 +220,7 @@ func (p *Provider) copyMeta(kind, namespace, name string) (metav1.ObjectMeta, er
 	if err != nil {
 		return metav1.ObjectMeta{}, err
 	}
-	meta := metav1.ObjectMeta{
-		Namespace:   ns,
-		Name:        remoteName,
-		Labels:      map[string]string{LabelNode: p.nodeName, LabelSourceNamespace: namespace},
-		Annotations: map[string]string{AnnotationSourceName: name},
-	}
-	p.trust.signCopy(kind, &meta)
-	return meta, nil
+	return p.reflectionMeta(kind, ns, remoteName, namespace, name), nil
 }
 
 // wasCollected reports whether the copy B's informer lists is one

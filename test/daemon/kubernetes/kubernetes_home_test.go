@@ -165,4 +165,3 @@ func TestKubernetesProviderHomeIdentity(t *testing.T) {
 		}
 	})
 }
-
