@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
+	"github.com/vkubelet/virtual-kubelet/node/log"
 	"github.com/vkubelet/virtual-kubelet/node/volume"
 )
 
@@ -180,22 +182,34 @@ func (h *homeIdentity) homeEnv(spec *corev1.PodSpec) {
 
 // write makes the token Secret of A's pod in B equal to its files, owned
 // by remote, B's pod: B's garbage collector deletes it with the pod.
+// CreatePod writes it first with remote nil, in B's namespace of the pod,
+// so that B's kubelet finds it when the pod arrives, then owned; a Secret
+// left without an owner (B refused the pod, the daemon stopped) is deleted
+// by prune.
 func (h *homeIdentity) write(ctx context.Context, pod *corev1.Pod, remote *corev1.Pod) error {
 	files, ok := h.files(pod.UID)
 	if !ok {
 		return nil
 	}
 	p := h.p
+	namespace, err := p.names.remoteNamespace(pod.Namespace)
+	if err != nil {
+		return err
+	}
+	var owners []metav1.OwnerReference
+	if remote != nil {
+		owners = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: remote.Name, UID: remote.UID}}
+	}
 	want := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: remote.Namespace,
+			Namespace: namespace,
 			Name:      p.tokenSecretName(pod),
 			Labels:    map[string]string{LabelNode: p.nodeName, LabelSourceNamespace: pod.Namespace, LabelSourceUID: string(pod.UID)},
 			Annotations: map[string]string{
 				AnnotationSourceName: pod.Name,
 				AnnotationRenewAt:    files.renewAt.UTC().Format(time.RFC3339),
 			},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: remote.Name, UID: remote.UID}},
+			OwnerReferences: owners,
 		},
 		Type: corev1.SecretTypeOpaque,
 		Data: files.data,
@@ -220,8 +234,11 @@ func (h *homeIdentity) write(ctx context.Context, pod *corev1.Pod, remote *corev
 	if !p.trust.ownsCopy(kindToken, have) {
 		return errdefs.InvalidInputf("secret %s/%s exists in the remote cluster and was not made by node %s: the pod's token is not written", have.Namespace, have.Name, p.nodeName)
 	}
+	if remote == nil {
+		want.OwnerReferences = have.OwnerReferences
+	}
 	if maps.EqualFunc(have.Data, want.Data, func(a, b []byte) bool { return string(a) == string(b) }) &&
-		len(have.OwnerReferences) == 1 && have.OwnerReferences[0].UID == remote.UID {
+		apiequality.Semantic.DeepEqual(have.OwnerReferences, want.OwnerReferences) {
 		return nil
 	}
 	want.ResourceVersion = have.ResourceVersion
@@ -236,8 +253,11 @@ func (h *homeIdentity) written(err error, s *corev1.Secret) error {
 	return nil
 }
 
-// prune drops the files of the pods A no longer has.
-func (h *homeIdentity) prune() {
+// prune drops the files of the pods A no longer has, and deletes the
+// token Secrets of this node left without an owner for copyGrace whose
+// pod is not in B: B refused the pod, or the daemon stopped between the
+// two writes of CreatePod.
+func (h *homeIdentity) prune(ctx context.Context) {
 	pods, err := h.p.local.Pods.List(labels.Everything())
 	if err != nil {
 		return
@@ -256,5 +276,22 @@ func (h *homeIdentity) prune() {
 	h.mu.Unlock()
 	for _, uid := range gone {
 		h.forget(uid)
+	}
+	secrets, _ := h.secrets.List(labels.Everything())
+	for _, s := range secrets {
+		if len(s.OwnerReferences) > 0 || time.Since(s.CreationTimestamp.Time) < copyGrace || !h.p.trust.ownsCopy(kindToken, s) {
+			continue
+		}
+		uid := types.UID(s.Labels[LabelSourceUID])
+		if remote, err := h.p.remoteFor(s.Labels[LabelSourceNamespace], s.Annotations[AnnotationSourceName]); err == nil {
+			if _, _, source, _ := h.p.trust.sourceOf(remote); source == uid {
+				continue // CreatePod is about to own it
+			}
+		}
+		secretUID := s.UID
+		err := h.p.remote.CoreV1().Secrets(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &secretUID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			log.G(ctx).WithError(err).WithField("secret", s.Namespace+"/"+s.Name).Warn("kubernetes: deleting a token Secret without its pod")
+		}
 	}
 }

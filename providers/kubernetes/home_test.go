@@ -211,3 +211,53 @@ func TestNoHome(t *testing.T) {
 		t.Errorf("the token volume crossed: %+v", remote.Spec.Volumes)
 	}
 }
+
+// TestHomeIdentityPrune: a token Secret of this node left without an owner
+// (B refused the pod, or the daemon stopped between CreatePod's writes) is
+// deleted once copyGrace has passed; a young one, or one of B's users, is
+// not.
+func TestHomeIdentityPrune(t *testing.T) {
+	ctx := context.Background()
+	p, secret := homeProvider(t)
+	pod := tokenPod()
+	if err := p.SetPodVolumes(ctx, pod, tokenContents("token-1", time.Now().Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.home.write(ctx, pod, nil); err != nil {
+		t.Fatal(err)
+	}
+	left := secret()
+	if left == nil || len(left.OwnerReferences) != 0 {
+		t.Fatalf("the Secret written before B's pod: %+v", left)
+	}
+	young := left.DeepCopy()
+	young.Name, young.UID = "young", "uid-young"
+	young.CreationTimestamp = metav1.Now()
+	p.trust.signCopy(kindToken, &young.ObjectMeta)
+	if _, err := p.remote.CoreV1().Secrets("from-a").Create(ctx, young, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	left.CreationTimestamp = metav1.NewTime(time.Now().Add(-copyGrace))
+	left.UID = "uid-left"
+	theirs := left.DeepCopy()
+	theirs.Name, theirs.Annotations = "theirs", map[string]string{}
+	if _, err := p.remote.CoreV1().Secrets("from-a").Create(ctx, theirs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p.home.secrets = corev1listers.NewSecretLister(newIndexer(t, left, young, theirs))
+	if err := p.remote.CoreV1().Secrets("from-a").Delete(ctx, left.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.remote.CoreV1().Secrets("from-a").Create(ctx, left, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p.home.prune(ctx)
+	if secret() != nil {
+		t.Error("the Secret left without an owner is still in B")
+	}
+	for _, name := range []string{"young", "theirs"} {
+		if _, err := p.remote.CoreV1().Secrets("from-a").Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}

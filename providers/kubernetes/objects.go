@@ -318,6 +318,9 @@ func (s *objectSync) run(ctx context.Context) {
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		s.resync(ctx)
 		s.collect(ctx)
+		if s.p.home != nil {
+			s.p.home.prune(ctx)
+		}
 	}, objectResyncInterval)
 }
 

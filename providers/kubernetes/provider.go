@@ -356,9 +356,15 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 		return err
 	}
 	defer release()
+	if p.home != nil {
+		// The token Secret is there when B's kubelet looks for it, and
+		// owned by B's pod once it exists.
+		if err := p.home.write(ctx, pod, nil); err != nil {
+			return err
+		}
+	}
 	created, err := p.remote.CoreV1().Pods(remote.Namespace).Create(ctx, remote, metav1.CreateOptions{})
 	if err == nil && p.home != nil {
-		// B's kubelet waits for the token Secret, owned by the pod.
 		err = p.home.write(ctx, pod, created)
 	}
 	if apierrors.IsAlreadyExists(err) {

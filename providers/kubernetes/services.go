@@ -98,9 +98,6 @@ func (r *serviceReflector) run(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		r.reconcile(ctx)
-		if r.p.home != nil {
-			r.p.home.prune()
-		}
 		select {
 		case <-ctx.Done():
 			return
@@ -203,6 +200,11 @@ func (r *serviceReflector) reconcile(ctx context.Context) {
 	keepSlices := map[string]bool{}
 	for place, w := range want {
 		if err := r.reflect(ctx, w, keepSlices); err != nil {
+			// Its slices in B stay as they are until a round succeeds.
+			existing, _ := r.remoteSlices.List(labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: w.svc.Name, LabelSourceNamespace: w.svc.Namespace}))
+			for _, s := range existing {
+				keepSlices[s.Namespace+"/"+s.Name] = true
+			}
 			r.p.limitEvent(w.pod, err)
 			log.G(ctx).WithError(err).WithField("service", place).Warn("kubernetes: reflecting a Service into the remote cluster")
 		}
