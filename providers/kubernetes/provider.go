@@ -195,7 +195,7 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 			return nil, err
 		}
 	}
-	reflector, localFactory, err := p.startServiceReflection(ic, factory)
+	reflector, localFactory, err := p.startServiceReflection(ctx, ic, factory)
 	if err != nil {
 		return nil, err
 	}

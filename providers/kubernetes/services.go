@@ -392,9 +392,17 @@ func sameServiceSpec(have, want *corev1.ServiceSpec) bool {
 // on A's Services and EndpointSlices (a factory of A's, returned to be
 // started) and on B's of this node (in remote, B's factory). With
 // services.select none it sets up nothing and returns nils.
-func (p *Provider) startServiceReflection(ic provider.InitConfig, remote informers.SharedInformerFactory) (*serviceReflector, informers.SharedInformerFactory, error) {
+func (p *Provider) startServiceReflection(ctx context.Context, ic provider.InitConfig, remote informers.SharedInformerFactory) (*serviceReflector, informers.SharedInformerFactory, error) {
 	if p.cfg.Services.Select == SelectNone {
 		return nil, nil, nil
+	}
+	// Fail early, and say why, rather than wait a minute for informers
+	// that cannot list.
+	if _, err := ic.KubeClient.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		return nil, nil, fmt.Errorf("services: listing EndpointSlices in the daemon's cluster (the daemon needs list and watch on services and endpointslices.discovery.k8s.io to reflect Services; or set services.select: none): %w", err)
+	}
+	if _, err := p.remote.DiscoveryV1().EndpointSlices(p.cfg.Namespace).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		return nil, nil, fmt.Errorf("services: listing EndpointSlices in the remote cluster (the provider's identity there needs services and endpointslices.discovery.k8s.io; or set services.select: none): %w", err)
 	}
 	local := informers.NewSharedInformerFactory(ic.KubeClient, 0)
 	services, slices := local.Core().V1().Services(), local.Discovery().V1().EndpointSlices()
