@@ -75,13 +75,13 @@ func TestKubernetesProviderHomeIdentity(t *testing.T) {
 	var apiToken, vaultToken string
 
 	t.Run("the pod in B reads tokens A accepts as its service account", func(t *testing.T) {
-		apiToken = exec(t, "cat", saDir+"/token")
+		apiToken = strings.TrimSpace(exec(t, "cat", saDir+"/token"))
 		if s := review(t, apiToken); !s.Authenticated || s.User.Username != wantUser {
 			t.Fatalf("A's TokenReview of the kube-api-access token: authenticated %v as %q (%s)", s.Authenticated, s.User.Username, s.Error)
 		} else if names := s.User.Extra["authentication.kubernetes.io/pod-uid"]; len(names) != 1 || names[0] != string(running.UID) {
 			t.Errorf("the token is bound to pod %v, want %s", names, running.UID)
 		}
-		vaultToken = exec(t, "cat", vaultPath+"/token")
+		vaultToken = strings.TrimSpace(exec(t, "cat", vaultPath+"/token"))
 		if s := review(t, vaultToken, "vault"); !s.Authenticated || s.User.Username != wantUser || len(s.Audiences) != 1 || s.Audiences[0] != "vault" {
 			t.Errorf("A's TokenReview of the vault token for audience vault: authenticated %v as %q, audiences %v (%s)", s.Authenticated, s.User.Username, s.Audiences, s.Error)
 		}
@@ -95,10 +95,10 @@ func TestKubernetesProviderHomeIdentity(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := exec(t, "cat", saDir+"/ca.crt"); got != root.Data["ca.crt"] {
+		if got := exec(t, "cat", saDir+"/ca.crt"); strings.TrimSpace(got) != strings.TrimSpace(root.Data["ca.crt"]) {
 			t.Errorf("ca.crt in B is not A's:\n%s", got)
 		}
-		if got := exec(t, "cat", saDir+"/namespace"); got != tc.ns {
+		if got := strings.TrimSpace(exec(t, "cat", saDir+"/namespace")); got != tc.ns {
 			t.Errorf("namespace in B: %q, want A's %q", got, tc.ns)
 		}
 		if got := strings.Fields(exec(t, "printenv", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")); len(got) != 2 || got[0] != home.Hostname() || got[1] != home.Port() {
