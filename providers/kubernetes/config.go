@@ -41,6 +41,9 @@ import (
 //	annotationPrefixes: [mock.vkubelet.io/]
 //	runtimeClasses: {gvisor: gvisor}   # A's runtimeClassName: B's
 //	events: {qps: 10, burst: 100}      # B's Events relayed onto A's pods
+//	services: {select: used}           # A's Services reflected into B
+//	home: {apiServer: https://a.example:6443}  # A's API server from B's pods
+//	reflection: {maxObjects: 5000, maxBytes: 256Mi}
 type Config struct {
 	Remote          RemoteConfig        `json:"remote"`
 	Namespace       string              `json:"namespace,omitempty"`
@@ -73,7 +76,61 @@ type Config struct {
 	RuntimeClasses map[string]string `json:"runtimeClasses,omitempty"`
 	// Events bounds the Events of B the node relays onto its pods in A.
 	Events EventsConfig `json:"events,omitempty"`
+	// Services selects A's Services reflected into B (see ServicesConfig).
+	Services ServicesConfig `json:"services,omitempty"`
+	// Home lets offloaded pods call A's API server as their own service
+	// accounts; without it their token volumes do not cross.
+	Home HomeConfig `json:"home,omitempty"`
+	// Reflection bounds what the node writes into B on A's behalf.
+	Reflection ReflectionConfig `json:"reflection,omitempty"`
 }
+
+// ServicesConfig selects the Services of A reflected into B. Only Services
+// of the namespaces of A where the node has offloaded pods are ever
+// candidates, whatever the selection: a pod needs the names of its own
+// namespace.
+type ServicesConfig struct {
+	// Select is "used" (the default: the Services whose selector matches
+	// an offloaded pod), "all" (every Service of those namespaces) or
+	// "none".
+	Select string `json:"select,omitempty"`
+	// Namespaces, if set, limits the reflection to these namespaces of A.
+	Namespaces []string `json:"namespaces,omitempty"`
+	// LabelSelector, if set, limits the reflection to the Services whose
+	// labels it matches (kubectl's syntax: app=web,tier!=db).
+	LabelSelector string `json:"labelSelector,omitempty"`
+}
+
+// The values of ServicesConfig.Select.
+const (
+	SelectUsed = "used"
+	SelectAll  = "all"
+	SelectNone = "none"
+)
+
+// HomeConfig is A's API server as the pods in B reach it.
+type HomeConfig struct {
+	// APIServer is https://host:port: offloaded pods get it as
+	// KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT, and those whose
+	// spec mounts a service-account token get a token of A for it.
+	APIServer string `json:"apiServer,omitempty"`
+}
+
+// ReflectionConfig bounds the objects the node keeps in B for A's pods
+// (copies of ConfigMaps and Secrets, Services and their EndpointSlices,
+// token Secrets): at most MaxObjects of them, of at most MaxBytes of
+// content together. Past a bound an object is not written, and an Event
+// on the pod that needed it says so.
+type ReflectionConfig struct {
+	MaxObjects int    `json:"maxObjects,omitempty"`
+	MaxBytes   string `json:"maxBytes,omitempty"`
+}
+
+// Defaults of ReflectionConfig.
+const (
+	DefaultMaxObjects = 5000
+	DefaultMaxBytes   = "256Mi"
+)
 
 // EventsConfig bounds the Events of B relayed onto the node's pods in A:
 // at most QPS a second in bursts of Burst, whatever B records (beyond,
@@ -258,6 +315,9 @@ func (c *Config) validatePolicy() error {
 		if prefix == "" || strings.HasPrefix(prefix, systemPrefix) {
 			return fmt.Errorf("annotationPrefixes[%d]: %q: must be non-empty and not under %s, the provider's own", i, prefix, systemPrefix)
 		}
+	}
+	if err := c.validateReflection(); err != nil {
+		return err
 	}
 	for from, to := range c.RuntimeClasses {
 		for _, name := range []string{from, to} {

@@ -122,3 +122,43 @@ func TestNewRefusesWeakTrust(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigReflection: the services, home and reflection fields are
+// checked, each error naming its field, and their defaults filled in.
+func TestConfigReflection(t *testing.T) {
+	base := Config{SourceCluster: "a", SigningKeyFile: "/k"}
+	for _, tt := range []struct {
+		name  string
+		edit  func(*Config)
+		error string
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"select", func(c *Config) { c.Services.Select = "some" }, "services.select"},
+		{"namespace", func(c *Config) { c.Services.Namespaces = []string{"Bad_NS"} }, "services.namespaces[0]"},
+		{"selector", func(c *Config) { c.Services.LabelSelector = "a in (" }, "services.labelSelector"},
+		{"home scheme", func(c *Config) { c.Home.APIServer = "http://a:6443" }, "home.apiServer"},
+		{"home path", func(c *Config) { c.Home.APIServer = "https://a:6443/api" }, "home.apiServer"},
+		{"home port", func(c *Config) { c.Home.APIServer = "https://a:0" }, "home.apiServer"},
+		{"home", func(c *Config) { c.Home.APIServer = "https://10.0.0.1" }, ""},
+		{"objects", func(c *Config) { c.Reflection.MaxObjects = -1 }, "reflection.maxObjects"},
+		{"bytes", func(c *Config) { c.Reflection.MaxBytes = "lots" }, "reflection.maxBytes"},
+		{"no bytes", func(c *Config) { c.Reflection.MaxBytes = "0" }, "reflection.maxBytes"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := base
+			tt.edit(&cfg)
+			err := cfg.validatePolicy()
+			switch {
+			case tt.error == "" && err != nil:
+				t.Fatal(err)
+			case tt.error != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.error)):
+				t.Fatalf("error %v, want one naming %s", err, tt.error)
+			case err == nil && (cfg.Services.Select != SelectUsed || cfg.Reflection.MaxObjects != DefaultMaxObjects || cfg.maxBytes() != 256<<20):
+				t.Errorf("defaults: %+v %+v", cfg.Services, cfg.Reflection)
+			}
+		})
+	}
+	if host, port, err := (HomeConfig{APIServer: "https://10.0.0.1"}).hostPort(); err != nil || host != "10.0.0.1" || port != "443" {
+		t.Errorf("hostPort: %q %q %v", host, port, err)
+	}
+}

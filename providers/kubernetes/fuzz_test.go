@@ -114,11 +114,18 @@ func FuzzLoadConfig(f *testing.F) {
 		"remote: {inCluster: true, qps: -1}\n",
 		"remote: {inCluster: true}\nnamespace: b\nsourceCluster: a\nsigningKeyFile: /k\nderiveCapacity: true\ncapacity: {cpu: \"1\"}\n",
 		"remote: {inCluster: true}\nnamespace: b\nsourceCluster: a\nsigningKeyFile: /k\nnode: {taints: [{key: k, effect: Sometimes}]}\n",
+		"remote: {inCluster: true}\nnamespace: b\nsourceCluster: a\nsigningKeyFile: /k\nservices: {select: all, namespaces: [team], labelSelector: \"expose=b,tier!=db\"}\n" +
+			"home: {apiServer: \"https://a.example:6443\"}\nreflection: {maxObjects: 10, maxBytes: 1Mi}\n",
+		"remote: {inCluster: true}\nnamespace: b\nsourceCluster: a\nsigningKeyFile: /k\nservices: {select: some}\n",
+		"remote: {inCluster: true}\nnamespace: b\nsourceCluster: a\nsigningKeyFile: /k\nservices: {labelSelector: \"a in (\"}\n",
+		"remote: {inCluster: true}\nnamespace: b\nsourceCluster: a\nsigningKeyFile: /k\nhome: {apiServer: \"http://user@a:99999/path\"}\n",
+		"remote: {inCluster: true}\nnamespace: b\nsourceCluster: a\nsigningKeyFile: /k\nreflection: {maxObjects: -1, maxBytes: \"-1\"}\n",
 		"{\"remote\": {\"inCluster\": true}, \"unknown\": 1}",
 		"remote: [",
 		"",
 	}, LoadConfig, func(t *testing.T, cfg *Config) {
-		if cfg.PodSecurity == "" || cfg.VolumeTypes == nil || cfg.AnnotationPrefixes == nil {
+		if cfg.PodSecurity == "" || cfg.VolumeTypes == nil || cfg.AnnotationPrefixes == nil || cfg.Services.Select == "" ||
+			cfg.Reflection.MaxObjects <= 0 || cfg.maxBytes() <= 0 {
 			t.Fatalf("defaults not filled in: %+v", cfg)
 		}
 		for _, prefix := range cfg.AnnotationPrefixes {

@@ -25,5 +25,6 @@ func testProvider(t testing.TB, cfg Config) *Provider {
 		policy:   policy,
 		trust:    signer{key: []byte("0123456789abcdef0123456789abcdef"), cluster: "a", node: "vk-b"},
 		nodeName: "vk-b",
+		budget:   newReflectionBudget(cfg.Reflection.MaxObjects, cfg.maxBytes()),
 	}
 }

@@ -147,6 +147,10 @@ func (c *copier[T]) sync(ctx context.Context, namespace, name string, optional b
 		return err
 	}
 	want := c.build(src, meta)
+	key := copyKey(c.kind, meta.Namespace, meta.Name)
+	if err := p.budget.reserve(key, objectSize(want)); err != nil {
+		return fmt.Errorf("copying %s %s/%s to the remote cluster: %w", c.kind, namespace, name, err)
+	}
 	client := c.client(meta.Namespace)
 	have, err := c.cached(meta.Namespace, meta.Name)
 	if err == nil && c.s.wasCollected(c.kind, have) {
@@ -159,11 +163,13 @@ func (c *copier[T]) sync(ctx context.Context, namespace, name string, optional b
 			// Ours, made by another pod's copy (the resync converges), or
 			// not: B's informer only lists objects labelled with this node.
 			if have, err = client.Get(ctx, meta.Name, metav1.GetOptions{}); err == nil && !p.trust.ownsCopy(c.kind, have) {
+				p.budget.release(key)
 				return c.notOurs(have)
 			}
 		}
 	case err != nil:
 	case !p.trust.ownsCopy(c.kind, have):
+		p.budget.release(key)
 		return c.notOurs(have)
 	case c.same(have, want):
 	default:
@@ -214,14 +220,7 @@ func (p *Provider) copyMeta(kind, namespace, name string) (metav1.ObjectMeta, er
 	if err != nil {
 		return metav1.ObjectMeta{}, err
 	}
-	meta := metav1.ObjectMeta{
-		Namespace:   ns,
-		Name:        remoteName,
-		Labels:      map[string]string{LabelNode: p.nodeName, LabelSourceNamespace: namespace},
-		Annotations: map[string]string{AnnotationSourceName: name},
-	}
-	p.trust.signCopy(kind, &meta)
-	return meta, nil
+	return p.reflectionMeta(kind, ns, remoteName, namespace, name), nil
 }
 
 // wasCollected reports whether the copy B's informer lists is one
@@ -253,6 +252,7 @@ func (s *objectSync) copyFor(ctx context.Context, pod *corev1.Pod) (release func
 	for _, kind := range copyKinds {
 		for _, r := range refs[kind] {
 			if err := s.kinds[kind].sync(ctx, pod.Namespace, r.name, r.optional); err != nil {
+				s.p.limitEvent(pod, err)
 				release()
 				return nil, err
 			}
@@ -318,11 +318,18 @@ func (s *objectSync) run(ctx context.Context) {
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		s.resync(ctx)
 		s.collect(ctx)
+		if s.p.home != nil {
+			s.p.home.prune(ctx)
+		}
 	}, objectResyncInterval)
 }
 
-// sourceRef is an object of A a pod of this node uses.
-type sourceRef struct{ kind, namespace, name string }
+// sourceRef is an object of A a pod of this node uses: pod, one of those
+// that do.
+type sourceRef struct {
+	kind, namespace, name string
+	pod                   *corev1.Pod
+}
 
 // inUse returns the objects of A in use, by the copyKey of their copies:
 // those the specs of A's pods refer to, ephemeral containers included,
@@ -344,7 +351,7 @@ func (s *objectSync) inUse() map[string]sourceRef {
 		for kind, refs := range referencedObjects(&pod.Spec) {
 			for _, r := range refs {
 				if copyNS, copyName, err := s.p.copyPlace(namespace, r.name); err == nil {
-					out[copyKey(kind, copyNS, copyName)] = sourceRef{kind, namespace, r.name}
+					out[copyKey(kind, copyNS, copyName)] = sourceRef{kind, namespace, r.name, pod}
 				}
 			}
 		}
@@ -358,6 +365,7 @@ func (s *objectSync) inUse() map[string]sourceRef {
 func (s *objectSync) resync(ctx context.Context) {
 	for _, ref := range s.inUse() {
 		if err := s.kinds[ref.kind].sync(ctx, ref.namespace, ref.name, true); err != nil {
+			s.p.limitEvent(ref.pod, err)
 			log.G(ctx).WithError(err).Warn("kubernetes: copy out of date")
 		}
 	}
@@ -382,6 +390,7 @@ func (s *objectSync) collect(ctx context.Context) {
 			s.endCollecting(key, c.GetUID(), gone)
 			switch {
 			case gone:
+				s.p.budget.release(key)
 				log.G(ctx).WithField("copy", key).Debug("kubernetes: unused copy deleted from the remote cluster")
 			case apierrors.IsConflict(err): // replaced meanwhile by a new copy
 			default:
@@ -401,4 +410,12 @@ func (s *objectSync) collect(ctx context.Context) {
 			delete(s.lastUsed, key)
 		}
 	}
+}
+
+// objectSize is what obj takes in B's etcd: its protobuf encoding.
+func objectSize(obj any) int {
+	if s, ok := obj.(interface{ Size() int }); ok {
+		return s.Size()
+	}
+	return 0
 }

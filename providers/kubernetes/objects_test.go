@@ -296,11 +296,19 @@ func TestInUseFromAPodsOnly(t *testing.T) {
 	}
 
 	want := map[string]sourceRef{
-		"configmap/from-a/a.vk-b.team.used":     {kindConfigMap, "team", "used"},
-		"configmap/from-a/a.vk-b.team.fresh":    {kindConfigMap, "team", "fresh"},
-		"configmap/from-a/a.vk-b.team.settings": {kindConfigMap, "team", "settings"},
+		"configmap/from-a/a.vk-b.team.used":     {kind: kindConfigMap, namespace: "team", name: "used"},
+		"configmap/from-a/a.vk-b.team.fresh":    {kind: kindConfigMap, namespace: "team", name: "fresh"},
+		"configmap/from-a/a.vk-b.team.settings": {kind: kindConfigMap, namespace: "team", name: "settings"},
 	}
-	if got := p.objects.inUse(); !reflect.DeepEqual(got, want) {
+	got := p.objects.inUse()
+	for key, ref := range got {
+		if ref.pod == nil || ref.pod.Namespace != "team" {
+			t.Errorf("%s: used by %v", key, ref.pod)
+		}
+		ref.pod = nil
+		got[key] = ref
+	}
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("in use:\n got %v\nwant %v", got, want)
 	}
 	p.objects.resync(ctx)

@@ -17,9 +17,14 @@
 // them, as A's pod specs say (B's are never read for it). The pod controller resolves what only A knows in the env (downward
 // API fields but the pod's IPs, which B gives; A's service links) and keeps
 // the ConfigMap and Secret references, which point at the copies in B: no
-// Secret value is written into B's pod spec. The ServiceAccount token volume
-// does not cross: B cannot issue A's tokens, so the pod in B runs with
-// automountServiceAccountToken false.
+// Secret value is written into B's pod spec. B's pod runs with
+// automountServiceAccountToken false; A's token volumes cross only with the
+// config's home, as a Secret owned by B's pod holding tokens of A bound to
+// A's pod (homeIdentity).
+//
+// A's Services that the node's pods need are reflected into B with A's
+// EndpointSlices (serviceReflector), and everything the node keeps in B is
+// bounded (reflectionBudget).
 //
 // An in-place resize in A is made in B through B's own resize subresource,
 // and A shows B's outcome (ResizePod).
@@ -46,6 +51,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 	psapi "k8s.io/pod-security-admission/api"
 	"k8s.io/utils/ptr"
@@ -76,6 +82,12 @@ type Provider struct {
 	local        *provider.ResourceManager
 	objects      *objectSync
 	stats        *remoteStats
+	// home gives pods their identity in A; nil without the config's home.
+	home *homeIdentity
+	// budget bounds what the node writes into B (the config's reflection).
+	budget *reflectionBudget
+	// recorder records Events on A's pods; nil in unit tests.
+	recorder record.EventRecorder
 
 	mu     sync.Mutex
 	notify func(*corev1.Pod)
@@ -91,6 +103,8 @@ var (
 	_ node.PortForwardProvider = (*Provider)(nil)
 	_ node.StatsProvider       = (*Provider)(nil)
 	_ node.EnvObjectCopier     = (*Provider)(nil)
+	_ node.PodVolumeHandler    = (*Provider)(nil)
+	_ node.CapabilityDeclarer  = (*Provider)(nil)
 )
 
 // CopiesEnvObjects implements node.EnvObjectCopier: the ConfigMaps and
@@ -143,6 +157,8 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 		remoteConfig: restCfg,
 		local:        ic.ResourceManager,
 		stats:        &remoteStats{client: remoteMetrics, cpu: map[cpuKey]*cpuCounter{}},
+		budget:       newReflectionBudget(cfg.Reflection.MaxObjects, cfg.maxBytes()),
+		recorder:     ic.EventRecorder,
 	}
 	if err := p.checkRemote(ctx); err != nil {
 		return nil, err
@@ -174,6 +190,15 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 	p.objects = newObjectSync(p, factory.Core().V1().ConfigMaps().Lister(), factory.Core().V1().Secrets().Lister())
 	factory.Core().V1().ConfigMaps().Informer()
 	factory.Core().V1().Secrets().Informer()
+	if cfg.Home.APIServer != "" {
+		if p.home, err = newHomeIdentity(p, factory.Core().V1().Secrets().Lister()); err != nil {
+			return nil, err
+		}
+	}
+	reflector, localFactory, err := p.startServiceReflection(ctx, ic, factory)
+	if err != nil {
+		return nil, err
+	}
 	factory.Start(ctx.Done())
 	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -181,6 +206,15 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 		if !ok {
 			return nil, fmt.Errorf("remote cluster: the %v informer did not sync within a minute", typ)
 		}
+	}
+	if localFactory != nil {
+		localFactory.Start(ctx.Done())
+		for typ, ok := range localFactory.WaitForCacheSync(syncCtx.Done()) {
+			if !ok {
+				return nil, fmt.Errorf("the %v informer of the daemon's cluster did not sync within a minute", typ)
+			}
+		}
+		go reflector.run(ctx)
 	}
 	go p.objects.run(ctx)
 	go newEventRelay(p, podEventRecorder(ctx, ic.KubeClient, ic.NodeName)).run(ctx)
@@ -322,7 +356,17 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 		return err
 	}
 	defer release()
-	_, err = p.remote.CoreV1().Pods(remote.Namespace).Create(ctx, remote, metav1.CreateOptions{})
+	if p.home != nil {
+		// The token Secret is there when B's kubelet looks for it, and
+		// owned by B's pod once it exists.
+		if err := p.home.write(ctx, pod, nil); err != nil {
+			return err
+		}
+	}
+	created, err := p.remote.CoreV1().Pods(remote.Namespace).Create(ctx, remote, metav1.CreateOptions{})
+	if err == nil && p.home != nil {
+		err = p.home.write(ctx, pod, created)
+	}
 	if apierrors.IsAlreadyExists(err) {
 		existing, getErr := p.remote.CoreV1().Pods(remote.Namespace).Get(ctx, remote.Name, metav1.GetOptions{})
 		if getErr != nil {
@@ -332,6 +376,8 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 		switch {
 		case !ours:
 			return errdefs.InvalidInputf("pod %s/%s exists in the remote cluster and was not made by node %s: it is not used", remote.Namespace, remote.Name, p.nodeName)
+		case uid == pod.UID && p.home != nil:
+			return p.home.write(ctx, pod, existing) // created by an earlier attempt
 		case uid == pod.UID:
 			return nil // created by an earlier attempt
 		}
@@ -431,6 +477,9 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 // DeletePod deletes B's pod with A's grace period; its final status comes
 // back through the informer.
 func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
+	if p.home != nil {
+		p.home.forget(pod.UID)
+	}
 	remote, err := p.remoteFor(pod.Namespace, pod.Name)
 	if err != nil {
 		return err

@@ -63,15 +63,22 @@ func (p *Provider) remotePod(pod *corev1.Pod) (*corev1.Pod, error) {
 		spec.Hostname = pod.Name
 	}
 
-	// A's service account token cannot be served by B (docs/providers/kubernetes.md):
-	// the projected kube-api-access volume is dropped and B mounts none.
+	// B's service accounts mean nothing to A: B mounts none of its own.
+	// A's token volumes are dropped, or with home set, taken out here and
+	// put back after the policy check as volumes of the pod's token
+	// Secret (homeIdentity), at the same mounts.
 	spec.ServiceAccountName, spec.DeprecatedServiceAccount = "", ""
 	spec.AutomountServiceAccountToken = ptr.To(false)
 	dropped := map[string]bool{}
+	var tokenVolumes []corev1.Volume
 	volumes := spec.Volumes[:0]
 	for _, v := range spec.Volumes {
 		if isServiceAccountToken(v) {
-			dropped[v.Name] = true
+			if p.home != nil {
+				tokenVolumes = append(tokenVolumes, v)
+			} else {
+				dropped[v.Name] = true
+			}
 			continue
 		}
 		volumes = append(volumes, v)
@@ -112,6 +119,13 @@ func (p *Provider) remotePod(pod *corev1.Pod) (*corev1.Pod, error) {
 	}
 	if err := p.policy.check(remote); err != nil {
 		return nil, err
+	}
+	if p.home != nil {
+		if err := p.home.tokenVolumes(pod, tokenVolumes); err != nil {
+			return nil, err
+		}
+		remote.Spec.Volumes = append(remote.Spec.Volumes, tokenVolumes...)
+		p.home.homeEnv(&remote.Spec)
 	}
 	p.trust.signPod(remote)
 	return remote, nil

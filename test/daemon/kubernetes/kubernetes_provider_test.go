@@ -50,6 +50,13 @@ type twoClusters struct {
 // daemon in A.
 func startTwoClusters(t *testing.T, configure ...func(*controlplane.Config)) *twoClusters {
 	t.Helper()
+	return startTwoClustersWith(t, "", configure...)
+}
+
+// startTwoClustersWith is startTwoClusters with extra, YAML, at the end of
+// the provider config.
+func startTwoClustersWith(t *testing.T, extra string, configure ...func(*controlplane.Config)) *twoClusters {
+	t.Helper()
 	tc := &twoClusters{t: t, a: testcluster.Shared(t), b: testcluster.Private(t, configure...)}
 	worker := daemontest.Start(t, tc.b, tc.b.AddHost(t, testcluster.UniqueName("w")))
 	daemontest.WaitNodeReady(t, tc.b.Client, worker.Name)
@@ -71,7 +78,7 @@ node:
   labels: {example.com/backend: cluster-b}
 pods:
   tolerations: [{key: virtual-kubelet.io/provider, operator: Exists}]
-`, tc.b.Info.NodeKubeconfig, tc.remoteNS, daemontest.SigningKey(t))
+`, tc.b.Info.NodeKubeconfig, tc.remoteNS, daemontest.SigningKey(t)) + extra
 	if err := os.WriteFile(tc.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
