@@ -25,7 +25,7 @@ import (
 // kindToken is the kind of the signature of a token Secret.
 const kindToken = "token"
 
-// AnnotationRenewAt, on a token Secret in B, is when the provider renews
+// AnnotationRenewAt is, on a token Secret in B, when the provider renews
 // the tokens in it (RFC 3339): at 80% of their lifetime, as the kubelet
 // does.
 const AnnotationRenewAt = "virtual-kubelet.io/renew-at"
