@@ -48,7 +48,7 @@ func terminatedStatus(pod *corev1.Pod, s corev1.PodStatus, reason, message, cont
 	s.Phase = corev1.PodFailed
 	s.Reason, s.Message = reason, message
 	for _, c := range pod.Spec.Containers {
-		if !hasContainerStatus(s.ContainerStatuses, c.Name) {
+		if containerStatus(s.ContainerStatuses, c.Name) == nil {
 			s.ContainerStatuses = append(s.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image})
 		}
 	}
@@ -79,13 +79,4 @@ func terminatedStatus(pod *corev1.Pod, s corev1.PodStatus, reason, message, cont
 		}
 	}
 	return s
-}
-
-func hasContainerStatus(list []corev1.ContainerStatus, name string) bool {
-	for _, c := range list {
-		if c.Name == name {
-			return true
-		}
-	}
-	return false
 }
