@@ -20,12 +20,10 @@ import (
 // nopProvider runs nothing; these tests exercise the controller's own paths.
 type nopProvider struct{}
 
-func (nopProvider) CreatePod(context.Context, *corev1.Pod) error { return nil }
-func (nopProvider) UpdatePod(context.Context, *corev1.Pod) error { return nil }
-func (nopProvider) DeletePod(context.Context, *corev1.Pod) error { return nil }
-func (nopProvider) GetPod(context.Context, string, string) (*corev1.Pod, error) {
-	return nil, nil
-}
+func (nopProvider) CreatePod(context.Context, *corev1.Pod) error                { return nil }
+func (nopProvider) UpdatePod(context.Context, *corev1.Pod) error                { return nil }
+func (nopProvider) DeletePod(context.Context, *corev1.Pod) error                { return nil }
+func (nopProvider) GetPod(context.Context, string, string) (*corev1.Pod, error) { return nil, nil }
 func (nopProvider) GetPodStatus(context.Context, string, string) (*corev1.PodStatus, error) {
 	return nil, nil
 }

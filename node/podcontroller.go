@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -230,11 +229,8 @@ type PodController struct {
 	// together when a pod ends (see podstores.go).
 	stores perpod.Stores
 
-	mu      sync.Mutex
-	started bool
-	ready   chan struct{}
-	done    chan struct{}
-	err     error
+	ready chan struct{}
+	run   *runOnce
 }
 
 // NewPodController creates a new pod controller with the provided config.
@@ -277,7 +273,7 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 		observe:        cfg.ProviderCallObserver,
 		pods:           newPodRecords(),
 		ready:          make(chan struct{}),
-		done:           make(chan struct{}),
+		run:            newRunOnce(),
 	}
 	if pc.lister == nil {
 		pc.lister = cfg.PodInformer.Lister()
@@ -342,13 +338,11 @@ func (pc *PodController) Ready() <-chan struct{} { return pc.ready }
 // Done returns a channel receiver which is closed when the pod controller has
 // exited. Once the pod controller has exited you can call `pc.Err()` to see if
 // any error occurred.
-func (pc *PodController) Done() <-chan struct{} { return pc.done }
+func (pc *PodController) Done() <-chan struct{} { return pc.run.done }
 
 // Err returns any error that has occurred and caused the pod controller to exit.
 func (pc *PodController) Err() error {
-	pc.mu.Lock()
-	defer pc.mu.Unlock()
-	return pc.err
+	return pc.run.result()
 }
 
 // Run will set up the event handlers for types we are interested in, as well
@@ -362,19 +356,10 @@ func (pc *PodController) Err() error {
 //
 // Once this returns, you should not re-use the controller.
 func (pc *PodController) Run(ctx context.Context, podSyncWorkers int) (retErr error) {
-	pc.mu.Lock()
-	if pc.started {
-		pc.mu.Unlock()
-		return errors.New("pod controller: Run was already called")
+	if err := pc.run.start("pod controller"); err != nil {
+		return err
 	}
-	pc.started = true
-	pc.mu.Unlock()
-	defer func() {
-		pc.mu.Lock()
-		pc.err = retErr
-		pc.mu.Unlock()
-		close(pc.done)
-	}()
+	defer func() { pc.run.finish(retErr) }()
 	if podSyncWorkers < 1 {
 		return fmt.Errorf("pod controller: podSyncWorkers must be at least 1, got %d", podSyncWorkers)
 	}
