@@ -16,6 +16,14 @@ import (
 // call, which then fails with it without reaching the provider.
 type CallGuard func(ctx context.Context, method string) error
 
+// then runs call unless guard refuses method.
+func (guard CallGuard) then(ctx context.Context, method string, call func() error) error {
+	if err := guard(ctx, method); err != nil {
+		return err
+	}
+	return call()
+}
+
 // Guarded returns c with every call that changes what the provider runs
 // asked of guard first: CreatePod, UpdatePod, DeletePod, SetPodVolumes,
 // ResizePod, KillContainer, RunInContainer (exec, exec probes included),
@@ -51,24 +59,15 @@ type guardedPods struct {
 }
 
 func (g guardedPods) CreatePod(ctx context.Context, pod *corev1.Pod) error {
-	if err := g.guard(ctx, "CreatePod"); err != nil {
-		return err
-	}
-	return g.PodLifecycleHandler.CreatePod(ctx, pod)
+	return g.guard.then(ctx, "CreatePod", func() error { return g.PodLifecycleHandler.CreatePod(ctx, pod) })
 }
 
 func (g guardedPods) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
-	if err := g.guard(ctx, "UpdatePod"); err != nil {
-		return err
-	}
-	return g.PodLifecycleHandler.UpdatePod(ctx, pod)
+	return g.guard.then(ctx, "UpdatePod", func() error { return g.PodLifecycleHandler.UpdatePod(ctx, pod) })
 }
 
 func (g guardedPods) DeletePod(ctx context.Context, pod *corev1.Pod) error {
-	if err := g.guard(ctx, "DeletePod"); err != nil {
-		return err
-	}
-	return g.PodLifecycleHandler.DeletePod(ctx, pod)
+	return g.guard.then(ctx, "DeletePod", func() error { return g.PodLifecycleHandler.DeletePod(ctx, pod) })
 }
 
 type guardedVolumes struct {
@@ -77,10 +76,7 @@ type guardedVolumes struct {
 }
 
 func (g guardedVolumes) SetPodVolumes(ctx context.Context, pod *corev1.Pod, contents *volume.Contents) error {
-	if err := g.guard(ctx, "SetPodVolumes"); err != nil {
-		return err
-	}
-	return g.next.SetPodVolumes(ctx, pod, contents)
+	return g.guard.then(ctx, "SetPodVolumes", func() error { return g.next.SetPodVolumes(ctx, pod, contents) })
 }
 
 type guardedResizer struct {
@@ -101,10 +97,7 @@ type guardedKiller struct {
 }
 
 func (g guardedKiller) KillContainer(ctx context.Context, namespace, podName, containerName string, grace time.Duration) error {
-	if err := g.guard(ctx, "KillContainer"); err != nil {
-		return err
-	}
-	return g.next.KillContainer(ctx, namespace, podName, containerName, grace)
+	return g.guard.then(ctx, "KillContainer", func() error { return g.next.KillContainer(ctx, namespace, podName, containerName, grace) })
 }
 
 type guardedExec struct {
@@ -113,10 +106,7 @@ type guardedExec struct {
 }
 
 func (g guardedExec) RunInContainer(ctx context.Context, namespace, podName, containerName string, cmd []string, attach api.AttachIO) error {
-	if err := g.guard(ctx, "RunInContainer"); err != nil {
-		return err
-	}
-	return g.next.RunInContainer(ctx, namespace, podName, containerName, cmd, attach)
+	return g.guard.then(ctx, "RunInContainer", func() error { return g.next.RunInContainer(ctx, namespace, podName, containerName, cmd, attach) })
 }
 
 type guardedAttach struct {
@@ -125,10 +115,7 @@ type guardedAttach struct {
 }
 
 func (g guardedAttach) AttachToContainer(ctx context.Context, namespace, podName, containerName string, attach api.AttachIO) error {
-	if err := g.guard(ctx, "AttachToContainer"); err != nil {
-		return err
-	}
-	return g.next.AttachToContainer(ctx, namespace, podName, containerName, attach)
+	return g.guard.then(ctx, "AttachToContainer", func() error { return g.next.AttachToContainer(ctx, namespace, podName, containerName, attach) })
 }
 
 type guardedPortForward struct {
@@ -137,8 +124,5 @@ type guardedPortForward struct {
 }
 
 func (g guardedPortForward) PortForward(ctx context.Context, namespace, podName string, port int32, stream io.ReadWriteCloser) error {
-	if err := g.guard(ctx, "PortForward"); err != nil {
-		return err
-	}
-	return g.next.PortForward(ctx, namespace, podName, port, stream)
+	return g.guard.then(ctx, "PortForward", func() error { return g.next.PortForward(ctx, namespace, podName, port, stream) })
 }

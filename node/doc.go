@@ -8,11 +8,25 @@
 //     PodLifecycleHandler (create, update, delete), and writes the status
 //     the provider reports back to the API server.
 //
-// The data path of the pod controller reads top to bottom:
+// The pod controller has four work queues, each holding a pod key in one
+// worker at a time:
 //
-//	pod informer ──> sync queue ──> provider Create/Update/DeletePod
-//	provider NotifyPods (or polling) ──> status queue ──> pods/status patch
-//	terminal status of a deleting pod ──> delete queue ──> delete (grace 0)
+//	pod informer, provider resync ──> sync queue ───> provider Create/Update/DeletePod
+//	                                     │             (SetPodVolumes first)
+//	                                     v
+//	provider NotifyPods (or polling) ─> status queue ─> pods/status patch; a deleting
+//	probe results                        ^              pod whose status is terminal
+//	                                     │              is then removed (grace 0)
+//	DeletePodsFromKubernetesEnqueue ──> delete queue
+//	ConfigMap/Secret changes, ───────> volume queue ─> provider SetPodVolumes
+//	token renewals
+//
+// A pod object is removed in one place, the status sync that writes its
+// terminal status, as the kubelet's status manager does; the delete queue
+// hands it the pods to remove. What the controller keeps per pod (its
+// record, IPs, volumes, probes) is each kept by one owner, told through one
+// hook when the pod finishes, is replaced by another of its name, or is
+// gone.
 //
 // A provider implements Provider: the pod lifecycle (PodLifecycleHandler)
 // and the node it runs pods on. It implements PodNotifier to report pod

@@ -67,11 +67,8 @@ type NodeController struct { //nolint:revive
 	nodeStale chan struct{}
 	watch     NodeWatch
 
-	started bool
-	ready   chan struct{}
-	done    chan struct{}
-	mu      sync.Mutex
-	err     error
+	ready chan struct{}
+	run   *runOnce
 }
 
 // NewNodeController creates a new node controller. This does not have any
@@ -104,7 +101,7 @@ func NewNodeController(p NodeProvider, node *corev1.Node, nodes v1.NodeInterface
 		nodeDeleted:    make(chan struct{}, 1),
 		nodeStale:      make(chan struct{}, 1),
 		ready:          make(chan struct{}),
-		done:           make(chan struct{}),
+		run:            newRunOnce(),
 	}
 	n.reported.Store(n.desired.DeepCopy())
 	n.labels = NewNodeLabelGuard(n.name)
@@ -142,7 +139,7 @@ func (n *NodeController) Ready() <-chan struct{} { return n.ready }
 // is exited.
 //
 // Call n.Err() to find out if there was an error.
-func (n *NodeController) Done() <-chan struct{} { return n.done }
+func (n *NodeController) Done() <-chan struct{} { return n.run.done }
 
 // Err returns any errors that have occurred that trigger the control loop to
 // exit.
@@ -150,13 +147,11 @@ func (n *NodeController) Done() <-chan struct{} { return n.done }
 // Err only returns a non-nil error after `<-n.Done()` returns.
 func (n *NodeController) Err() error {
 	select {
-	case <-n.done:
+	case <-n.run.done:
 	default:
 		return nil
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.err
+	return n.run.result()
 }
 
 // Run registers the node in kubernetes and starts loops for updating the node
@@ -178,20 +173,10 @@ func (n *NodeController) Err() error {
 // lifecycle controller's Ready Unknown after missed heartbeats) is written
 // back as soon as the provider answers Ping.
 func (n *NodeController) Run(ctx context.Context) (retErr error) {
-	n.mu.Lock()
-	if n.started {
-		n.mu.Unlock()
-		return errors.New("node controller: Run was already called")
+	if err := n.run.start("node controller"); err != nil {
+		return err
 	}
-	n.started = true
-	n.mu.Unlock()
-
-	defer func() {
-		n.mu.Lock()
-		n.err = retErr
-		n.mu.Unlock()
-		close(n.done)
-	}()
+	defer func() { n.run.finish(retErr) }()
 
 	ctx = log.WithFields(ctx, map[string]any{"node": n.name})
 	ctx, cancel := context.WithCancel(ctx)

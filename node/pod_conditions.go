@@ -72,7 +72,9 @@ func readyToStartCondition(s *corev1.PodStatus) corev1.PodCondition {
 	return condition(corev1.PodReadyToStartContainers, ready, "", "")
 }
 
-func findStatus(list []corev1.ContainerStatus, name string) *corev1.ContainerStatus {
+// containerStatus is the status of the container name in list, nil when
+// the list has none.
+func containerStatus(list []corev1.ContainerStatus, name string) *corev1.ContainerStatus {
 	for i := range list {
 		if list[i].Name == name {
 			return &list[i]
@@ -91,7 +93,7 @@ func initializedCondition(pod *corev1.Pod, s *corev1.PodStatus) corev1.PodCondit
 	var unknown, incomplete []string
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		cs := findStatus(s.InitContainerStatuses, c.Name)
+		cs := containerStatus(s.InitContainerStatuses, c.Name)
 		switch {
 		case cs == nil:
 			unknown = append(unknown, c.Name)
@@ -118,7 +120,7 @@ func initializedCondition(pod *corev1.Pod, s *corev1.PodStatus) corev1.PodCondit
 func containersReadyCondition(pod *corev1.Pod, s *corev1.PodStatus) corev1.PodCondition {
 	var unknown, unready []string
 	check := func(name string, list []corev1.ContainerStatus) {
-		if cs := findStatus(list, name); cs == nil {
+		if cs := containerStatus(list, name); cs == nil {
 			unknown = append(unknown, name)
 		} else if !cs.Ready {
 			unready = append(unready, name)

@@ -4,15 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"slices"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/vkubelet/virtual-kubelet/node/internal/ipam"
-	"github.com/vkubelet/virtual-kubelet/node/log"
+	"github.com/vkubelet/virtual-kubelet/node/internal/podips"
 )
 
 // PodCIDRRetryInterval is how often PodControllerConfig.PodCIDRs is asked
@@ -25,86 +22,42 @@ const PodCIDRRetryInterval = 5 * time.Second
 // AssignPodIPs failed); the pod is retried.
 const ReasonFailedCreatePodSandBox = "FailedCreatePodSandBox"
 
-// podIPs is what the controller needs to give pods their IPs before they
-// are created: the provider's choice, and an allocator over the node's pod
-// CIDRs, made once they are known.
-type podIPs struct {
-	// enabled is set when the controller resolves the pods' IP fields
-	// itself and something can choose IPs.
-	enabled  bool
-	assigner PodIPAssigner
-	cidrs    func(context.Context) ([]string, error)
-
-	mu      sync.Mutex
-	alloc   *ipam.Allocator
-	askedAt time.Time
-}
-
-func newPodIPs(pc *PodController, cfg PodControllerConfig) *podIPs {
-	s := &podIPs{cidrs: cfg.PodCIDRs, assigner: pc.caps.IPs}
-	// A runtime that resolves the environment itself gives the pod its IPs.
-	s.enabled = !pc.skipEnv && !pc.env.KeepObjectRefs && (s.assigner != nil || s.cidrs != nil)
-	return s
+// newPodIPs returns the manager of the pods' IPs, nil when the controller
+// does not resolve the pods' IP fields itself (a runtime that resolves the
+// environment gives the pod its IPs) or nothing can choose IPs.
+func newPodIPs(pc *PodController, cfg PodControllerConfig) *podips.Manager {
+	assigner := pc.caps.IPs
+	if pc.skipEnv || pc.env.KeepObjectRefs || (assigner == nil && cfg.PodCIDRs == nil) {
+		return nil
+	}
+	c := podips.Config{CIDRs: cfg.PodCIDRs, RetryInterval: PodCIDRRetryInterval, Existing: pc.podsWithIPs}
+	if assigner != nil {
+		c.Assign = func(ctx context.Context, pod *corev1.Pod) ([]string, error) {
+			var ips []string
+			err := pc.traceProvider(ctx, "AssignPodIPs", func(ctx context.Context) error {
+				var err error
+				if ips, err = assigner.AssignPodIPs(ctx, pod); err != nil {
+					return err
+				}
+				return validIPs(ips)
+			})
+			return ips, err
+		}
+	}
+	return podips.New(c)
 }
 
 // withPodIPs returns the pod for env resolution and CreatePod: pod with its
 // IPs decided, once per pod (see PodIPAssigner).
-func (pc *PodController) withPodIPs(ctx context.Context, pod *corev1.Pod, rec *podRecord) (*corev1.Pod, error) {
-	if !pc.ips.enabled {
+func (pc *PodController) withPodIPs(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+	if pc.ips == nil {
 		return pod, nil
 	}
-	ips, decided := rec.view().podIPsFor(pod.UID)
-	if !decided {
-		var err error
-		if ips, err = pc.decidePodIPs(ctx, pod); err != nil {
-			return nil, err
-		}
-		rec.podIPsDecided(pod.UID, ips)
-	}
-	return podWithIPs(pod, ips), nil
-}
-
-// decidePodIPs chooses a pod's IPs: those it has, else the provider's
-// choice among or besides what the node's allocator offers.
-func (pc *PodController) decidePodIPs(ctx context.Context, pod *corev1.Pod) ([]string, error) {
-	key := podKey(pod)
-	alloc := pc.ips.allocator(ctx, pc.podsWithIPs)
-	if len(pod.Status.PodIPs) > 0 {
-		ips := ipsOf(pod.Status.PodIPs)
-		if alloc != nil {
-			alloc.Reserve(key, ips)
-		}
-		return ips, nil
-	}
-	var offered []string
-	if alloc != nil {
-		var err error
-		if offered, err = alloc.Allocate(key); err != nil {
-			return nil, err
-		}
-	}
-	if pc.ips.assigner == nil {
-		return offered, nil
-	}
-	var ips []string
-	err := pc.traceProvider(ctx, "AssignPodIPs", func(ctx context.Context) error {
-		var err error
-		if ips, err = pc.ips.assigner.AssignPodIPs(ctx, podWithIPs(pod, offered).DeepCopy()); err != nil {
-			return err
-		}
-		return validIPs(ips)
-	})
+	ips, err := pc.ips.For(ctx, podKey(pod), pod)
 	if err != nil {
-		if alloc != nil {
-			alloc.Release(key)
-		}
-		return nil, fmt.Errorf("provider AssignPodIPs: %w", err)
+		return nil, err
 	}
-	if alloc != nil && !slices.Equal(ips, offered) {
-		alloc.Release(key)
-		alloc.Reserve(key, ips)
-	}
-	return ips, nil
+	return podips.WithIPs(pod, ips), nil
 }
 
 // podsWithIPs lists the node's unfinished pods in the API server that have
@@ -117,77 +70,8 @@ func (pc *PodController) podsWithIPs(ctx context.Context) map[string][]string {
 	out := map[string][]string{}
 	for _, pod := range pods {
 		if len(pod.Status.PodIPs) > 0 && !isTerminalPhase(pod.Status.Phase) && pc.accept(ctx, pod) {
-			out[podKey(pod)] = ipsOf(pod.Status.PodIPs)
+			out[podKey(pod)] = podips.Of(pod.Status.PodIPs)
 		}
-	}
-	return out
-}
-
-// allocator returns the allocator over the node's pod CIDRs, nil while
-// there are none. It is made when they are first seen, holding the IPs of
-// the pods existing already.
-func (s *podIPs) allocator(ctx context.Context, existing func(context.Context) map[string][]string) *ipam.Allocator {
-	if s.cidrs == nil {
-		return nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.alloc != nil || !s.askedAt.IsZero() && time.Since(s.askedAt) < PodCIDRRetryInterval {
-		return s.alloc
-	}
-	s.askedAt = time.Now()
-	cidrs, err := s.cidrs(ctx)
-	if err != nil {
-		log.G(ctx).WithError(err).Warn("reading the node's pod CIDRs")
-		return nil
-	}
-	if len(cidrs) == 0 {
-		return nil
-	}
-	alloc, err := ipam.New(cidrs)
-	if err != nil {
-		log.G(ctx).WithError(err).Error("the node's pod CIDRs cannot be used to give pods IPs")
-		return nil
-	}
-	for key, ips := range existing(ctx) {
-		alloc.Reserve(key, ips)
-	}
-	log.G(ctx).WithField("podCIDRs", cidrs).Info("giving pods IPs from the node's pod CIDRs")
-	s.alloc = alloc
-	return alloc
-}
-
-// release frees the IPs the allocator gave key's pod.
-func (s *podIPs) release(key string) {
-	s.mu.Lock()
-	alloc := s.alloc
-	s.mu.Unlock()
-	if alloc != nil {
-		alloc.Release(key)
-	}
-}
-
-// podWithIPs is pod with status.podIP(s) set to ips (pod itself when they
-// are already), sharing the rest: it is only read.
-func podWithIPs(pod *corev1.Pod, ips []string) *corev1.Pod {
-	if slices.Equal(ips, ipsOf(pod.Status.PodIPs)) {
-		return pod
-	}
-	p := *pod
-	p.Status.PodIP, p.Status.PodIPs = "", nil
-	for _, ip := range ips {
-		p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
-	}
-	if len(ips) > 0 {
-		p.Status.PodIP = ips[0]
-	}
-	return &p
-}
-
-func ipsOf(podIPs []corev1.PodIP) []string {
-	out := make([]string, 0, len(podIPs))
-	for _, ip := range podIPs {
-		out = append(out, ip.IP)
 	}
 	return out
 }

@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/vkubelet/virtual-kubelet/node/internal/podips"
 )
 
 // assigningProvider chooses IPs as told, and remembers what it was offered.
@@ -22,9 +24,9 @@ type assigningProvider struct {
 }
 
 func (p *assigningProvider) AssignPodIPs(_ context.Context, pod *corev1.Pod) ([]string, error) {
-	p.offered = append(p.offered, ipsOf(pod.Status.PodIPs))
+	p.offered = append(p.offered, podips.Of(pod.Status.PodIPs))
 	if p.ips == nil && p.err == nil {
-		return ipsOf(pod.Status.PodIPs), nil
+		return podips.Of(pod.Status.PodIPs), nil
 	}
 	return p.ips, p.err
 }
@@ -51,14 +53,14 @@ func ipController(t *testing.T, p PodLifecycleHandler, cidrs []string, edit func
 
 func podIPsOf(t *testing.T, pc *PodController, pod *corev1.Pod) []string {
 	t.Helper()
-	got, err := pc.withPodIPs(context.Background(), pod, pc.pods.get(podKey(pod)))
+	got, err := pc.withPodIPs(context.Background(), pod)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got.Status.PodIPs) > 0 && got.Status.PodIP != got.Status.PodIPs[0].IP {
 		t.Errorf("podIP %q is not the first of podIPs %v", got.Status.PodIP, got.Status.PodIPs)
 	}
-	return ipsOf(got.Status.PodIPs)
+	return podips.Of(got.Status.PodIPs)
 }
 
 func TestPodIPsFromTheNodesCIDRs(t *testing.T) {
@@ -82,7 +84,7 @@ func TestPodIPsFromTheNodesCIDRs(t *testing.T) {
 		t.Errorf("second pod: %v", got)
 	}
 	pc.forget("ns/p")
-	if n := pc.ips.alloc.InUse(); n != 2 {
+	if n := pc.ips.InUse(); n != 2 {
 		t.Errorf("addresses in use after the pod is gone: %d, want 2", n)
 	}
 }
@@ -127,7 +129,7 @@ func TestPodIPsChosenByTheProvider(t *testing.T) {
 	if got := podIPsOf(t, pc, testPod("u1", corev1.PodStatus{})); !slices.Equal(got, p.ips) {
 		t.Errorf("IPs = %v, want the provider's", got)
 	}
-	if n := pc.ips.alloc.InUse(); n != 0 {
+	if n := pc.ips.InUse(); n != 0 {
 		t.Errorf("%d offered addresses still held", n)
 	}
 
@@ -141,10 +143,10 @@ func TestPodIPsChosenByTheProvider(t *testing.T) {
 	} {
 		pc := ipController(t, tc.p, []string{"10.244.3.0/24"}, nil)
 		pod := testPod("u1", corev1.PodStatus{})
-		if _, err := pc.withPodIPs(context.Background(), pod, pc.pods.get("ns/p")); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := pc.withPodIPs(context.Background(), pod); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("provider answering %v, %v: error %v, want one with %q", tc.p.ips, tc.p.err, err, tc.want)
 		}
-		if n := pc.ips.alloc.InUse(); n != 0 {
+		if n := pc.ips.InUse(); n != 0 {
 			t.Errorf("%d offered addresses still held after a failure", n)
 		}
 	}

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
+	"github.com/vkubelet/virtual-kubelet/node/internal/podlisting"
 )
 
 // A pod the provider has is never found lacking at its first look-up,
@@ -16,7 +16,7 @@ func TestListedPodIsNeverFoundLacking(t *testing.T) {
 	pod := testPod("uid-1", podRunning)
 	key := podKey(pod)
 	for i := range 3000 {
-		var listing startListing
+		var listing podlisting.Start
 		records := newPodRecords()
 		rec := records.get(key)
 		sighted := func(k string) bool {
@@ -26,8 +26,8 @@ func TestListedPodIsNeverFoundLacking(t *testing.T) {
 		start := make(chan struct{})
 		var lacked bool
 		var wg sync.WaitGroup
-		wg.Go(func() { <-start; lacked = listing.lacksAtFirstLookUp(key, rec.lookedUp) })
-		wg.Go(func() { <-start; listing.taken([]*corev1.Pod{pod}, sighted) })
+		wg.Go(func() { <-start; lacked = listing.LacksAtFirstLookUp(key, rec.lookedUp) })
+		wg.Go(func() { <-start; listing.Taken([]string{key}, sighted) })
 		close(start)
 		wg.Wait()
 		if lacked {
@@ -36,20 +36,20 @@ func TestListedPodIsNeverFoundLacking(t *testing.T) {
 	}
 	// Looked up before the listing is taken: asked of the provider then,
 	// and not again from the listing.
-	var listing startListing
+	var listing podlisting.Start
 	rec := newPodRecords().get(key)
-	if listing.lacksAtFirstLookUp(key, rec.lookedUp) {
+	if listing.LacksAtFirstLookUp(key, rec.lookedUp) {
 		t.Error("a look-up before the listing found the pod lacking")
 	}
-	listing.taken(nil, func(string) bool { return true })
-	if listing.lacksAtFirstLookUp(key, rec.lookedUp) {
+	listing.Taken(nil, func(string) bool { return true })
+	if listing.LacksAtFirstLookUp(key, rec.lookedUp) {
 		t.Error("a second look-up consulted the listing")
 	}
 	// First looked up after a listing without it: lacking, once.
 	other := newPodRecords().get(key)
-	var empty startListing
-	empty.taken(nil, func(string) bool { return false })
-	if !empty.lacksAtFirstLookUp(key, other.lookedUp) {
+	var empty podlisting.Start
+	empty.Taken(nil, func(string) bool { return false })
+	if !empty.LacksAtFirstLookUp(key, other.lookedUp) {
 		t.Error("a pod missing from the listing was not found lacking at its first look-up")
 	}
 }

@@ -73,20 +73,6 @@ func (pc *PodController) probeChanged(pod *corev1.Pod, status corev1.PodStatus) 
 	}
 }
 
-// forgetProbes stops the probes of the pod of key.
-func (pc *PodController) forgetProbes(key string) {
-	if pc.prober != nil {
-		pc.prober.Forget(key)
-	}
-}
-
-// stopProbes ends every probe worker.
-func (pc *PodController) stopProbes() {
-	if pc.prober != nil {
-		pc.prober.Stop()
-	}
-}
-
 // probeIO is the AttachIO of an exec probe: no stdin or terminal, stdout
 // and stderr both to the probe's output.
 type probeIO struct{ out io.Writer }

@@ -63,7 +63,13 @@ func (pc *PodController) resyncWithProvider(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	pc.listing.taken(provided, func(key string) bool {
+	keys := make([]string, 0, len(provided))
+	for _, p := range provided {
+		if p != nil {
+			keys = append(keys, podKey(p))
+		}
+	}
+	pc.listing.Taken(keys, func(key string) bool {
 		rec := pc.pods.lookup(key)
 		return rec != nil && rec.view().sighted
 	})
@@ -86,7 +92,7 @@ func (pc *PodController) resyncWithProvider(ctx context.Context) {
 		if err := pc.callProvider(withPodFields(ctx, p), "DeletePod", p, pc.provider.DeletePod); err != nil && !errdefs.IsNotFound(err) {
 			continue
 		}
-		pc.listing.dropped(key)
+		pc.listing.Dropped(key)
 	}
 
 	pods, err := pc.lister.List(labels.Everything())
@@ -137,7 +143,7 @@ func (pc *PodController) providerLost(ctx context.Context, key string, pod *core
 	current := rec.freshestStatus(pod)
 	if isTerminalStatus(current) {
 		if pod.DeletionTimestamp != nil {
-			pc.deleteQueue.Enqueue(key)
+			pc.statusQueue.Enqueue(key) // which removes it
 		}
 		return false
 	}

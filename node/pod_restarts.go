@@ -47,15 +47,6 @@ func allExitedZero(pod *corev1.Pod, status *corev1.PodStatus) bool {
 	return len(pod.Spec.Containers) > 0
 }
 
-func containerStatus(list []corev1.ContainerStatus, name string) *corev1.ContainerStatus {
-	for i := range list {
-		if list[i].Name == name {
-			return &list[i]
-		}
-	}
-	return nil
-}
-
 // containerRestarts are, by container name, what the controller adds to the
 // status the provider reports of a pod's containers.
 type containerRestarts map[string]containerRestart

@@ -110,16 +110,9 @@ func TestLostRestartingTransition(t *testing.T) {
 	if s := r.view(); s.recreate || s.restarts["app"].count != 1 {
 		t.Errorf("after the new CreatePod: recreate=%v restarts=%+v; the restarts stay, the flag goes", s.recreate, s.restarts)
 	}
-	r.podIPsDecided("u1", []string{"10.0.0.2"})
-	if ips, ok := r.view().podIPsFor("u1"); !ok || len(ips) != 1 {
-		t.Errorf("podIPsFor(u1) = %v, %v", ips, ok)
-	}
-	if _, ok := r.view().podIPsFor("u2"); ok {
-		t.Error("another pod of the name has no IPs decided")
-	}
 	r.replaced()
-	if s := r.view(); s.restarts != nil || s.podIPs != nil || s.recreate {
-		t.Errorf("replaced kept the earlier pod's restarts or IPs: %+v", s)
+	if s := r.view(); s.restarts != nil || s.recreate {
+		t.Errorf("replaced kept the earlier pod's restarts: %+v", s)
 	}
 }
 

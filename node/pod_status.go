@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/vkubelet/virtual-kubelet/node/internal/perpod"
 	"github.com/vkubelet/virtual-kubelet/node/internal/smpatch"
 	"github.com/vkubelet/virtual-kubelet/node/log"
 )
@@ -40,7 +41,7 @@ func (pc *PodController) syncPodStatusFromProvider(ctx context.Context, key stri
 	pp := rec.view().providerViewOf(pod.UID)
 	if pod.DeletionTimestamp != nil && !isTerminalStatus(current) && (pp == nil || !isTerminalStatus(&pp.Status)) &&
 		!time.Now().Before(pc.stopDeadline(pod, rec)) {
-		pp = pc.stopUnconfirmed(ctx, pod, current)
+		pp = pc.stopUnconfirmed(ctx, pod, rec, current)
 	}
 	var status corev1.PodStatus
 	var settled resizeSettlement
@@ -62,16 +63,13 @@ func (pc *PodController) syncPodStatusFromProvider(ctx context.Context, key stri
 	}
 	settled.record(rec)
 	if isTerminalPhase(current.Phase) {
-		pc.ips.release(key) // a finished pod's sandbox is gone
+		pc.ended(key, perpod.Finished) // a finished pod's sandbox is gone
 	}
 	if pod.DeletionTimestamp != nil && isTerminalStatus(current) {
 		// Removed in the same sync as its terminal status is written, as the
-		// kubelet's status manager does, rather than after the delete
-		// queue's backlog too; the delete queue retries a failure.
-		if err := pc.deletePodFromKubernetes(ctx, key); err != nil {
-			log.G(ctx).WithError(err).Debug("removing the pod; the delete queue retries")
-			pc.deleteQueue.Enqueue(key)
-		}
+		// kubelet's status manager does: the one place a pod object is
+		// removed. A failure is retried with the sync.
+		return pc.removeObject(ctx, pod, rec)
 	}
 	return nil
 }

@@ -29,13 +29,13 @@ func (pc *PodController) stopDeadline(pod *corev1.Pod, rec *podRecord) time.Time
 // stop by its deadline a terminal status of the controller's own, as the
 // kubelet reports containers it had to kill, and records why. It returns the
 // pod to write as if the provider had reported it.
-func (pc *PodController) stopUnconfirmed(ctx context.Context, pod *corev1.Pod, current *corev1.PodStatus) *corev1.Pod {
+func (pc *PodController) stopUnconfirmed(ctx context.Context, pod *corev1.Pod, rec *podRecord, current *corev1.PodStatus) *corev1.Pod {
 	grace := ptr.Deref(pod.DeletionGracePeriodSeconds, 0)
 	msg := fmt.Sprintf("The provider did not confirm the pod stopped within its %ds grace period and a %s margin", grace, pc.graceMargin)
 	log.G(ctx).Warn(msg + "; marking it terminated")
 	pc.recorder.Event(pod, corev1.EventTypeWarning, ReasonProviderDidNotStop, msg)
 	pp := withStatus(pod, terminatedStatus(pod, *current, ReasonProviderDidNotStop, msg, ReasonProviderDidNotStop, msg))
-	pc.pods.get(podKey(pod)).stopForcedWith(pp)
+	rec.stopForcedWith(pp)
 	return pp
 }
 
@@ -48,7 +48,7 @@ func terminatedStatus(pod *corev1.Pod, s corev1.PodStatus, reason, message, cont
 	s.Phase = corev1.PodFailed
 	s.Reason, s.Message = reason, message
 	for _, c := range pod.Spec.Containers {
-		if !hasContainerStatus(s.ContainerStatuses, c.Name) {
+		if containerStatus(s.ContainerStatuses, c.Name) == nil {
 			s.ContainerStatuses = append(s.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image})
 		}
 	}
@@ -79,13 +79,4 @@ func terminatedStatus(pod *corev1.Pod, s corev1.PodStatus, reason, message, cont
 		}
 	}
 	return s
-}
-
-func hasContainerStatus(list []corev1.ContainerStatus, name string) bool {
-	for _, c := range list {
-		if c.Name == name {
-			return true
-		}
-	}
-	return false
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
+	"github.com/vkubelet/virtual-kubelet/node/internal/perpod"
 	"github.com/vkubelet/virtual-kubelet/node/internal/podenv"
 	"github.com/vkubelet/virtual-kubelet/node/log"
 	"github.com/vkubelet/virtual-kubelet/node/trace"
@@ -72,8 +73,7 @@ func (pc *PodController) syncPodFromKubernetes(ctx context.Context, key string) 
 		if err := pc.callProvider(ctx, "DeletePod", identity(namespace, name, applied.uid), pc.provider.DeletePod); err != nil && !errdefs.IsNotFound(err) {
 			return err
 		}
-		rec.replaced()
-		pc.ips.release(key)
+		pc.ended(key, perpod.Replaced)
 	}
 
 	switch {
@@ -102,16 +102,6 @@ func (pc *PodController) podGone(ctx context.Context, key string) error {
 	}
 	pc.forget(key)
 	return nil
-}
-
-// forget drops everything the controller keeps for key.
-func (pc *PodController) forget(key string) {
-	pc.pods.remove(key)
-	pc.ips.release(key)
-	pc.forgetVolumes(key)
-	pc.forgetProbes(key)
-	pc.statusQueue.Forget(key)
-	pc.deleteQueue.Forget(key)
 }
 
 // gaveUp is called when a queue's retry policy gives up on key: a pod that
@@ -161,7 +151,7 @@ func (pc *PodController) createOrUpdate(ctx context.Context, pod *corev1.Pod, re
 		return pc.retryDeferredResize(ctx, pod, rec)
 	}
 
-	withIPs, err := pc.withPodIPs(ctx, pod, rec)
+	withIPs, err := pc.withPodIPs(ctx, pod)
 	if err != nil {
 		pc.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonFailedCreatePodSandBox, "Failed to give the pod its IPs: %v", err)
 		return err
@@ -259,7 +249,7 @@ func (pc *PodController) resolveEnv(pod *corev1.Pod) (*corev1.Pod, error) {
 // the key's first look-up and the listing of the provider's pods at the
 // start shows it did not have it.
 func (pc *PodController) lookUp(ctx context.Context, pod *corev1.Pod, rec *podRecord) (*corev1.Pod, error) {
-	if pc.listing.lacksAtFirstLookUp(podKey(pod), rec.lookedUp) {
+	if pc.listing.LacksAtFirstLookUp(podKey(pod), rec.lookedUp) {
 		return nil, errdefs.NotFound("not among the provider's pods")
 	}
 	var existing *corev1.Pod

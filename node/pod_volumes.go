@@ -2,18 +2,12 @@ package node
 
 import (
 	"context"
-	"crypto/sha256"
-	"errors"
-	"hash/fnv"
-	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/vkubelet/virtual-kubelet/node/internal/podvolumes"
 	"github.com/vkubelet/virtual-kubelet/node/log"
 	"github.com/vkubelet/virtual-kubelet/node/queue"
 	"github.com/vkubelet/virtual-kubelet/node/volume"
@@ -68,115 +62,61 @@ type TokenOnReadHandler interface {
 	ReadsTokensOnRead() bool
 }
 
-// podVolumes is the controller's volume state; nil when the provider has
-// no volumes capability, which then costs nothing: no resolution, no
-// TokenRequest.
-type podVolumes struct {
-	handler  PodVolumeHandler
-	resolver volume.Resolver
-	queue    *queue.Queue
-	// locks serialise resolving and delivering per pod (striped by key),
-	// so the sync and volume queues cannot hand over older contents after
-	// newer ones.
-	locks [64]sync.Mutex
-
-	mu sync.Mutex
-	// delivered is what the provider was last given, per pod key.
-	delivered map[string]deliveredVolumes
-}
-
-// deliveredVolumes is what the controller keeps of the contents it handed
-// over: a digest, not the files.
-type deliveredVolumes struct {
-	uid     types.UID
-	sum     [sha256.Size]byte
-	sources []string
-}
-
-func newPodVolumes(pc *PodController, cfg PodControllerConfig) *podVolumes {
+// newPodVolumes returns the manager of the pods' volumes and the queue
+// that keeps them current; nil, nil when the provider has no volumes
+// capability, which then costs nothing: no resolution, no TokenRequest.
+func newPodVolumes(pc *PodController, cfg PodControllerConfig) (*podvolumes.Manager, *queue.Queue) {
 	h := pc.caps.Volumes
 	if h == nil {
-		return nil
+		return nil, nil
 	}
-	v := &podVolumes{handler: h, delivered: map[string]deliveredVolumes{}}
-	v.resolver.Node = cfg.Node
+	var r volume.Resolver
+	r.Node = cfg.Node
 	if cfg.ConfigMapInformer != nil {
-		v.resolver.ConfigMaps = cfg.ConfigMapInformer.Lister()
+		r.ConfigMaps = cfg.ConfigMapInformer.Lister()
 	}
 	if cfg.SecretInformer != nil {
-		v.resolver.Secrets = cfg.SecretInformer.Lister()
+		r.Secrets = cfg.SecretInformer.Lister()
 	}
 	if cfg.ServiceAccountClient != nil {
-		v.resolver.Tokens = volume.NewTokens(cfg.ServiceAccountClient, cfg.ServiceAccountTokenMaxAge)
+		r.Tokens = volume.NewTokens(cfg.ServiceAccountClient, cfg.ServiceAccountTokenMaxAge)
 	}
-	v.resolver.TokensOnRead = pc.caps.TokensOnRead
-	v.queue = queue.New(SyncPodVolumesQueue, nil, retryUntilPermanent, pc.syncPodVolumes, queueOptions(cfg)...)
-	return v
+	r.TokensOnRead = pc.caps.TokensOnRead
+	q := queue.New(SyncPodVolumesQueue, nil, retryUntilPermanent, pc.syncPodVolumes, queueOptions(cfg)...)
+	m := podvolumes.New(podvolumes.Config{
+		Resolver: r,
+		Set: func(ctx context.Context, pod *corev1.Pod, contents *volume.Contents) error {
+			return pc.traceProvider(ctx, "SetPodVolumes", func(ctx context.Context) error {
+				return h.SetPodVolumes(ctx, pod, contents)
+			})
+		},
+		RefreshAt: func(key string, at time.Time) { q.EnqueueAfter(key, time.Until(at)) },
+	})
+	return m, q
 }
 
 // setVolumes resolves the volumes of pod and hands them to the provider
 // (with forProvider, the pod as the provider gets it) if they changed.
 func (pc *PodController) setVolumes(ctx context.Context, pod, forProvider *corev1.Pod) error {
-	v := pc.volumes
-	if v == nil {
+	if pc.volumes == nil {
 		return nil
 	}
-	key := podKey(pod)
-	lock := &v.locks[fnv32(key)%uint32(len(v.locks))]
-	lock.Lock()
-	defer lock.Unlock()
-	contents, err := v.resolver.Resolve(ctx, pod)
-	if err != nil {
-		return err
-	}
-	sum := contents.Sum()
-	v.mu.Lock()
-	prev, had := v.delivered[key]
-	v.mu.Unlock()
-	if !had || prev.uid != pod.UID || prev.sum != sum {
-		err := pc.traceProvider(ctx, "SetPodVolumes", func(ctx context.Context) error {
-			return v.handler.SetPodVolumes(ctx, forProvider, contents)
-		})
-		if err != nil {
-			return err
-		}
-	}
-	v.mu.Lock()
-	v.delivered[key] = deliveredVolumes{uid: pod.UID, sum: sum, sources: contents.Sources}
-	v.mu.Unlock()
-	if had && prev.uid != pod.UID && v.resolver.Tokens != nil {
-		v.resolver.Tokens.Forget(prev.uid)
-	}
-	if !contents.RefreshAt.IsZero() {
-		v.queue.EnqueueAfter(key, time.Until(contents.RefreshAt))
-	}
-	return nil
+	return pc.volumes.Set(ctx, podKey(pod), pod, forProvider)
 }
 
 // syncPodVolumes brings the volume contents of a pod the provider runs up
-// to date.
+// to date. A pod gone is left to the sync queue, which ends it.
 func (pc *PodController) syncPodVolumes(ctx context.Context, key string) error {
 	pod, err := pc.cachedPod(key)
-	if err != nil {
+	if pod == nil || err != nil {
 		return err
-	}
-	if pod == nil {
-		pc.forgetVolumes(key)
-		return nil
 	}
 	if pod.DeletionTimestamp != nil || isTerminalPhase(pod.Status.Phase) {
 		return nil
 	}
-	v := pc.volumes
-	v.mu.Lock()
-	prev, had := v.delivered[key]
-	v.mu.Unlock()
-	if !had || prev.uid != pod.UID {
-		return nil // never delivered: createOrUpdate delivers the volumes first
-	}
 	ctx = withPodFields(ctx, pod)
-	err = pc.setVolumes(ctx, pod, pod)
-	if isConfigError(err) {
+	err = pc.volumes.Refresh(ctx, key, pod)
+	if podvolumes.IsConfigError(err) {
 		// The kubelet keeps a volume's last contents when its mandatory
 		// object goes away; the object's return queues the pod again.
 		log.G(ctx).WithError(err).Warn("volume contents not updated")
@@ -185,28 +125,10 @@ func (pc *PodController) syncPodVolumes(ctx context.Context, key string) error {
 	return err
 }
 
-// forgetVolumes drops what the controller keeps of a pod's volumes, once
-// the pod is gone.
-func (pc *PodController) forgetVolumes(key string) {
-	v := pc.volumes
-	if v == nil {
-		return
-	}
-	v.mu.Lock()
-	prev, had := v.delivered[key]
-	delete(v.delivered, key)
-	v.mu.Unlock()
-	if had && v.resolver.Tokens != nil {
-		v.resolver.Tokens.Forget(prev.uid)
-	}
-	v.queue.Forget(key)
-}
-
 // volumeSourceChanged queues the pods whose volumes read a ConfigMap or
 // Secret that was created, changed or deleted.
 func (pc *PodController) volumeSourceChanged(obj any) {
-	v := pc.volumes
-	if v == nil {
+	if pc.volumes == nil {
 		return
 	}
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -221,30 +143,7 @@ func (pc *PodController) volumeSourceChanged(obj any) {
 	default:
 		return
 	}
-	prefix := namespace + "/"
-	var keys []string
-	v.mu.Lock()
-	for key, d := range v.delivered {
-		if strings.HasPrefix(key, prefix) && slices.Contains(d.sources, source) {
-			keys = append(keys, key)
-		}
+	for _, key := range pc.volumes.Readers(namespace, source) {
+		pc.volumeQueue.Enqueue(key)
 	}
-	v.mu.Unlock()
-	for _, key := range keys {
-		v.queue.Enqueue(key)
-	}
-}
-
-// isConfigError reports whether err says a volume cannot be resolved from
-// what exists in the cluster, rather than that reading it failed.
-func isConfigError(err error) bool {
-	var missing *volume.MissingError
-	var invalid *volume.InvalidError
-	return errors.As(err, &missing) || errors.As(err, &invalid)
-}
-
-func fnv32(s string) uint32 {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(s))
-	return h.Sum32()
 }

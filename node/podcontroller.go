@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,7 +15,11 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/vkubelet/virtual-kubelet/node/internal/perpod"
 	"github.com/vkubelet/virtual-kubelet/node/internal/podenv"
+	"github.com/vkubelet/virtual-kubelet/node/internal/podips"
+	"github.com/vkubelet/virtual-kubelet/node/internal/podlisting"
+	"github.com/vkubelet/virtual-kubelet/node/internal/podvolumes"
 	"github.com/vkubelet/virtual-kubelet/node/internal/prober"
 	"github.com/vkubelet/virtual-kubelet/node/log"
 	"github.com/vkubelet/virtual-kubelet/node/queue"
@@ -198,7 +201,7 @@ type PodController struct {
 	lister      corev1listers.PodLister
 	recorder    record.EventRecorder
 	env         podenv.Lookup
-	volumes     *podVolumes
+	volumes     *podvolumes.Manager
 	filter      PodEventFilterFunc
 	syncedFuncs []cache.InformerSynced
 	configInfs  []cache.SharedIndexInformer
@@ -207,24 +210,27 @@ type PodController struct {
 	resyncInterval time.Duration
 	graceMargin    time.Duration
 	skipEnv        bool
-	ips            *podIPs
+	ips            *podips.Manager
 	prober         *prober.Manager
 	observe        func(method string, took time.Duration, err error)
 
 	syncQueue   *queue.Queue
 	deleteQueue *queue.Queue
 	statusQueue *queue.Queue
+	// volumeQueue keeps the volumes of running pods current; nil without
+	// volumes.
+	volumeQueue *queue.Queue
 
 	pods *podRecords
 	// listing is the provider's pods at the start, to spare a GetPod on
 	// the first sight of a new pod.
-	listing startListing
+	listing podlisting.Start
+	// stores are the per-pod state of the records and the managers, told
+	// together when a pod ends (see podstores.go).
+	stores perpod.Stores
 
-	mu      sync.Mutex
-	started bool
-	ready   chan struct{}
-	done    chan struct{}
-	err     error
+	ready chan struct{}
+	run   *runOnce
 }
 
 // NewPodController creates a new pod controller with the provided config.
@@ -267,7 +273,7 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 		observe:        cfg.ProviderCallObserver,
 		pods:           newPodRecords(),
 		ready:          make(chan struct{}),
-		done:           make(chan struct{}),
+		run:            newRunOnce(),
 	}
 	if pc.lister == nil {
 		pc.lister = cfg.PodInformer.Lister()
@@ -302,7 +308,7 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 		pc.syncedFuncs = append(pc.syncedFuncs, i.HasSynced)
 	}
 
-	pc.volumes = newPodVolumes(pc, cfg)
+	pc.volumes, pc.volumeQueue = newPodVolumes(pc, cfg)
 	pc.prober = newProber(pc)
 	pc.syncQueue = queue.New(SyncPodsFromKubernetesQueue, cfg.SyncPodsFromKubernetesRateLimiter,
 		orDefault(cfg.SyncPodsFromKubernetesShouldRetryFunc, retryUntilPermanent), pc.syncPodFromKubernetes, queueOptions(cfg)...)
@@ -313,6 +319,7 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 	for _, q := range []*queue.Queue{pc.syncQueue, pc.deleteQueue, pc.statusQueue} {
 		q.OnGiveUp(pc.gaveUp)
 	}
+	pc.stores = pc.perPodStores()
 	return pc, nil
 }
 
@@ -331,13 +338,11 @@ func (pc *PodController) Ready() <-chan struct{} { return pc.ready }
 // Done returns a channel receiver which is closed when the pod controller has
 // exited. Once the pod controller has exited you can call `pc.Err()` to see if
 // any error occurred.
-func (pc *PodController) Done() <-chan struct{} { return pc.done }
+func (pc *PodController) Done() <-chan struct{} { return pc.run.done }
 
 // Err returns any error that has occurred and caused the pod controller to exit.
 func (pc *PodController) Err() error {
-	pc.mu.Lock()
-	defer pc.mu.Unlock()
-	return pc.err
+	return pc.run.result()
 }
 
 // Run will set up the event handlers for types we are interested in, as well
@@ -346,24 +351,15 @@ func (pc *PodController) Err() error {
 // wait for workers to finish processing their current work items prior to
 // returning.
 //
-// Each of the three queues gets podSyncWorkers workers. The informers in the
-// config must be started by the caller.
+// Each queue (four, with volumes) gets up to podSyncWorkers workers. The
+// informers in the config must be started by the caller.
 //
 // Once this returns, you should not re-use the controller.
 func (pc *PodController) Run(ctx context.Context, podSyncWorkers int) (retErr error) {
-	pc.mu.Lock()
-	if pc.started {
-		pc.mu.Unlock()
-		return errors.New("pod controller: Run was already called")
+	if err := pc.run.start("pod controller"); err != nil {
+		return err
 	}
-	pc.started = true
-	pc.mu.Unlock()
-	defer func() {
-		pc.mu.Lock()
-		pc.err = retErr
-		pc.mu.Unlock()
-		close(pc.done)
-	}()
+	defer func() { pc.run.finish(retErr) }()
 	if podSyncWorkers < 1 {
 		return fmt.Errorf("pod controller: podSyncWorkers must be at least 1, got %d", podSyncWorkers)
 	}
@@ -375,7 +371,9 @@ func (pc *PodController) Run(ctx context.Context, podSyncWorkers int) (retErr er
 		for _, q := range pc.queues() {
 			q.ShutDown()
 		}
-		pc.stopProbes()
+		if pc.prober != nil {
+			pc.prober.Stop()
+		}
 	}()
 
 	registrations, err := pc.addEventHandlers(ctx)
@@ -503,7 +501,8 @@ func (pc *PodController) SyncPodsFromKubernetesEnqueue(_ context.Context, key st
 }
 
 // DeletePodsFromKubernetesEnqueue queues the pod with key "namespace/name" to
-// be removed from Kubernetes (grace period 0) if it is being deleted.
+// be removed from Kubernetes (grace period 0) if it is being deleted, once
+// its terminal status is written.
 func (pc *PodController) DeletePodsFromKubernetesEnqueue(_ context.Context, key string) {
 	pc.deleteQueue.Enqueue(key)
 }
@@ -541,7 +540,7 @@ func (pc *PodController) LoadPod(key string) (any, bool) {
 
 // DeletePod forgets everything the controller knows about key.
 func (pc *PodController) DeletePod(key string) {
-	pc.pods.remove(key)
+	pc.forget(key)
 }
 
 // CheckAndUpdatePod compares the provider's new view of a pod with the one it

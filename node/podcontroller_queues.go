@@ -75,8 +75,8 @@ func queueOptions(cfg PodControllerConfig) []queue.Option {
 // is one.
 func (pc *PodController) queues() []*queue.Queue {
 	qs := []*queue.Queue{pc.syncQueue, pc.statusQueue, pc.deleteQueue}
-	if pc.volumes != nil {
-		qs = append(qs, pc.volumes.queue)
+	if pc.volumeQueue != nil {
+		qs = append(qs, pc.volumeQueue)
 	}
 	return qs
 }

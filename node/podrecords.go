@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/utils/ptr"
+
+	"github.com/vkubelet/virtual-kubelet/node/internal/perpod"
 )
 
 // podRecord is what the controller remembers about one pod key between
@@ -61,10 +63,6 @@ type podState struct {
 	objectDeleted types.UID
 	// waitingForConfig is set while a mandatory ConfigMap or Secret is missing.
 	waitingForConfig bool
-	// podIPs are the IPs decided for the pod of UID podIPsOf before its
-	// creation, so a retried CreatePod gets the same ones.
-	podIPs   []string
-	podIPsOf types.UID
 	// recreate is set when the provider lost the pod and its restart
 	// policy has it created again: the next sync creates it rather than
 	// report it lost.
@@ -164,11 +162,6 @@ func (r *podRecord) handedOver(pod *corev1.Pod) {
 		s.applied, s.appliedAt = &a, time.Now()
 		s.providerDeleted, s.recreate = false, false
 	})
-}
-
-// podIPsDecided records the IPs decided for the pod of uid.
-func (r *podRecord) podIPsDecided(uid types.UID, ips []string) {
-	r.update(func(s *podState) { s.podIPs, s.podIPsOf = ips, uid })
 }
 
 // lostRestarting records that the provider lost the pod and it is to be
@@ -400,15 +393,6 @@ func (s podState) stopOnGone(namespace, name string) *corev1.Pod {
 	return last
 }
 
-// podIPsFor returns the IPs decided for the pod of uid, and whether they
-// were.
-func (s podState) podIPsFor(uid types.UID) ([]string, bool) {
-	if s.podIPsOf == "" || s.podIPsOf != uid {
-		return nil, false
-	}
-	return s.podIPs, true
-}
-
 // mayBeOrphan reports whether a pod the provider has but Kubernetes does not
 // may be deleted from the provider: not while we delete or create it.
 func (s podState) mayBeOrphan() bool {
@@ -455,10 +439,27 @@ func (p *podRecords) lookup(key string) *podRecord {
 	return p.m[key]
 }
 
-func (p *podRecords) remove(key string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.m, key)
+// PodEnded drops the record of a pod gone, and what the record of a
+// replaced pod kept of the earlier one; a finished pod keeps its record
+// while its object stays.
+func (p *podRecords) PodEnded(key string, end perpod.End) {
+	switch end {
+	case perpod.Gone:
+		p.mu.Lock()
+		delete(p.m, key)
+		p.mu.Unlock()
+	case perpod.Replaced:
+		if r := p.lookup(key); r != nil {
+			r.replaced()
+		}
+	}
+}
+
+// Len is the number of records.
+func (p *podRecords) Len() int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return len(p.m)
 }
 
 // waitingForConfig returns the keys in namespace waiting for a ConfigMap or Secret.

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 )
@@ -59,7 +60,7 @@ func runningStatus(pod *corev1.Pod) corev1.PodStatus {
 	}
 	for _, c := range pod.Spec.Containers {
 		s.ContainerStatuses = append(s.ContainerStatuses, corev1.ContainerStatus{
-			Name: c.Name, Image: c.Image, Ready: true,
+			Name: c.Name, Image: c.Image, Ready: true, Started: ptr.To(true),
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
 		})
 	}

@@ -78,11 +78,7 @@ func (a *acme) GetPod(_ context.Context, namespace, name string) (*corev1.Pod, e
 }
 
 func (a *acme) GetPodStatus(ctx context.Context, namespace, name string) (*corev1.PodStatus, error) {
-	pod, err := a.GetPod(ctx, namespace, name)
-	if err != nil {
-		return nil, err
-	}
-	return &pod.Status, nil
+	return provider.PodStatusFrom(ctx, a.GetPod, namespace, name)
 }
 
 func (a *acme) GetPods(context.Context) ([]*corev1.Pod, error) {

@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"k8s.io/client-go/transport/spdy"
 	clientexec "k8s.io/client-go/util/exec"
 
+	"github.com/vkubelet/virtual-kubelet/internal/testing/childproc"
 	"github.com/vkubelet/virtual-kubelet/node/api"
 )
 
@@ -75,7 +75,9 @@ func stream(t *testing.T, k executorKind, cfg *rest.Config, u *url.URL, opts rem
 	}
 	// The client must open the streams the URL asks for, no more.
 	// (The kubelet's query says output=1, the apiserver's stdout=true.)
-	var stdout, stderr syncBuffer
+	// Safe for a writer and a reader at once: with protocol v1, client-go
+	// returns before its copy of stdout ends.
+	var stdout, stderr childproc.Output
 	q := u.Query()
 	if (q.Get("output") == "1" || q.Get("stdout") == "true") && opts.Stdout == nil {
 		opts.Stdout = &stdout
@@ -87,25 +89,6 @@ func stream(t *testing.T, k executorKind, cfg *rest.Config, u *url.URL, opts rem
 	defer cancel()
 	err = e.StreamWithContext(ctx, opts)
 	return stdout.String(), stderr.String(), err
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once:
-// with protocol v1, client-go returns before its copy of stdout ends.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // streamURL is base + path with the query of an exec or attach request.
@@ -269,7 +252,7 @@ func TestExecProtocols(t *testing.T) {
 	} {
 		t.Run(c.k.name, func(t *testing.T) {
 			u := streamURL(t, srv.URL, "/exec/ns/web/app", []string{"echo", "hi"}, false, true, true, false)
-			var out syncBuffer
+			var out childproc.Output
 			_, _, err := stream(t, c.k, cfg, u, remotecommand.StreamOptions{Stdout: &out})
 			if err != nil {
 				t.Errorf("echo: %v", err)

@@ -16,12 +16,10 @@ import (
 // nopProvider runs nothing; enough to bring a node up.
 type nopProvider struct{}
 
-func (nopProvider) CreatePod(context.Context, *corev1.Pod) error { return nil }
-func (nopProvider) UpdatePod(context.Context, *corev1.Pod) error { return nil }
-func (nopProvider) DeletePod(context.Context, *corev1.Pod) error { return nil }
-func (nopProvider) GetPod(context.Context, string, string) (*corev1.Pod, error) {
-	return nil, nil
-}
+func (nopProvider) CreatePod(context.Context, *corev1.Pod) error                { return nil }
+func (nopProvider) UpdatePod(context.Context, *corev1.Pod) error                { return nil }
+func (nopProvider) DeletePod(context.Context, *corev1.Pod) error                { return nil }
+func (nopProvider) GetPod(context.Context, string, string) (*corev1.Pod, error) { return nil, nil }
 func (nopProvider) GetPodStatus(context.Context, string, string) (*corev1.PodStatus, error) {
 	return nil, nil
 }

@@ -524,11 +524,7 @@ func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Po
 
 // GetPodStatus answers from B's informer.
 func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*corev1.PodStatus, error) {
-	pod, err := p.GetPod(ctx, namespace, name)
-	if err != nil {
-		return nil, err
-	}
-	return &pod.Status, nil
+	return provider.PodStatusFrom(ctx, p.GetPod, namespace, name)
 }
 
 // GetPods lists this node's pods in B, as A knows them: the pod controller

@@ -116,3 +116,20 @@ func StartWithPlugin(t *testing.T, c *testcluster.Cluster, host *nethost.Host, e
 	args := append([]string{"--nodename", name}, rest...)
 	return Start(t, c, host, append(args, "--provider", "grpc", "--provider-config", cfg)...), p
 }
+
+// ReadyNode starts a node's daemon through tr in the shared cluster, in a
+// node host of its own when inHost is set (so the API server can proxy to
+// it) or else on loopback, and waits until its Node is Ready. It returns
+// the cluster, a namespace of the test's own, and the daemon.
+func (tr Transport) ReadyNode(t *testing.T, inHost bool) (*testcluster.Cluster, string, *Daemon) {
+	t.Helper()
+	c := testcluster.Shared(t)
+	ns := c.Namespace(t)
+	var host *nethost.Host
+	if inHost {
+		host = c.AddHost(t, testcluster.UniqueName("h"))
+	}
+	d := tr.Start(t, c, host)
+	WaitNodeReady(t, c.Client, d.Name)
+	return c, ns, d
+}

@@ -174,6 +174,13 @@ func (a *Allocator) InUse() int {
 	return n
 }
 
+// Owners is the number of owners holding addresses.
+func (a *Allocator) Owners() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.owned)
+}
+
 func toStrings(ips []netip.Addr) []string {
 	out := make([]string, len(ips))
 	for i, ip := range ips {

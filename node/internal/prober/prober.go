@@ -17,6 +17,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/vkubelet/virtual-kubelet/node/internal/perpod"
 )
 
 // Kind is what a probe decides: a container's readiness, its liveness, or
@@ -162,6 +164,7 @@ func (m *Manager) Observe(pod *corev1.Pod, status corev1.PodStatus) corev1.PodSt
 	pp := m.pods[key]
 	if pp != nil && pp.pod.UID != pod.UID {
 		pp.halt()
+		delete(m.pods, key)
 		pp = nil
 	}
 	if status.Phase == corev1.PodSucceeded || status.Phase == corev1.PodFailed {
@@ -172,7 +175,9 @@ func (m *Manager) Observe(pod *corev1.Pod, status corev1.PodStatus) corev1.PodSt
 		return status
 	}
 	if pp == nil {
-		if !hasProbes(pod) {
+		// A pod first seen deleting gets no worker, and keeps no entry
+		// that its end, told already, would not drop.
+		if !hasProbes(pod) || pod.DeletionTimestamp != nil {
 			return status
 		}
 		pp = &podProbes{workers: map[probeKey]*worker{}, results: map[probeKey]instanceResult{},
@@ -198,6 +203,17 @@ func (m *Manager) Forget(key string) {
 		pp.halt()
 		delete(m.pods, key)
 	}
+}
+
+// PodEnded stops the workers of the pod of key and drops its results,
+// whichever way it ended.
+func (m *Manager) PodEnded(key string, _ perpod.End) { m.Forget(key) }
+
+// Len is the number of pods whose probes are kept.
+func (m *Manager) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.pods)
 }
 
 func (pp *podProbes) halt() {

@@ -13,7 +13,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/daemontest"
-	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 	"github.com/vkubelet/virtual-kubelet/providers/mock"
 )
 
@@ -26,11 +25,8 @@ func TestInitContainersThroughKubectl(t *testing.T) {
 }
 
 func testInitContainersThroughKubectl(t *testing.T, via daemontest.Transport) {
-	c := testcluster.Shared(t)
+	c, ns, d := via.ReadyNode(t, true)
 	ctx := context.Background()
-	ns := c.Namespace(t)
-	d := via.Start(t, c, c.AddHost(t, testcluster.UniqueName("h")))
-	daemontest.WaitNodeReady(t, c.Client, d.Name)
 
 	newPod := func(name string, policy corev1.RestartPolicy, annotations map[string]string, init ...corev1.Container) {
 		t.Helper()

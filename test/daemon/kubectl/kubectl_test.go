@@ -17,7 +17,6 @@ import (
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/daemontest"
-	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 	"github.com/vkubelet/virtual-kubelet/providers/mock"
 )
 
@@ -29,11 +28,8 @@ func TestKubectlAgainstVirtualNode(t *testing.T) {
 }
 
 func testKubectlAgainstVirtualNode(t *testing.T, via daemontest.Transport) {
-	c := testcluster.Shared(t)
+	c, ns, d := via.ReadyNode(t, true)
 	ctx := context.Background()
-	ns := c.Namespace(t)
-	d := via.Start(t, c, c.AddHost(t, testcluster.UniqueName("h")))
-	daemontest.WaitNodeReady(t, c.Client, d.Name)
 
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{

@@ -105,11 +105,8 @@ func TestDeploymentRunsOnVirtualNode(t *testing.T) {
 }
 
 func testDeploymentRunsOnVirtualNode(t *testing.T, via daemontest.Transport) {
-	c := testcluster.Shared(t)
+	c, ns, d := via.ReadyNode(t, true)
 	ctx := context.Background()
-	ns := c.Namespace(t)
-	d := via.Start(t, c, c.AddHost(t, testcluster.UniqueName("h")))
-	daemontest.WaitNodeReady(t, c.Client, d.Name)
 
 	dep := daemontest.DeploymentOn(d.Name, "web", 20, nil, corev1.Container{Name: "web", Image: "nginx"})
 	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
@@ -153,11 +150,8 @@ func testDeploymentRunsOnVirtualNode(t *testing.T, via daemontest.Transport) {
 func TestScriptedPods(t *testing.T) { daemontest.ForEachTransport(t, testScriptedPods) }
 
 func testScriptedPods(t *testing.T, via daemontest.Transport) {
-	c := testcluster.Shared(t)
+	c, ns, d := via.ReadyNode(t, false)
 	ctx := context.Background()
-	ns := c.Namespace(t)
-	d := via.Start(t, c, nil)
-	daemontest.WaitNodeReady(t, c.Client, d.Name)
 
 	pod := func(name string, policy corev1.RestartPolicy, ann map[string]string) {
 		p := &corev1.Pod{

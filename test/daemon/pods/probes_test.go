@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/daemontest"
-	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/providers/mock"
 )
@@ -63,11 +62,8 @@ func TestReadinessProbeTakesPodOutOfService(t *testing.T) {
 }
 
 func testReadinessProbeTakesPodOutOfService(t *testing.T, via daemontest.Transport) {
-	c := testcluster.Shared(t)
+	c, ns, d := via.ReadyNode(t, false)
 	ctx := context.Background()
-	ns := c.Namespace(t)
-	d := via.Start(t, c, nil)
-	daemontest.WaitNodeReady(t, c.Client, d.Name)
 
 	labels := map[string]string{"app": "probed"}
 	svc := &corev1.Service{
@@ -109,10 +105,7 @@ func TestLivenessProbeRestartsContainer(t *testing.T) {
 }
 
 func testLivenessProbeRestartsContainer(t *testing.T, via daemontest.Transport) {
-	c := testcluster.Shared(t)
-	ns := c.Namespace(t)
-	d := via.Start(t, c, nil)
-	daemontest.WaitNodeReady(t, c.Client, d.Name)
+	c, ns, d := via.ReadyNode(t, false)
 
 	pod := daemontest.MockPod("alive", d.Name, corev1.RestartPolicyAlways, map[string]string{
 		mock.AnnotationLivenessProbe: "fail-after=5s",
@@ -145,10 +138,7 @@ func TestStartupProbeHoldsStarted(t *testing.T) {
 }
 
 func testStartupProbeHoldsStarted(t *testing.T, via daemontest.Transport) {
-	c := testcluster.Shared(t)
-	ns := c.Namespace(t)
-	d := via.Start(t, c, nil)
-	daemontest.WaitNodeReady(t, c.Client, d.Name)
+	c, ns, d := via.ReadyNode(t, false)
 
 	slow := daemontest.MockPod("slow", d.Name, corev1.RestartPolicyAlways, map[string]string{
 		mock.AnnotationStartupProbe: "fail-for=8s",

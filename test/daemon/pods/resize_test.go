@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/daemontest"
-	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 	"github.com/vkubelet/virtual-kubelet/providers/mock"
 )
 
@@ -25,10 +24,7 @@ import (
 func TestInPlacePodResize(t *testing.T) { daemontest.ForEachTransport(t, testInPlacePodResize) }
 
 func testInPlacePodResize(t *testing.T, via daemontest.Transport) {
-	c := testcluster.Shared(t)
-	ns := c.Namespace(t)
-	d := via.Start(t, c, nil)
-	daemontest.WaitNodeReady(t, c.Client, d.Name)
+	c, ns, d := via.ReadyNode(t, false)
 
 	podLevel := daemontest.ResizePod("pod-level", d.Name, nil)
 	podLevel.Spec.Containers[0].Resources = corev1.ResourceRequirements{}

@@ -20,7 +20,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/daemontest"
-	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 )
 
 // TestPodFilesThroughKubectl is what a newcomer tries on the mock: read the
@@ -35,11 +34,8 @@ func TestPodFilesThroughKubectl(t *testing.T) {
 }
 
 func testPodFilesThroughKubectl(t *testing.T, via daemontest.Transport) {
-	c := testcluster.Shared(t)
+	c, ns, d := via.ReadyNode(t, true)
 	ctx := context.Background()
-	ns := c.Namespace(t)
-	d := via.Start(t, c, c.AddHost(t, testcluster.UniqueName("h")))
-	daemontest.WaitNodeReady(t, c.Client, d.Name)
 
 	if _, err := c.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "site"},
 		Data: map[string]string{"index.html": "version 1\n"}}, metav1.CreateOptions{}); err != nil {
