@@ -71,19 +71,22 @@ func (e Env) funcs() template.FuncMap {
 		"NodeName":       func() string { return e.NodeName },
 		"NodePort":       func() int32 { return e.NodePort },
 		"NodeIP":         func() string { return e.NodeIP },
-		"NodeIPWith":     func(string) string { return e.NodeIP },
-		"NodeIPsWith":    func(string) []string { return nodeIPs() },
+		// The node name, the pod's uid and hostNetwork are taken as any
+		// value: a template passing a field the object lacks (nil) still
+		// renders.
+		"NodeIPWith":  func(any) string { return e.NodeIP },
+		"NodeIPsWith": func(any) []string { return nodeIPs() },
 		// PodIP, without a pod, is the node's: the mock hands out pod IPs
 		// when it creates a pod, not from a template.
 		"PodIP": func() string { return e.NodeIP },
-		"PodIPWith": func(_ string, hostNetwork bool, _, name, namespace string) string {
-			if got := ips(namespace, name); !hostNetwork && len(got) > 0 {
+		"PodIPWith": func(_, hostNetwork, _, name, namespace any) string {
+			if got := ips(str(namespace), str(name)); hostNetwork != true && len(got) > 0 {
 				return got[0]
 			}
 			return e.NodeIP
 		},
-		"PodIPsWith": func(_ string, hostNetwork bool, _, name, namespace string) []string {
-			if got := ips(namespace, name); !hostNetwork && len(got) > 0 {
+		"PodIPsWith": func(_, hostNetwork, _, name, namespace any) []string {
+			if got := ips(str(namespace), str(name)); hostNetwork != true && len(got) > 0 {
 				return got
 			}
 			return nodeIPs()
@@ -97,6 +100,14 @@ func (e Env) funcs() template.FuncMap {
 	delete(m, "env")
 	delete(m, "expandenv")
 	return m
+}
+
+// str is a template's string argument; nil (a missing field) is empty.
+func str(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	return ""
 }
 
 // quote writes v as a double-quoted YAML (and JSON) string: a string as
