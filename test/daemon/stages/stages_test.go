@@ -173,6 +173,30 @@ func events(t *testing.T, client kubernetes.Interface, ns, name, reason string) 
 	return got
 }
 
+// waitAvailable waits until the Deployment has n available replicas.
+func waitAvailable(t *testing.T, client kubernetes.Interface, ns, name string, n int32) {
+	t.Helper()
+	eventually(t, "Deployment "+name+" available", func() (bool, string) {
+		got, err := client.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return got.Status.AvailableReplicas == n, fmt.Sprintf("%d available", got.Status.AvailableReplicas)
+	})
+}
+
+// waitJobDone waits until the Job has one pod Succeeded.
+func waitJobDone(t *testing.T, client kubernetes.Interface, ns, name string) {
+	t.Helper()
+	eventually(t, "Job "+name+" complete", func() (bool, string) {
+		got, err := client.BatchV1().Jobs(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return got.Status.Succeeded == 1, fmt.Sprintf("succeeded %d, failed %d", got.Status.Succeeded, got.Status.Failed)
+	})
+}
+
 func podsOf(t *testing.T, client kubernetes.Interface, ns, selector string) []corev1.Pod {
 	t.Helper()
 	list, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
@@ -267,13 +291,7 @@ func TestGeneralAndChaosStages(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	eventually(t, "the Deployment available", func() (bool, string) {
-		got, err := c.Client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return got.Status.AvailableReplicas == 3, fmt.Sprintf("%d available", got.Status.AvailableReplicas)
-	})
+	waitAvailable(t, c.Client, ns, "web", 3)
 	web := podsOf(t, c.Client, ns, "app=web")
 	for _, p := range web {
 		h.passedThrough(t, p.Name,
@@ -325,13 +343,7 @@ func TestGeneralAndChaosStages(t *testing.T) {
 	h.passedThrough(t, "crashy", []string{"Running ip=true init=True ready=True main=running"}, []string{"Failed", "main=exited(3,Crashed)"})
 	events(t, c.Client, ns, "crashy", "BackOff")
 
-	eventually(t, "the Job complete", func() (bool, string) {
-		got, err := c.Client.BatchV1().Jobs(ns).Get(ctx, "batch", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return got.Status.Succeeded == 1, fmt.Sprintf("succeeded %d, failed %d", got.Status.Succeeded, got.Status.Failed)
-	})
+	waitJobDone(t, c.Client, ns, "batch")
 	for _, p := range podsOf(t, c.Client, ns, "batch.kubernetes.io/job-name=batch") {
 		h.passedThrough(t, p.Name, []string{"Pending ip=true"}, []string{"Running ip=true init=True ready=True work=running"}, []string{"Succeeded", "work=exited(0,Completed)"})
 	}
@@ -405,13 +417,7 @@ func TestFastStages(t *testing.T) {
 	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the Deployment available", func() (bool, string) {
-		got, err := c.Client.AppsV1().Deployments(ns).Get(ctx, "fast", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return got.Status.AvailableReplicas == 2, fmt.Sprintf("%d available", got.Status.AvailableReplicas)
-	})
+	waitAvailable(t, c.Client, ns, "fast", 2)
 	pods := podsOf(t, c.Client, ns, "app=fast")
 	for _, p := range pods {
 		h.passedThrough(t, p.Name, []string{"Pending ip=false"}, []string{"Running ip=true init=True ready=True app=running"})
@@ -435,13 +441,7 @@ func TestFastStages(t *testing.T) {
 	if _, err := c.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the Job complete", func() (bool, string) {
-		got, err := c.Client.BatchV1().Jobs(ns).Get(ctx, "once", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return got.Status.Succeeded == 1, fmt.Sprintf("succeeded %d", got.Status.Succeeded)
-	})
+	waitJobDone(t, c.Client, ns, "once")
 	daemontest.CheckNoPanic(t, d)
 }
 

@@ -75,28 +75,48 @@ func webPod(annotations map[string]string) *corev1.Pod {
 // and returns the stage and the pod with its new status.
 func advance(t *testing.T, l Lifecycle, pod *corev1.Pod) (*Stage, *corev1.Pod) {
 	t.Helper()
-	obj := objectOf(t, pod)
-	s, err := l.Match(obj, rand.New(rand.NewPCG(1, 2)))
+	s, err := l.Match(objectOf(t, pod), rand.New(rand.NewPCG(1, 2)))
 	if err != nil || s == nil {
 		t.Fatalf("Match = %v, %v for status %+v", s, err, pod.Status)
 	}
 	next := pod.DeepCopy()
+	next.Status = corev1.PodStatus{}
+	applyPatches(t, s, KindPod, pod, &next.Status)
+	return s, next
+}
+
+// applyPatches applies s's status patches to obj (a Pod or Node), one
+// after the other, into status.
+func applyPatches(t *testing.T, s *Stage, kind string, obj, status any) {
+	t.Helper()
+	o := objectOf(t, obj)
 	for _, st := range s.Steps() {
 		if st.Patch == nil {
 			continue
 		}
-		status, err := st.Patch.Apply(obj, KindPod)
+		got, err := st.Patch.Apply(o, kind)
 		if err != nil {
 			t.Fatalf("stage %s: %v", s.Name(), err)
 		}
-		data, _ := json.Marshal(status)
-		next.Status = corev1.PodStatus{}
-		if err := json.Unmarshal(data, &next.Status); err != nil {
+		data, _ := json.Marshal(got)
+		if err := json.Unmarshal(data, status); err != nil {
 			t.Fatalf("stage %s: status %s: %v", s.Name(), data, err)
 		}
-		obj = objectOf(t, next)
+		o.JSON["status"] = jsonOf(t, got)
 	}
-	return s, next
+}
+
+func jsonOf(t *testing.T, v any) any {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out any
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func podCondition(p *corev1.Pod, typ corev1.PodConditionType) corev1.ConditionStatus {
@@ -311,20 +331,8 @@ func TestNodeStages(t *testing.T) {
 	}
 	apply := func(s *Stage) *corev1.Node {
 		out := node.DeepCopy()
-		for _, st := range s.Steps() {
-			if st.Patch == nil {
-				continue
-			}
-			status, err := st.Patch.Apply(objectOf(t, node), KindNode)
-			if err != nil {
-				t.Fatalf("%s: %v", s.Name(), err)
-			}
-			data, _ := json.Marshal(status)
-			out.Status = corev1.NodeStatus{}
-			if err := json.Unmarshal(data, &out.Status); err != nil {
-				t.Fatalf("%s: %s: %v", s.Name(), data, err)
-			}
-		}
+		out.Status = corev1.NodeStatus{}
+		applyPatches(t, s, KindNode, node, &out.Status)
 		return out
 	}
 	rnd := rand.New(rand.NewPCG(7, 8))
