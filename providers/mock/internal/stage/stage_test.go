@@ -506,3 +506,18 @@ func TestExpressionsAreBounded(t *testing.T) {
 		t.Errorf("indexing a string: %v, %v", got, err)
 	}
 }
+
+// TestTemplatesAreBounded: counts past the bound are template errors, not
+// a node's memory.
+func TestTemplatesAreBounded(t *testing.T) {
+	for _, tmpl := range []string{`a: {{ len (until 100000000) }}`, `a: {{ repeat 100000000 "x" }}`} {
+		st, err := Parse("t.yaml", []byte(`{"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "s"},
+			"spec": {"resourceRef": {"kind": "Pod"}, "selector": {}, "next": {"statusTemplate": `+quote(tmpl)+`}}}`), testEnv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st[0].Steps()[0].Patch.Apply(objectOf(t, webPod(nil)), KindPod); err == nil || !strings.Contains(err.Error(), "at most 10000") {
+			t.Errorf("%s: %v", tmpl, err)
+		}
+	}
+}

@@ -99,6 +99,24 @@ func (e Env) funcs() template.FuncMap {
 	// hold credentials.
 	delete(m, "env")
 	delete(m, "expandenv")
+	// A count from a typo must not make a template take the node's memory.
+	// (The test checks both are wrapped.)
+	if until, ok := m["until"].(func(int) []int); ok {
+		m["until"] = func(n int) ([]int, error) {
+			if n > maxCount {
+				return nil, fmt.Errorf("until %d: at most %d", n, maxCount)
+			}
+			return until(n), nil
+		}
+	}
+	if repeat, ok := m["repeat"].(func(int, string) string); ok {
+		m["repeat"] = func(n int, s string) (string, error) {
+			if n > maxCount || n*len(s) > maxCount*64 {
+				return "", fmt.Errorf("repeat %d: at most %d", n, maxCount)
+			}
+			return repeat(n, s), nil
+		}
+	}
 	return m
 }
 
@@ -122,6 +140,9 @@ func quote(v any) string {
 	}
 	return strconv.Quote(string(data))
 }
+
+// maxCount bounds sprig's until and repeat.
+const maxCount = 10000
 
 // maxIndent bounds YAML's indent: a template's typo must not make a
 // gigabyte of spaces.
