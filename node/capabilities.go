@@ -140,6 +140,9 @@ func (c Capabilities) NodeProviderFor(registered *corev1.Node) NodeProvider {
 	if np == nil {
 		np = NaiveNodeProvider{}
 	}
+	if sim, ok := np.(NodeStatusSimulator); ok {
+		sim.SimulateFrom(registered.DeepCopy())
+	}
 	if c.Capacity != nil {
 		return capacityUpdates{NodeProvider: np, registered: registered.DeepCopy(), notifier: c.Capacity}
 	}

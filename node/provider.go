@@ -144,6 +144,14 @@ type (
 		// changes, until ctx ends. It does not block.
 		NotifyCapacity(ctx context.Context, f func(corev1.ResourceList))
 	}
+	// NodeStatusSimulator is a NodeProvider that makes up the node's status
+	// itself (the mock's node stages): NodeProviderFor hands it the Node
+	// being registered, which the nodes it reports through
+	// NotifyNodeStatus start from, so that they keep its labels,
+	// annotations and spec.
+	NodeStatusSimulator interface {
+		SimulateFrom(registered *corev1.Node)
+	}
 	// CapabilityDeclarer is a provider that has the methods of optional
 	// capabilities but serves only those it declares when it runs (a
 	// plugin declares its own in its handshake). CapabilitiesOf leaves out

@@ -41,6 +41,9 @@ type ResourceManager struct {
 type InitConfig struct {
 	// ConfigPath is the --provider-config file; empty when none was given.
 	ConfigPath string
+	// StageConfigs are the --stage-config files: kwok's Stages, which the
+	// mock provider runs its pods and node by.
+	StageConfigs []string
 	// NodeName is the name of the Node the provider backs.
 	NodeName string
 	// OperatingSystem is the --os flag.

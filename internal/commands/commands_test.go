@@ -69,6 +69,7 @@ func TestBadInputIsOneLine(t *testing.T) {
 		{[]string{"--provider", "fake", "--leader-elect", "--nodename", strings.Repeat("x", 250)}, "makes holder lease name"},
 		{[]string{"--provider", "fake", "--nodename", "vk", "--node-count", "30", "--metrics-addr", ":10255"}, `--metrics-addr ":10255" is on the kubelet API port of node vk-5 (--listen-port 10250 + 5)`},
 		{[]string{"--provider", "fake", "--no-such-flag"}, "unknown flag: --no-such-flag"},
+		{[]string{"--provider", "fake", "--stage-config", "stages.yaml"}, "--stage-config: kwok's Stages run in the mock provider only, not in --provider fake"},
 		{[]string{"--provider", "fake", "--node-ip", "10.0.0.1", "--kubeconfig", unreadable}, "kubeconfig: stat " + unreadable},
 		{[]string{"--provider", "fake", "--node-ip", "10.0.0.1", "--kubeconfig", garbage}, "kubeconfig " + garbage},
 	}

@@ -130,6 +130,7 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 	recorder := sh.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "virtual-kubelet", Host: name})
 	p, err := initProvider(ctx, provider.InitConfig{
 		ConfigPath:      o.Provider.Config,
+		StageConfigs:    o.Provider.StageConfigs,
 		NodeName:        name,
 		OperatingSystem: o.Node.OperatingSystem,
 		InternalIP:      nodeIP,

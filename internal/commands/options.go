@@ -38,6 +38,8 @@ type Options struct {
 type ProviderOptions struct {
 	Name   string
 	Config string
+	// StageConfigs are kwok Stage files, for the mock.
+	StageConfigs []string
 }
 
 // NodeOptions describe the Nodes to register.
@@ -165,8 +167,13 @@ func (p *ProviderOptions) validate() error {
 	if p.Name == "" {
 		return fmt.Errorf("--provider is required (known: %s)", strings.Join(provider.Names(), ", "))
 	}
-	_, err := provider.Get(p.Name)
-	return err
+	if _, err := provider.Get(p.Name); err != nil {
+		return err
+	}
+	if len(p.StageConfigs) > 0 && p.Name != "mock" {
+		return fmt.Errorf("--stage-config: kwok's Stages run in the mock provider only, not in --provider %s", p.Name)
+	}
+	return nil
 }
 
 func (n *NodeOptions) validate() error {

@@ -43,9 +43,18 @@ func (e podEvents) warnOn(namespace, name string, uid types.UID, fieldPath, reas
 	if e.recorder == nil || name == "" {
 		return
 	}
+	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: namespace, Name: name, UID: uid, FieldPath: fieldPath}
+	e.record(ref, corev1.EventTypeWarning, reason, message)
+}
+
+// record records an Event of type typ on the object ref names (a stage's
+// Event, on a pod or the node).
+func (e podEvents) record(ref *corev1.ObjectReference, typ, reason, message string) {
+	if e.recorder == nil || ref.Name == "" {
+		return
+	}
 	if len(message) > maxEventMessage {
 		message = strings.ToValidUTF8(message[:maxEventMessage-len("...")], "") + "..."
 	}
-	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: namespace, Name: name, UID: uid, FieldPath: fieldPath}
-	e.recorder.Event(ref, corev1.EventTypeWarning, reason, message)
+	e.recorder.Event(ref, typ, reason, message)
 }

@@ -14,6 +14,7 @@ package mock
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"time"
@@ -21,12 +22,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 	"github.com/vkubelet/virtual-kubelet/node/intern"
 	"github.com/vkubelet/virtual-kubelet/node/log"
 	"github.com/vkubelet/virtual-kubelet/provider"
+	"github.com/vkubelet/virtual-kubelet/providers/mock/internal/stage"
 )
 
 // Provider is the mock provider. Create it with New.
@@ -65,6 +68,17 @@ type Provider struct {
 	// interner shares the values the pods repeat: the daemon's, so the
 	// mock's records hold the informer cache's instances.
 	interner *intern.Interner
+
+	// stages are kwok's Stages from --stage-config, nil without (see
+	// stages.go); rnd is their chance, guarded by mu.
+	stages *stage.Set
+	rnd    *rand.Rand
+	// nodeStages run the node's stages (nodestages.go).
+	nodeStages *nodeStages
+	// kube is the API client stages patch and delete with; ctx is the
+	// provider's life.
+	kube kubernetes.Interface
+	ctx  context.Context
 }
 
 var (
@@ -77,12 +91,14 @@ var (
 	_ node.PodVolumeHandler    = (*Provider)(nil)
 	_ node.PodIPAssigner       = (*Provider)(nil)
 	_ node.PodResizer          = (*Provider)(nil)
+	_ node.NodeProvider        = (*Provider)(nil)
+	_ node.NodeStatusSimulator = (*Provider)(nil)
 )
 
 // New builds a mock provider from the init config. The config file, if any,
 // sets the node's capacity, a state directory and faults (see loadConfig);
 // the pods kept in the state directory are running again when it returns.
-func New(_ context.Context, cfg provider.InitConfig) (node.Provider, error) {
+func New(ctx context.Context, cfg provider.InitConfig) (node.Provider, error) {
 	conf, err := loadConfig(cfg.ConfigPath, cfg.NodeName)
 	if err != nil {
 		return nil, err
@@ -103,7 +119,14 @@ func New(_ context.Context, cfg provider.InitConfig) (node.Provider, error) {
 		self:       newProcessUsage(now),
 		volumes:    map[string]*podVolumes{},
 		interner:   cfg.Interner,
+		rnd:        newRand(),
+		kube:       cfg.KubeClient,
+		ctx:        ctx,
 	}
+	if p.stages, err = loadStages(cfg, now, p.stagedIPs); err != nil {
+		return nil, err
+	}
+	p.nodeStages = newNodeStages(p, cfg)
 	if p.interner == nil {
 		p.interner = intern.New()
 	}
@@ -156,7 +179,14 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	ps := newPodState(p, pod, scripts, p.podIPs(pod))
 	p.pods[key] = ps
 	log.G(ctx).Debug("mock: pod created")
-	ps.begin()
+	if p.staged(pod) {
+		if err := p.startStaged(ps, pod); err != nil {
+			delete(p.pods, key)
+			return err
+		}
+	} else {
+		ps.begin()
+	}
 	p.changed(ps)
 	p.persist(ctx, p.state.created(ps))
 	return nil
@@ -188,6 +218,9 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 		}
 		p.persist(ctx, p.state.updated(ps))
 	})
+	if ps.staged != nil {
+		p.updateStaged(ps, pod)
+	}
 	return nil
 }
 
@@ -205,13 +238,29 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	if !ok {
 		return errdefs.NotFoundf("pod %s/%s is not in the mock provider", pod.Namespace, pod.Name)
 	}
+	if ps.staged != nil {
+		// Its stages say when it is gone.
+		p.deleteStaged(ps, pod)
+		return nil
+	}
+	p.finishPod(ctx, ps)
+	return nil
+}
+
+// finishPod stops the pod's containers, reports its terminal status and
+// forgets it; p.mu must be held.
+func (p *Provider) finishPod(ctx context.Context, ps *podState) {
+	if ps.staged != nil {
+		// From here its containers' states make its status.
+		ps.staged.stop()
+		ps.staged = nil
+	}
 	ps.kill()
 	p.retiredCPU += ps.cpuTime(time.Now())
 	ps.releaseFiles()
-	delete(p.pods, key)
+	delete(p.pods, podKey(ps.pod.namespace, ps.pod.name))
 	p.changed(ps)
 	p.persist(ctx, p.state.deleted(ps))
-	return nil
 }
 
 // GetPod returns a copy of the pod with its current status.

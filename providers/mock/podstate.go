@@ -37,6 +37,9 @@ type podState struct {
 	// ephemeral are the containers kubectl debug added; they run once.
 	ephemeral []*containerState
 	deleted   bool
+	// staged, when the stages run the pod, is what they keep of it; its
+	// status is theirs.
+	staged *stagedPod
 	// at is the time of the transition being made (see during); zero
 	// between transitions.
 	at time.Time
@@ -480,6 +483,9 @@ func (ps *podState) stopTimers() {
 	for _, c := range ps.all() {
 		c.stopTimer()
 	}
+	if ps.staged != nil {
+		ps.staged.stop()
+	}
 }
 
 func (c *containerState) stopTimer() {
@@ -561,6 +567,9 @@ func (ps *podState) notification() *corev1.Pod {
 
 // status is the pod's current status.
 func (ps *podState) status() corev1.PodStatus {
+	if ps.staged != nil {
+		return *ps.staged.status.DeepCopy()
+	}
 	created := metav1.NewTime(ps.created)
 	// The conditions (Initialized, Ready, ...) are left to the pod
 	// controller, which derives them from these statuses as a kubelet does.
