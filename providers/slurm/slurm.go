@@ -2,7 +2,7 @@
 // batch jobs: one job per pod, each container a process under bubblewrap
 // inside it (init containers first, in order), with the pod's volumes
 // bind-mounted from a per-pod directory in a work directory the compute
-// nodes share (see job.sh for the job's side).
+// nodes share (see package internal/sandbox for the job's side).
 //
 // State is pushed: one squeue --json per poll interval for every job of the
 // node, diffed against what was last reported, changes sent through
@@ -178,8 +178,8 @@ func (p *Provider) install() error {
 	return nil
 }
 
-// LauncherName is the container launcher's program: every job runs it
-// once per container (see package internal/sandbox).
+// LauncherName is the job's program: every job's script becomes it (see
+// package internal/sandbox).
 const LauncherName = "virtual-kubelet-slurm-container"
 
 // findLauncher is the launcher the config names, or else the one beside
