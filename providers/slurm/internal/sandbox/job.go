@@ -155,8 +155,7 @@ type container struct {
 	name   string
 	cmd    *exec.Cmd // nil when it could not start
 	holder *exec.Cmd // of the stdin fifo's write end; nil without stdin
-	logged chan struct{}
-	err    error // why it could not start
+	logged chan struct{} // closed once the log has all the output
 }
 
 // run runs a container to its end and returns its exit code.
@@ -171,53 +170,51 @@ func (j *job) start(name string) *container {
 	j.mu.Lock()
 	j.running[name] = true
 	j.mu.Unlock()
-	log, err := openLogFile(filepath.Join(dir, "log"), j.logMax, j.logFiles)
+	log, r, w, err := openOutput(filepath.Join(dir, "log"), j.logMax, j.logFiles)
 	if err != nil {
-		c.err = err
+		fmt.Fprintf(os.Stderr, "virtual-kubelet-slurm-container: container %s: %v\n", name, err)
 		close(c.logged)
-		return c
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		c.err = err
-		close(c.logged)
-		log.close()
-		return c
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		c.err = err
-		close(c.logged)
-		log.close()
-		outR.Close()
-		outW.Close()
 		return c
 	}
 	go func() {
 		var wg sync.WaitGroup
-		for _, s := range []struct {
-			r      *os.File
-			stream string
-		}{{outR, "stdout"}, {errR, "stderr"}} {
+		for i, stream := range []string{"stdout", "stderr"} {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				defer s.r.Close()
-				log.copyFrom(s.r, s.stream)
+				defer r[i].Close()
+				log.copyFrom(r[i], stream)
 			}()
 		}
 		wg.Wait()
 		log.close()
 		close(c.logged)
 	}()
+	outW, errW := w[0], w[1]
 	defer outW.Close()
 	defer errW.Close()
-	c.cmd, c.holder, c.err = j.launch(name, dir, outW, errW)
-	if c.err != nil {
-		fmt.Fprintf(errW, "virtual-kubelet-slurm-container: container %s: %v\n", name, c.err)
-		c.cmd = nil
+	if c.cmd, c.holder, err = j.launch(name, dir, outW, errW); err != nil {
+		fmt.Fprintf(errW, "virtual-kubelet-slurm-container: container %s: %v\n", name, err)
 	}
 	return c
+}
+
+// openOutput opens a container's log and the pipes for its stdout and
+// stderr: r for the log's side, w for the container's.
+func openOutput(name string, max int64, files int) (l *logFile, r, w [2]*os.File, err error) {
+	if l, err = openLogFile(name, max, files); err != nil {
+		return nil, r, w, err
+	}
+	for i := range r {
+		if r[i], w[i], err = os.Pipe(); err != nil {
+			l.close()
+			for _, f := range append(r[:i:i], w[:i]...) {
+				f.Close()
+			}
+			return nil, r, w, err
+		}
+	}
+	return l, r, w, nil
 }
 
 // launch starts the container's process (and its stdin's holder) with its

@@ -198,13 +198,8 @@ func TestJobPassesTermOn(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case code := <-done:
-		if code != 1 {
-			t.Errorf("Job = %d, want 1", code)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the job did not end after TERM")
+	if code := waitJob(t, done, "after TERM"); code != 1 {
+		t.Errorf("Job = %d, want 1", code)
 	}
 	if got := exitCode(t, dir, "main"); got != "7" {
 		t.Errorf("main: exit %q, want 7 (its TERM trap)", got)
@@ -235,16 +230,23 @@ func TestJobStdinHolder(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Errorf("Job = %d, want 0", code)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the container did not see the end of its stdin")
+	if code := waitJob(t, done, "once its stdin ended"); code != 0 {
+		t.Errorf("Job = %d, want 0", code)
 	}
 	if log := readFile(t, filepath.Join(c, "log")); !strings.Contains(log, " stdout F typed\n") || !strings.Contains(log, " stdout F eof\n") {
 		t.Errorf("log = %q, want the input, then eof", log)
+	}
+}
+
+// waitJob waits for a Job's exit code.
+func waitJob(t *testing.T, done <-chan int, what string) int {
+	t.Helper()
+	select {
+	case code := <-done:
+		return code
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the job did not end %s", what)
+		return 0
 	}
 }
 
