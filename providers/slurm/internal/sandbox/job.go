@@ -153,8 +153,8 @@ func (j *job) forwardTerm() {
 // container is a started container.
 type container struct {
 	name   string
-	cmd    *exec.Cmd // nil when it could not start
-	holder *exec.Cmd // of the stdin fifo's write end; nil without stdin
+	cmd    *exec.Cmd     // nil when it could not start
+	holder *exec.Cmd     // of the stdin fifo's write end; nil without stdin
 	logged chan struct{} // closed once the log has all the output
 }
 
