@@ -5,7 +5,7 @@
 # users that submit them, such as the two tenant users install creates
 # (vk-tenant-a and vk-tenant-b).
 #
-#   hack/slurm/slurm.sh install      apt-get install slurm-wlm munge bubblewrap perl when missing, add the tenant users
+#   hack/slurm/slurm.sh install      apt-get install slurm-wlm munge bubblewrap when missing, add the tenant users
 #   hack/slurm/slurm.sh start [DIR]  install, then start (idempotent); prints SLURM_CONF
 #   hack/slurm/slurm.sh stop  [DIR]  stop the daemons started in DIR
 #
@@ -32,8 +32,6 @@ install() {
 	command -v slurmctld >/dev/null || missing+=(slurm-wlm)
 	command -v munged >/dev/null || missing+=(munge)
 	command -v bwrap >/dev/null || missing+=(bubblewrap)
-	# The job script stamps container output with perl (Time::HiRes).
-	perl -MTime::HiRes -e 1 2>/dev/null || missing+=(perl)
 	local u
 	for u in vk-tenant-a vk-tenant-b; do
 		id "$u" >/dev/null 2>&1 && continue

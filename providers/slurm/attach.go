@@ -21,11 +21,11 @@ import (
 // container's log followed from its end, each record to its stream (both to
 // stdout for a TTY session); the session ends when the
 // container exits or the client goes. The input, for a container with
-// stdin: true, goes into the fifo job.sh keeps as its standard input,
+// stdin: true, goes into the fifo the job keeps as its standard input,
 // written on the job's node by dd under srun --overlap; with stdinOnce the
 // container's stdin is closed once the first attach's input ends, as a
 // kubelet closes it. A container with tty: true runs on a terminal of its
-// own (job.sh), whose output is all stdout; its size stays the default:
+// own (script(1), started by the job), whose output is all stdout; its size stays the default:
 // resizes are ignored. A container that has not started or has exited
 // cannot be attached to.
 func (p *Provider) AttachToContainer(ctx context.Context, namespace, podName, containerName string, attach api.AttachIO) error {

@@ -64,8 +64,8 @@ type Config struct {
 	SlurmBin             string `json:"slurmBin,omitempty"`
 	SlurmConf            string `json:"slurmConf,omitempty"`
 	Bwrap                string `json:"bwrap,omitempty"`
-	// Launcher is the container launcher the daemon installs in workDir
-	// for its jobs; empty: virtual-kubelet-slurm-container beside the
+	// Launcher is the program every job runs (its containers, their logs
+	// and exit codes), which the daemon installs in workDir; empty: virtual-kubelet-slurm-container beside the
 	// daemon's executable, else on PATH.
 	Launcher     string            `json:"launcher,omitempty"`
 	PollInterval string            `json:"pollInterval,omitempty"`

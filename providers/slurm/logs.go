@@ -16,7 +16,7 @@ import (
 )
 
 // A container's log file, c/NAME/log, holds records, one a line, as
-// job.sh's stamper writes them: "TIME STREAM TAG TEXT", the kubelet's CRI
+// the job's launcher writes them (package sandbox): "TIME STREAM TAG TEXT", the kubelet's CRI
 // log format. TIME is when the text was read (RFC 3339, UTC), STREAM stdout
 // or stderr, TAG F when TEXT ends a line and P when it is part of one.
 
@@ -42,7 +42,7 @@ func parseRecord(line []byte) logRecord {
 		return logRecord{text: line}
 	}
 	if string(tag) == "P" {
-		// The stamper ends every record with a newline; a partial line's
+		// The launcher ends every record with a newline; a partial line's
 		// text has none.
 		text = bytes.TrimSuffix(text, []byte("\n"))
 	}

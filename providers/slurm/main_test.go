@@ -1,7 +1,6 @@
 package slurm
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,8 +17,7 @@ func TestMain(m *testing.M) {
 	// (writeConfig): installed under the launcher's name and run by a job,
 	// it is the launcher.
 	if filepath.Base(os.Args[0]) == LauncherName {
-		fmt.Fprintln(os.Stderr, sandbox.Main(os.Args[1:]))
-		os.Exit(1)
+		os.Exit(sandbox.Main(os.Args[1:]))
 	}
 	code := m.Run()
 	for _, f := range teardown {

@@ -17,8 +17,8 @@ import (
 )
 
 // A pod's directory, workDir/<pod UID>, belongs to the pod's tenant (mode
-// 0700, files 0600) and holds what its job reads (see job.sh and
-// the launcher, package internal/sandbox) and what the job writes back: per container
+// 0700, files 0600) and holds what its job reads (see the launcher,
+// package internal/sandbox) and what the job writes back: per container
 // c/NAME/{info,log,exit}, and c/NAME/{in,in.holder} for one with stdin.
 // The pod's own volumes live in it too: vol/NAME for those the controller
 // resolves, empty/NAME for emptyDirs, and tmp for the containers' /tmp.
@@ -198,7 +198,7 @@ func (p *Provider) hiddenPaths() []string {
 	return hidden
 }
 
-// yesNo is how job.sh reads a flag.
+// yesNo is how the job reads a flag.
 func yesNo(b bool) []byte {
 	if b {
 		return []byte("yes")
@@ -206,7 +206,7 @@ func yesNo(b bool) []byte {
 	return []byte("no")
 }
 
-// nulList is the NUL-terminated list job.sh reads with mapfile -d ”; a NUL
+// nulList is a NUL-terminated list, as the job reads lists; a NUL
 // inside an item cannot be passed to a process anyway, so it is refused
 // earlier by the API server's validation and dropped here.
 func nulList(items []string) []byte {

@@ -2,7 +2,7 @@
 // batch jobs: one job per pod, each container a process under bubblewrap
 // inside it (init containers first, in order), with the pod's volumes
 // bind-mounted from a per-pod directory in a work directory the compute
-// nodes share (see job.sh for the job's side).
+// nodes share (see package internal/sandbox for the job's side).
 //
 // State is pushed: one squeue --json per poll interval for every job of the
 // node, diffed against what was last reported, changes sent through
@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	k8srecord "k8s.io/client-go/tools/record"
 
 	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
@@ -70,6 +71,9 @@ type Provider struct {
 	// ignored are the jobs, by ID, that carry this node's job name but are
 	// no pod's: logged once each.
 	ignored map[string]bool
+	// events records Events on the pods (a held job); nil in a plugin
+	// process.
+	events k8srecord.EventRecorder
 }
 
 // podJob is one pod and its job.
@@ -128,6 +132,7 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 		pods:       map[string]*podJob{},
 		unsure:     map[types.UID]bool{},
 		ignored:    map[string]bool{},
+		events:     ic.EventRecorder,
 	}
 	p.hostPaths, p.hidden = nulList(cfg.HostPaths), nulList(p.hiddenPaths())
 	if err := p.install(); err != nil {
@@ -173,8 +178,8 @@ func (p *Provider) install() error {
 	return nil
 }
 
-// LauncherName is the container launcher's program: every job runs it
-// once per container (see package internal/sandbox).
+// LauncherName is the job's program: every job's script becomes it (see
+// package internal/sandbox).
 const LauncherName = "virtual-kubelet-slurm-container"
 
 // findLauncher is the launcher the config names, or else the one beside
@@ -545,6 +550,15 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 		return err
 	}
 	time.AfterFunc(time.Duration(grace)*time.Second, func() {
+		p.mu.Lock()
+		still := p.pods[key] == pj
+		p.mu.Unlock()
+		if !still {
+			// Its job ended within the grace period and the pod is
+			// forgotten: nothing to cancel, and a scancel per deleted pod
+			// costs Slurm a request.
+			return
+		}
 		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if _, err := p.cli.run(cctx, cred, "scancel", id); err != nil {
@@ -738,6 +752,7 @@ func (p *Provider) report(pj *podJob) {
 	if reflect.DeepEqual(s, pj.status) {
 		return
 	}
+	p.recordHold(pj.pod, pj.status, s)
 	pj.status = s
 	if p.notify != nil {
 		p.notify(p.notification(pj))

@@ -105,6 +105,8 @@ func podStatus(pod *corev1.Pod, v jobView) corev1.PodStatus {
 	timedOut := v.pastDeadline || state == stateTimeout || state == stateDeadline
 	done := v.gone || timedOut || v.evicted != "" || (v.job != nil && jobDone(state))
 
+	held := state == statePending && jobHeld(reason)
+
 	// Why a container that never wrote its exit file ended.
 	lostReason, lostMessage := "Error", "the job ended (Slurm state "+state+") before the container exited"
 	switch {
@@ -144,6 +146,8 @@ func podStatus(pod *corev1.Pod, v jobView) corev1.PodStatus {
 			started := true
 			cs.Started, cs.Ready = &started, true
 			cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(f.started)}
+		case held:
+			cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: ReasonJobHeld, Message: heldMessage(v.job)}
 		default:
 			msg := ""
 			if state == statePending {
@@ -191,6 +195,8 @@ func podStatus(pod *corev1.Pod, v jobView) corev1.PodStatus {
 		}
 	case allExited:
 		s.Phase = corev1.PodSucceeded
+	case held:
+		s.Reason, s.Message = ReasonJobHeld, heldMessage(v.job)
 	case state == stateRunning && initDone && anyStarted:
 		// Running, as on a kubelet, once a container is: exec and
 		// attach then find it.

@@ -1,22 +1,19 @@
-// Command virtual-kubelet-slurm-container starts one container of a pod's
-// Slurm job under bubblewrap. The slurm provider installs it in its work
-// directory and every job runs it once per container:
+// Command virtual-kubelet-slurm-container runs a pod's Slurm job: the
+// slurm provider installs it in its work directory, and every job's batch
+// script (job.sh) becomes it:
 //
-//	virtual-kubelet-slurm-container POD_DIR CONTAINER BWRAP
+//	virtual-kubelet-slurm-container job POD_DIR BWRAP
 //
-// It is a program of its own, apart from virtual-kubelet, so that a
-// container start costs a millisecond, not the daemon's initialisation.
+// It starts each container under bubblewrap, stamps its output into its
+// log and records its exit code (see package sandbox). It is a program of
+// its own, apart from virtual-kubelet, so that a job costs a millisecond to
+// start, not the daemon's initialisation.
 package main
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/vkubelet/virtual-kubelet/providers/slurm/internal/sandbox"
 )
 
-func main() {
-	err := sandbox.Main(os.Args[1:])
-	fmt.Fprintf(os.Stderr, "virtual-kubelet-slurm-container: %v\n", err)
-	os.Exit(1)
-}
+func main() { os.Exit(sandbox.Main(os.Args[1:])) }

@@ -1,9 +1,10 @@
-// Package sandbox starts one container of a Slurm job under bubblewrap. It
-// is the launcher's whole program (virtual-kubelet-slurm-container), which
-// every container start of every job runs, so it imports nothing beyond
-// the standard library, x/sys and filepath-securejoin: it starts in about
-// a millisecond, where the daemon's binary spends a tenth of a second of
-// CPU in its packages' initialisation. It also holds the bounded, symlink-
+// Package sandbox is the program of a Slurm job of the slurm provider
+// (virtual-kubelet-slurm-container): it runs the pod's containers, each
+// under bubblewrap, stamps their output into their logs and records their
+// exit codes (see Job). Every job runs it, so it imports nothing beyond the
+// standard library, x/sys and filepath-securejoin: it starts in about a
+// millisecond, where the daemon's binary spends a tenth of a second of CPU
+// in its packages' initialisation. It also holds the bounded, symlink-
 // refusing reads of a pod directory that the daemon shares with it.
 package sandbox
 
@@ -33,36 +34,70 @@ var containerName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 // ValidContainerName reports whether name can be a container's directory.
 func ValidContainerName(name string) bool { return containerName.MatchString(name) }
 
-// Main is the launcher: given POD_DIR CONTAINER BWRAP, it reads the
-// container's plan from the pod directory, resolves every bind source
-// beneath the pod directory at that moment, and replaces itself with
-// bubblewrap. It returns only on an error.
+// Main runs the launcher's command line and returns its exit code:
+//
+//	job POD_DIR BWRAP              the pod's job: see Job
+//	container POD_DIR NAME BWRAP   one container: see ExecContainer
+//
+// An error is written to standard error.
+func Main(args []string) int {
+	var err error
+	switch {
+	case len(args) == 3 && args[0] == "job":
+		var code int
+		if code, err = Job(args[1], args[2]); err == nil {
+			return code
+		}
+	case len(args) == 4 && args[0] == "container":
+		err = ExecContainer(args[1], args[2], args[3])
+	default:
+		err = fmt.Errorf("want job POD_DIR BWRAP or container POD_DIR NAME BWRAP, got %q", args)
+	}
+	fmt.Fprintf(os.Stderr, "virtual-kubelet-slurm-container: %v\n", err)
+	return 1
+}
+
+// ExecContainer reads the container's plan from the pod directory, resolves
+// every bind source beneath the pod directory at that moment, and replaces
+// the process with bubblewrap, whose --info-fd is descriptor 3. It returns
+// only on an error. The job runs it under script(1) for a container with a
+// terminal of its own; it starts the others itself (see Job).
 //
 // The container gets new user, PID, IPC, UTS and cgroup namespaces, no
 // capabilities, a /proc of its own PID namespace, a minimal /dev, and of
 // the file system only its image's root (or the host paths the config
 // allows, read-only, less the hidden ones), its volumes and its /tmp. It
 // keeps the node's network, which jobs need for MPI.
-func Main(args []string) error {
-	if len(args) != 3 {
-		return fmt.Errorf("want POD_DIR CONTAINER BWRAP, got %d arguments", len(args))
-	}
-	argv, keep, err := Args(args[0], args[1], args[2])
+func ExecContainer(podDir, name, bwrap string) error {
+	argv, keep, err := Args(podDir, name, bwrap, keepFD)
 	if err != nil {
-		return fmt.Errorf("container %s: %w", args[1], err)
+		return fmt.Errorf("container %s: %w", name, err)
 	}
-	for _, f := range keep {
-		// Bubblewrap gets these descriptors: they must survive exec.
-		if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFD, 0); err != nil {
+	// Bubblewrap finds the descriptors at keepFD on: each is first copied
+	// above them all, so that no move overwrites one not yet moved.
+	high := make([]int, len(keep))
+	for i, f := range keep {
+		if high[i], err = unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, keepFD+len(keep)); err != nil {
 			return err
 		}
 	}
-	return unix.Exec(args[2], argv, []string{JobPath})
+	for i, fd := range high {
+		// Without close-on-exec: bubblewrap gets them.
+		if err := unix.Dup3(fd, keepFD+i, 0); err != nil {
+			return err
+		}
+	}
+	return unix.Exec(bwrap, argv, []string{JobPath})
 }
 
+// keepFD is the first descriptor bubblewrap's argv names: 0-2 are the
+// standard streams and 3 its --info-fd.
+const keepFD = 4
+
 // Args builds bubblewrap's argv for the container and returns the files
-// whose descriptors the argv names.
-func Args(podDir, name, bwrap string) (argv []string, keep []*os.File, err error) {
+// the argv names by descriptor: keep[i] as firstFD+i, where bubblewrap
+// must find it.
+func Args(podDir, name, bwrap string, firstFD int) (argv []string, keep []*os.File, err error) {
 	if !ValidContainerName(name) {
 		return nil, nil, fmt.Errorf("%q is not a container name", name)
 	}
@@ -123,11 +158,14 @@ func Args(podDir, name, bwrap string) (argv []string, keep []*os.File, err error
 		keep = append(keep, f)
 		return f, nil
 	}
-	fd := func(f *os.File) string { return strconv.Itoa(int(f.Fd())) }
+	// The descriptor f will be in bubblewrap, once appended to keep.
+	fd := func(f *os.File) string {
+		return strconv.Itoa(firstFD + slices.Index(keep, f))
+	}
 
 	// --as-pid-1: the container's process is PID 1 of its namespace, as
 	// in a container runtime, so the TERM of a graceful delete reaches it
-	// (job.sh signals bwrap's child) and not a reaper that ignores it.
+	// (Job signals bwrap's child) and not a reaper that ignores it.
 	argv = []string{bwrap,
 		"--unshare-user", "--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup",
 		"--cap-drop", "ALL", "--die-with-parent", "--hostname", hostname, "--info-fd", "3"}
