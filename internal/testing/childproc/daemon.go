@@ -39,9 +39,9 @@ func BuildDaemon() (path string, remove func(), err error) {
 }
 
 // Build builds virtual-kubelet into dir with the go build flags given, and
-// the slurm provider's container launcher beside it without them: a job
-// runs the launcher for every container, and it replaces itself with
-// bubblewrap at once.
+// the slurm provider's container launcher beside it without them: the
+// launcher is the whole of each Slurm job, so the race detector's cost
+// there would be every pod's.
 func Build(dir string, flags ...string) error {
 	for _, b := range []struct {
 		pkg   string
