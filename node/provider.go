@@ -175,4 +175,6 @@ const (
 	CapabilityResize Capability = "resize"
 	// CapabilityVolumes is PodVolumeHandler.
 	CapabilityVolumes Capability = "volumes"
+	// CapabilityDevices is DeviceProvider.
+	CapabilityDevices Capability = "devices"
 )

@@ -62,6 +62,10 @@ type Provider struct {
 	retiredCPU uint64
 	// self samples the process's own usage for the node's figures.
 	self *processUsage
+	// devices are the node's devices, nil without any; prepared are the
+	// devices of pods about to be created (see devices.go).
+	devices  *deviceSet
+	prepared map[string]preparedDevices
 	// interner shares the values the pods repeat: the daemon's, so the
 	// mock's records hold the informer cache's instances.
 	interner *intern.Interner
@@ -103,6 +107,8 @@ func New(_ context.Context, cfg provider.InitConfig) (node.Provider, error) {
 		self:       newProcessUsage(now),
 		volumes:    map[string]*podVolumes{},
 		interner:   cfg.Interner,
+		devices:    conf.devices,
+		prepared:   map[string]preparedDevices{},
 	}
 	if p.interner == nil {
 		p.interner = intern.New()
@@ -111,6 +117,9 @@ func New(_ context.Context, cfg provider.InitConfig) (node.Provider, error) {
 		if p.state, err = openStateDir(p, conf.stateDir); err != nil {
 			return nil, fmt.Errorf("provider config %s: node %q: %w", cfg.ConfigPath, cfg.NodeName, err)
 		}
+	}
+	if p.devices != nil {
+		return withDevices{p}, nil
 	}
 	return p, nil
 }
@@ -154,6 +163,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 		old.releaseFiles()
 	}
 	ps := newPodState(p, pod, scripts, p.podIPs(pod))
+	p.takePrepared(ps)
 	p.pods[key] = ps
 	log.G(ctx).Debug("mock: pod created")
 	ps.begin()
@@ -183,7 +193,7 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 		return errdefs.NotFoundf("pod %s/%s is not in the mock provider", pod.Namespace, pod.Name)
 	}
 	ps.during(p.clock.Now(), func() {
-		if ps.update(pod) {
+		if health := ps.pod.annotations[AnnotationUnhealthyDevices]; ps.update(pod) || health != ps.pod.annotations[AnnotationUnhealthyDevices] {
 			p.changed(ps)
 		}
 		p.persist(ctx, p.state.updated(ps))
@@ -201,6 +211,9 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	defer p.mu.Unlock()
 	p.forgetVolumesLocked(pod)
 	key := podKey(pod.Namespace, pod.Name)
+	if d, ok := p.prepared[key]; ok && d.uid == pod.UID {
+		delete(p.prepared, key)
+	}
 	ps, ok := p.pods[key]
 	if !ok {
 		return errdefs.NotFoundf("pod %s/%s is not in the mock provider", pod.Namespace, pod.Name)
