@@ -62,7 +62,9 @@ func (ts *EndToEndTestSuite) TestDynamicResourceAllocation(t *testing.T) {
 	if _, err := ts.client.ResourceV1().ResourceClaimTemplates(ts.ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating ResourceClaimTemplate: %v", err)
 	}
-	defer func() { _ = ts.client.ResourceV1().ResourceClaimTemplates(ts.ns).Delete(ctx, tmpl.Name, metav1.DeleteOptions{}) }()
+	defer func() {
+		_ = ts.client.ResourceV1().ResourceClaimTemplates(ts.ns).Delete(ctx, tmpl.Name, metav1.DeleteOptions{})
+	}()
 
 	// Scheduled by the scheduler (which allocates claims), kept on the node.
 	pod := ts.newPod("dra")
