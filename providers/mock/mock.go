@@ -5,6 +5,8 @@
 // inject faults (failing and hanging calls, stops never confirmed). With a
 // state directory it keeps its pods across daemon restarts (see state.go).
 //
+// With devices in its config it is a node.DeviceProvider (see devices.go).
+//
 // It implements every capability of the kubelet API: logs (deterministic
 // lines, one per log interval, with follow), exec (a small built-in command
 // set, see RunInContainer), attach, port-forward (an echo server on every
