@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -16,26 +17,38 @@ import (
 // RuleDevices: a node's devices are allocated and prepared as a kubelet's.
 const RuleDevices = "contract: a provider's devices (DeviceProvider) are published as the node's ResourceSlices, and a pod whose claim the scheduler allocated from them runs with the claim reserved for it"
 
+// DevicesPublishWait is how long TestDynamicResourceAllocation waits for
+// the node's ResourceSlices before it skips, the node having none.
+const DevicesPublishWait = 10 * time.Second
+
 // TestDynamicResourceAllocation: when the node publishes ResourceSlices (a
 // provider with devices), a pod asking through a ResourceClaimTemplate for
 // one device of its driver is scheduled to the node by the scheduler,
 // which allocates a device the node's slices list; the pod runs, its
 // status names the claim made for it, and the claim is reserved for it.
-// A node without slices skips the test.
+// A node without slices (after DevicesPublishWait) skips the test.
 func (ts *EndToEndTestSuite) TestDynamicResourceAllocation(t *testing.T) {
 	ctx := context.Background()
-	slices, err := ts.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector(resourcev1.ResourceSliceSelectorNodeName, ts.cfg.NodeName).String(),
-	})
-	if err != nil {
-		t.Fatalf("listing the node's ResourceSlices: %v", err)
-	}
+	// A node publishes its slices once it is registered: give it
+	// DevicesPublishWait before taking it for a node without devices.
 	served := map[string]bool{} // driver/pool/device
 	driver := ""
-	for _, s := range slices.Items {
-		for _, d := range s.Spec.Devices {
-			served[s.Spec.Driver+"/"+s.Spec.Pool.Name+"/"+d.Name] = true
-			driver = s.Spec.Driver
+	deadline := time.Now().Add(DevicesPublishWait)
+	for driver == "" && time.Now().Before(deadline) {
+		slices, err := ts.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector(resourcev1.ResourceSliceSelectorNodeName, ts.cfg.NodeName).String(),
+		})
+		if err != nil {
+			t.Fatalf("listing the node's ResourceSlices: %v", err)
+		}
+		for _, s := range slices.Items {
+			for _, d := range s.Spec.Devices {
+				served[s.Spec.Driver+"/"+s.Spec.Pool.Name+"/"+d.Name] = true
+				driver = s.Spec.Driver
+			}
+		}
+		if driver == "" {
+			time.Sleep(500 * time.Millisecond)
 		}
 	}
 	if driver == "" {
