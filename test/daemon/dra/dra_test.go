@@ -392,3 +392,38 @@ func TestDuplicateDeviceIsOneLineError(t *testing.T) {
 		t.Errorf("exit %d, output:\n%s\nwant one line naming gpu-1 declared twice", code, out)
 	}
 }
+
+// TestDevicesOnManyNodes: with --node-count each node of the process
+// publishes its own devices and checks its pods' claims (the nodes share
+// the process's ResourceClaim informer).
+func TestDevicesOnManyNodes(t *testing.T) {
+	c := testcluster.Shared(t)
+	name := testcluster.UniqueName("vk-dram")
+	cfg := filepath.Join(t.TempDir(), "mock.json")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{%q: {"devices": [{"name": "gpu", "count": 1}]}}`, name+"-*")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	daemontest.Kubectl(t, c, "apply", "-f", deviceClassFile)
+	t.Cleanup(func() { _, _ = c.Kubectl(context.Background(), "delete", "--ignore-not-found", "-f", deviceClassFile) })
+	daemontest.Start(t, c, nil, "--nodename", name, "--node-count", "2", "--provider-config", cfg)
+	ns := c.Namespace(t)
+	tmpl := filepath.Join(t.TempDir(), "templates.yaml")
+	if err := os.WriteFile(tmpl, []byte(templates), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	daemontest.Kubectl(t, c, "-n", ns, "apply", "-f", tmpl)
+	for i := range 2 {
+		node := fmt.Sprintf("%s-%d", name, i)
+		daemontest.WaitNodeReady(t, c.Client, node)
+		daemontest.Eventually(t, "node "+node+"'s ResourceSlice", func() (bool, string) {
+			devs, err := nodeSlices(c, node)
+			return err == nil && len(devs) == 1, fmt.Sprintf("%v, %v", devs, err)
+		})
+		pod := gpuPod(fmt.Sprintf("gpu-on-%d", i), node, "one-gpu", nil)
+		daemontest.CreatePods(t, c.Client, ns, pod)
+		got := daemontest.WaitPod(t, c.Client, ns, pod.Name, "Running", daemontest.Running)
+		if dev := allocatedDevice(t, c, ns, got); dev != "gpu-0" || got.Spec.NodeName != node {
+			t.Errorf("pod %s: device %s on %s", pod.Name, dev, got.Spec.NodeName)
+		}
+	}
+}
