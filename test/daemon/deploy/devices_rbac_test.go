@@ -60,7 +60,7 @@ func TestRBACIsSufficientForDevices(t *testing.T) {
 		Spec: corev1.PodSpec{
 			NodeSelector: map[string]string{corev1.LabelHostname: d.Name}, Tolerations: daemontest.Tolerate,
 			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("gpu")}},
-			Containers: []corev1.Container{{Name: "c", Image: "busybox", Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}},
+			Containers:     []corev1.Container{{Name: "c", Image: "busybox", Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}},
 		},
 	}
 	daemontest.CreatePods(t, c.Client, ns, pod)
