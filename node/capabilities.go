@@ -53,6 +53,9 @@ type Capabilities struct {
 	Killer ContainerKiller
 	// Resizer resizes pods in place; without it UpdatePod does.
 	Resizer PodResizer
+	// Devices publishes the node's devices as ResourceSlices and prepares
+	// those allocated to pods (Dynamic Resource Allocation).
+	Devices DeviceProvider
 }
 
 // CapabilitiesOf finds what p can do: the optional interfaces it
@@ -100,6 +103,9 @@ func CapabilitiesOf(p PodLifecycleHandler) Capabilities {
 	}
 	if declared(CapabilityResize) {
 		c.Resizer, _ = p.(PodResizer)
+	}
+	if declared(CapabilityDevices) {
+		c.Devices, _ = p.(DeviceProvider)
 	}
 	return c
 }

@@ -26,7 +26,7 @@ func (guard CallGuard) then(ctx context.Context, method string, call func() erro
 
 // Guarded returns c with every call that changes what the provider runs
 // asked of guard first: CreatePod, UpdatePod, DeletePod, SetPodVolumes,
-// ResizePod, KillContainer, RunInContainer (exec, exec probes included),
+// ResizePod, PrepareDevices, KillContainer, RunInContainer (exec, exec probes included),
 // AttachToContainer and PortForward. Reads (GetPod, GetPods, logs, stats,
 // the node's status) are not guarded. A replica fences its nodes' provider
 // this way: one that lost a node's lease sends nothing more for it.
@@ -40,6 +40,9 @@ func (c Capabilities) Guarded(guard CallGuard) Capabilities {
 	}
 	if c.Killer != nil {
 		c.Killer = guardedKiller{c.Killer, guard}
+	}
+	if c.Devices != nil {
+		c.Devices = guardedDevices{c.Devices, guard}
 	}
 	if c.Exec != nil {
 		c.Exec = guardedExec{c.Exec, guard}
@@ -125,4 +128,16 @@ type guardedPortForward struct {
 
 func (g guardedPortForward) PortForward(ctx context.Context, namespace, podName string, port int32, stream io.ReadWriteCloser) error {
 	return g.guard.then(ctx, "PortForward", func() error { return g.next.PortForward(ctx, namespace, podName, port, stream) })
+}
+
+type guardedDevices struct {
+	DeviceProvider
+	guard CallGuard
+}
+
+func (g guardedDevices) PrepareDevices(ctx context.Context, pod *corev1.Pod, devices PodDevices) error {
+	if err := g.guard(ctx, "PrepareDevices"); err != nil {
+		return err
+	}
+	return g.DeviceProvider.PrepareDevices(ctx, pod, devices)
 }

@@ -74,6 +74,10 @@
 //     node/volume resolves them. Other volume kinds (emptyDir,
 //     persistentVolumeClaim, hostPath, image, csi, ...) are left in the spec
 //     for the provider.
+//   - Devices: a provider with devices (DeviceProvider) has them published
+//     as the node's ResourceSlices (nodeutil.DevicePublisher); a pod with
+//     ResourceClaims is created once each is allocated on the node and
+//     reserved for it, after PrepareDevices got its devices per container.
 //   - Init containers run one at a time, in spec order, each to successful
 //     completion before the next starts, and all before the app containers;
 //     a failed one is restarted unless restartPolicy is Never, in which case

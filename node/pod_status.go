@@ -120,7 +120,8 @@ func (pc *PodController) writeStatus(ctx context.Context, pod *corev1.Pod, rec *
 
 // mergeStatus is the status to write: the provider's, keeping what the
 // provider leaves unset (conditions of other owners such as PodScheduled, the
-// QoS class, start time) from the current one. A finished pod stays finished.
+// QoS class, start time) from the current one, and the ResourceClaims'
+// statuses as they are. A finished pod stays finished.
 func mergeStatus(current, provider corev1.PodStatus) corev1.PodStatus {
 	if isTerminalPhase(current.Phase) && !isTerminalPhase(provider.Phase) {
 		return current
@@ -143,6 +144,11 @@ func mergeStatus(current, provider corev1.PodStatus) corev1.PodStatus {
 			s.Conditions = append(s.Conditions, c)
 		}
 	}
+	// The claims' statuses are the resourceclaim controller's, as on a
+	// kubelet: never the provider's to change.
+	s.ResourceClaimStatuses = current.ResourceClaimStatuses
+	s.ExtendedResourceClaimStatus = current.ExtendedResourceClaimStatus
+	s.NodeAllocatableResourceClaimStatuses = current.NodeAllocatableResourceClaimStatuses
 	return s
 }
 

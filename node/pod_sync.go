@@ -177,6 +177,11 @@ func (pc *PodController) createOrUpdate(ctx context.Context, pod *corev1.Pod, re
 		}
 		action = actionCreate
 	}
+	if action == actionCreate {
+		if handled, err := pc.prepareDevices(ctx, pod, resolved, rec); handled || err != nil {
+			return err
+		}
+	}
 	if resolved, err = pc.allocate(ctx, action, pod, resolved, rec); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	corev1informers "k8s.io/client-go/informers/core/v1"
+	resourcev1informers "k8s.io/client-go/informers/resource/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -89,6 +90,12 @@ type PodControllerConfig struct {
 	// An empty answer is asked again at most every PodCIDRRetryInterval.
 	// nodeutil sets it to a read of the Node.
 	PodCIDRs func(context.Context) ([]string, error)
+
+	// ResourceClaimInformer is the informer of ResourceClaims (all
+	// namespaces), required for a provider with devices (DeviceProvider):
+	// a pod's claims are checked in it before the pod is created. The
+	// caller starts it.
+	ResourceClaimInformer resourcev1informers.ResourceClaimInformer
 
 	// ServiceAccountClient requests the service-account tokens of projected
 	// volumes (TokenRequest) for a provider with the volumes capability
@@ -202,6 +209,7 @@ type PodController struct {
 	recorder    record.EventRecorder
 	env         podenv.Lookup
 	volumes     *podvolumes.Manager
+	claims      *podClaims
 	filter      PodEventFilterFunc
 	syncedFuncs []cache.InformerSynced
 	configInfs  []cache.SharedIndexInformer
@@ -309,6 +317,13 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 	}
 
 	pc.volumes, pc.volumeQueue = newPodVolumes(pc, cfg)
+	var err error
+	if pc.claims, err = newPodClaims(pc.caps, cfg.ResourceClaimInformer); err != nil {
+		return nil, err
+	}
+	if pc.claims != nil {
+		pc.syncedFuncs = append(pc.syncedFuncs, pc.claims.informer.HasSynced)
+	}
 	pc.prober = newProber(pc)
 	pc.syncQueue = queue.New(SyncPodsFromKubernetesQueue, cfg.SyncPodsFromKubernetesRateLimiter,
 		orDefault(cfg.SyncPodsFromKubernetesShouldRetryFunc, retryUntilPermanent), pc.syncPodFromKubernetes, queueOptions(cfg)...)
@@ -483,7 +498,7 @@ func (pc *PodController) addEventHandlers(ctx context.Context) (map[cache.Shared
 		}
 		regs[inf] = reg
 	}
-	return regs, nil
+	return regs, pc.addClaimHandler(regs)
 }
 
 func (pc *PodController) accept(ctx context.Context, pod *corev1.Pod) bool {

@@ -183,4 +183,6 @@ const (
 	CapabilityResize Capability = "resize"
 	// CapabilityVolumes is PodVolumeHandler.
 	CapabilityVolumes Capability = "volumes"
+	// CapabilityDevices is DeviceProvider.
+	CapabilityDevices Capability = "devices"
 )

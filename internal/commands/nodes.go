@@ -40,6 +40,10 @@ type shared struct {
 	nodes   corev1listers.NodeLister
 	objects *nodeutil.ObjectInformers
 	events  record.EventBroadcaster
+	// done ends the process's informers; those a node asks for after
+	// they started (ResourceClaims, for a provider with devices) start
+	// with it.
+	done <-chan struct{}
 	// stops undo what startShared started, in reverse order.
 	stops []func()
 }
@@ -83,6 +87,7 @@ func startShared(ctx context.Context, o *Options, client kubernetes.Interface) (
 	// nodes' own Start is a no-op (processInformers).
 	sh.factory.Core().V1().Services().Informer()
 	sh.factory.Start(ctx.Done())
+	sh.done = ctx.Done()
 	podFactory.Start(ctx.Done())
 	nodeFactory.Start(ctx.Done())
 	sh.stops = append(sh.stops, sh.factory.Shutdown, podFactory.Shutdown, nodeFactory.Shutdown)
@@ -95,7 +100,7 @@ func (sh *shared) nodeInformers() informers.SharedInformerFactory {
 	if sh.pods == nil {
 		return sh.factory
 	}
-	return processInformers{sh.factory}
+	return processInformers{sh.factory, sh.done}
 }
 
 // stop stops what startShared started.

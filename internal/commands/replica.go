@@ -218,9 +218,12 @@ func replicaIdentity() string {
 // the process starts and shuts it down, not a node's Run, as nodes stop
 // and start while the process runs (with --leader-elect) and the first to
 // start one would otherwise stop the informers for all when it stops.
+// Start starts, for the process's lifetime, the informers nodes asked for
+// after the process started the others (the factory starts each once).
 type processInformers struct {
 	informers.SharedInformerFactory
+	done <-chan struct{}
 }
 
-func (processInformers) Start(<-chan struct{}) {}
-func (processInformers) Shutdown()             {}
+func (f processInformers) Start(<-chan struct{}) { f.SharedInformerFactory.Start(f.done) }
+func (processInformers) Shutdown()               {}

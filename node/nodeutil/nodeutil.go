@@ -105,6 +105,8 @@ type Node struct {
 
 	nodeController *node.NodeController
 	podController  *node.PodController
+	// devices publishes the provider's devices; nil without any.
+	devices *DevicePublisher
 	// serve, if set, runs the kubelet API server until ctx ends.
 	serve func(ctx context.Context) error
 
@@ -187,6 +189,10 @@ func New(cfg Config) (*Node, error) {
 		// with the volumes capability.
 		ServiceAccountClient: cfg.Client.CoreV1(),
 	}
+	if d := cfg.Capabilities.Devices; d != nil {
+		pcc.ResourceClaimInformer = n.refFactory.Resource().V1().ResourceClaims()
+		n.devices = NewDevicePublisher(cfg.Client, cfg.Node.Name, d)
+	}
 	if cfg.ConfigurePodController != nil {
 		cfg.ConfigurePodController(&pcc)
 	}
@@ -268,6 +274,11 @@ func (n *Node) Run(ctx context.Context) (retErr error) {
 	}
 	log.G(ctx).WithField("node", n.cfg.Node.Name).Info("node is ready")
 	close(n.ready)
+	if n.devices != nil {
+		// The Node is registered: its slices can name it as their owner.
+		wg.Add(1)
+		go func() { defer wg.Done(); n.devices.Run(ctx) }()
+	}
 
 	select {
 	case <-n.nodeController.Done():

@@ -36,10 +36,12 @@ type config struct {
 	// copiedBytes is what the node's containers hold, together, of files
 	// copied into them (see files.go).
 	copiedBytes int64
+	// devices are the node's devices (see devices.go); nil without any.
+	devices *deviceSet
 }
 
 // configFields are the keys of a node's entry in its structured form.
-var configFields = []string{"capacity", "stateDir", "faults", "maxCopiedBytes"}
+var configFields = []string{"capacity", "stateDir", "faults", "maxCopiedBytes", "devices"}
 
 // matchPattern finds the entry whose key is a shell pattern (path.Match:
 // "vk-*", "gpu-[0-3]") matching nodeName; of several, the longest pattern,
@@ -60,7 +62,8 @@ func matchPattern(nodes map[string]json.RawMessage, nodeName string) (string, js
 //
 //	{"vk0": {"cpu": "32", "memory": "256Gi", "pods": "5000", "nvidia.com/gpu": "8"}}
 //
-// or an object with any of capacity (as above), stateDir, faults (the
+// or an object with any of capacity (as above), devices (see
+// parseDevices), stateDir, faults (the
 // fault annotations' names after "mock.vkubelet.io/", for every pod; GetPods
 // may be named too, and fail-for counts from the provider's start) and
 // maxCopiedBytes (what the node's containers hold together of files copied
@@ -157,6 +160,10 @@ func loadConfig(path, nodeName string) (config, error) {
 		case "maxCopiedBytes":
 			if cfg.copiedBytes, err = parseBytes(value); err != nil {
 				return fail("maxCopiedBytes: %v", err)
+			}
+		case "devices":
+			if cfg.devices, err = parseDevices(value); err != nil {
+				return fail("devices: %v", err)
 			}
 		default:
 			return fail("unknown field %q: a structured entry has %s (resources go under capacity)", key, strings.Join(configFields, ", "))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,8 @@ type session struct {
 	mounts func() []string
 	// fs holds the files written into the container.
 	fs *containerFS
+	// devices is DevicesFile's content; empty without devices.
+	devices string
 	// copyRefused records a refused copy into the container on its pod.
 	copyRefused func(message string)
 	// shell is set when attaching reaches an interactive shell (see
@@ -104,6 +107,7 @@ func (p *Provider) session(ctx context.Context, namespace, podName, containerNam
 	var mounted func(string) (volume.File, bool)
 	var mounts func() []string
 	var fs *containerFS
+	var devices string
 	running, shell := false, false
 	var probes probeScripts
 	var runStart time.Time
@@ -114,6 +118,10 @@ func (p *Provider) session(ctx context.Context, namespace, podName, containerNam
 		}
 		shell = isShell(c)
 		env, pod, running = c.spec.env, ps.pod, c.status.State.Running != nil
+		if visible, file := ps.containerDevices(c.spec.name); visible != "" {
+			env = append(slices.Clip(env), corev1.EnvVar{Name: VisibleDevicesEnv, Value: visible})
+			devices = file
+		}
 		mounted, mounts = p.mountedFiles(ps, c.spec)
 		if c.fs == nil {
 			c.fs = &containerFS{node: p.copies}
@@ -127,7 +135,7 @@ func (p *Provider) session(ctx context.Context, namespace, podName, containerNam
 	if !running {
 		return nil, errNotRunning(c)
 	}
-	s := &session{ctx: ctx, pod: pod, env: env, stdin: attach.Stdin(), stdout: io.Discard, stderr: io.Discard, tty: attach.TTY(), domain: p.domain, mounted: mounted, mounts: mounts, fs: fs, shell: shell, probes: probes, runStart: runStart, now: p.clock.Now}
+	s := &session{ctx: ctx, pod: pod, env: env, stdin: attach.Stdin(), stdout: io.Discard, stderr: io.Discard, tty: attach.TTY(), domain: p.domain, mounted: mounted, mounts: mounts, fs: fs, devices: devices, shell: shell, probes: probes, runStart: runStart, now: p.clock.Now}
 	s.copyRefused = func(message string) {
 		p.events.warn(pod.namespace, pod.name, pod.uid, ReasonCopyRefused, "kubectl cp refused: "+message)
 	}
@@ -273,6 +281,8 @@ func (s *session) builtin(name string) (string, bool) {
 	switch name {
 	case "/etc/hostname":
 		return s.pod.name + "\n", true
+	case DevicesFile:
+		return s.devices, s.devices != ""
 	case "/etc/resolv.conf":
 		// What the kubelet writes for dnsPolicy ClusterFirst.
 		ns, d := s.pod.namespace, s.domain

@@ -5,6 +5,8 @@
 // inject faults (failing and hanging calls, stops never confirmed). With a
 // state directory it keeps its pods across daemon restarts (see state.go).
 //
+// With devices in its config it is a node.DeviceProvider (see devices.go).
+//
 // It implements every capability of the kubelet API: logs (deterministic
 // lines, one per log interval, with follow), exec (a small built-in command
 // set, see RunInContainer), attach, port-forward (an echo server on every
@@ -65,6 +67,10 @@ type Provider struct {
 	retiredCPU uint64
 	// self samples the process's own usage for the node's figures.
 	self *processUsage
+	// devices are the node's devices, nil without any; prepared are the
+	// devices of pods about to be created (see devices.go).
+	devices  *deviceSet
+	prepared map[string]preparedDevices
 	// interner shares the values the pods repeat: the daemon's, so the
 	// mock's records hold the informer cache's instances.
 	interner *intern.Interner
@@ -122,6 +128,8 @@ func New(ctx context.Context, cfg provider.InitConfig) (node.Provider, error) {
 		rnd:        newRand(),
 		kube:       cfg.KubeClient,
 		ctx:        ctx,
+		devices:    conf.devices,
+		prepared:   map[string]preparedDevices{},
 	}
 	if p.stages, err = loadStages(cfg, now, p.stagedIPs); err != nil {
 		return nil, err
@@ -134,6 +142,9 @@ func New(ctx context.Context, cfg provider.InitConfig) (node.Provider, error) {
 		if p.state, err = openStateDir(p, conf.stateDir); err != nil {
 			return nil, fmt.Errorf("provider config %s: node %q: %w", cfg.ConfigPath, cfg.NodeName, err)
 		}
+	}
+	if p.devices != nil {
+		return withDevices{p}, nil
 	}
 	return p, nil
 }
@@ -177,6 +188,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 		old.releaseFiles()
 	}
 	ps := newPodState(p, pod, scripts, p.podIPs(pod))
+	p.takePrepared(ps)
 	p.pods[key] = ps
 	log.G(ctx).Debug("mock: pod created")
 	if p.staged(pod) {
@@ -213,7 +225,7 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 		return errdefs.NotFoundf("pod %s/%s is not in the mock provider", pod.Namespace, pod.Name)
 	}
 	ps.during(p.clock.Now(), func() {
-		if ps.update(pod) {
+		if health := ps.pod.annotations[AnnotationUnhealthyDevices]; ps.update(pod) || health != ps.pod.annotations[AnnotationUnhealthyDevices] {
 			p.changed(ps)
 		}
 		p.persist(ctx, p.state.updated(ps))
@@ -234,6 +246,9 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	defer p.mu.Unlock()
 	p.forgetVolumesLocked(pod)
 	key := podKey(pod.Namespace, pod.Name)
+	if d, ok := p.prepared[key]; ok && d.uid == pod.UID {
+		delete(p.prepared, key)
+	}
 	ps, ok := p.pods[key]
 	if !ok {
 		return errdefs.NotFoundf("pod %s/%s is not in the mock provider", pod.Namespace, pod.Name)

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/intern"
 )
 
@@ -34,6 +35,8 @@ type podState struct {
 	init       []*containerState
 	initPos    int
 	containers []*containerState
+	// devices are the pod's devices (DRA), nil without any.
+	devices *node.PodDevices
 	// ephemeral are the containers kubectl debug added; they run once.
 	ephemeral []*containerState
 	deleted   bool
@@ -583,6 +586,7 @@ func (ps *podState) status() corev1.PodStatus {
 		StartTime:                  &created,
 		Resources:                  ps.resources.DeepCopy(),
 	}
+	ps.deviceHealth(&status)
 	if ps.p.InternalIP != "" {
 		status.HostIPs = []corev1.HostIP{{IP: ps.p.InternalIP}}
 	}

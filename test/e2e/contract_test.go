@@ -67,6 +67,7 @@ func TestSuiteNamesBrokenRules(t *testing.T) {
 		{provider: brokenproviders.NeverStops, tests: []string{"TestPodLifecycleGracefulDelete"}, failing: "TestPodLifecycleGracefulDelete", rule: e2e.RuleDeleteForgets},
 		{provider: brokenproviders.IgnoresGrace, tests: []string{"TestPodDeleteWithinGrace"}, failing: "TestPodDeleteWithinGrace", rule: e2e.RuleGrace},
 		{provider: brokenproviders.SharedStatus, tests: []string{"TestGetPods"}, failing: "TestGetPods", rule: e2e.RuleStatusReported},
+		{provider: brokenproviders.CannotPrepare, tests: []string{"TestDynamicResourceAllocation"}, failing: "TestDynamicResourceAllocation", rule: e2e.RuleDevices},
 	}
 	for _, tc := range cases {
 		t.Run(tc.provider, func(t *testing.T) {

@@ -137,6 +137,7 @@ func (ts *EndToEndTestSuite) tests() []struct {
 		{"TestPodDeleteWithinGrace", ts.TestPodDeleteWithinGrace},
 		{"TestEnvReferenceEvents", ts.TestEnvReferenceEvents},
 		{"TestRestartAdoption", ts.TestRestartAdoption},
+		{"TestDynamicResourceAllocation", ts.TestDynamicResourceAllocation},
 	}
 }
 

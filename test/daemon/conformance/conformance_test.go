@@ -18,13 +18,16 @@ import (
 // repository would, against the mock on its node host: in process and out
 // of process, behind --provider grpc. The mock keeps its pods in a state
 // directory, so a restart of the daemon (and, in process, of the mock with
-// it) adopts them.
+// it) adopts them. In process it has devices, so the DRA test runs.
 func TestMockConformance(t *testing.T) {
 	daemontest.ForEachTransport(t, func(t *testing.T, via daemontest.Transport) {
 		c := testcluster.Shared(t)
 		name := testcluster.UniqueName("vk")
 		cfg := filepath.Join(t.TempDir(), "mock.json")
-		if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{%q: {"stateDir": %q}}`, name, filepath.Join(t.TempDir(), "state"))), 0o600); err != nil {
+		// Two devices: in process the node publishes them and passes the
+		// DRA test; behind the plugin boundary it has none, and skips it.
+		devices := `[{"name": "gpu", "count": 2, "attributes": {"model": "h100"}}]`
+		if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{%q: {"stateDir": %q, "devices": %s}}`, name, filepath.Join(t.TempDir(), "state"), devices)), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		d := via.Start(t, c, c.AddHost(t, testcluster.UniqueName("h")), "--nodename", name, "--provider-config", cfg)

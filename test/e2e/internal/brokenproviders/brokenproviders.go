@@ -8,7 +8,10 @@ package brokenproviders
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vkubelet/virtual-kubelet/node"
+	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 	"github.com/vkubelet/virtual-kubelet/provider"
 	"github.com/vkubelet/virtual-kubelet/providers/mock"
 )
@@ -34,6 +38,9 @@ const (
 	// Polled: the mock without PodNotifier, its statuses polled; it keeps
 	// the contract.
 	Polled = "polled-mock"
+	// CannotPrepare: the mock with two devices, published, that
+	// PrepareDevices always refuses.
+	CannotPrepare = "broken-cannot-prepare"
 )
 
 // IgnoredGraceStop is when IgnoresGrace stops a deleted pod: longer than
@@ -58,6 +65,7 @@ func Register() {
 	wrap(SharedStatus, func(m *mock.Provider) node.Provider {
 		return &sharedStatus{Provider: m, objects: map[types.UID]*corev1.Pod{}}
 	})
+	provider.Register(CannotPrepare, newCannotPrepare)
 	wrap(Polled, func(m *mock.Provider) node.Provider {
 		return polled{Provider: m, LogsProvider: m, ExecProvider: m, AttachProvider: m, PortForwardProvider: m, StatsProvider: m, PodIPAssigner: m, PodVolumeHandler: m}
 	})
@@ -140,4 +148,36 @@ type polled struct {
 	node.StatsProvider
 	node.PodIPAssigner
 	node.PodVolumeHandler
+}
+
+// cannotPrepare is the mock with two devices (published as the node's
+// ResourceSlice) whose PrepareDevices always refuses them, as a backend
+// that lost its GPUs would.
+type cannotPrepare struct {
+	node.Provider
+	node.PodNotifier
+	devices node.DeviceProvider
+}
+
+func (p cannotPrepare) NotifyDevices(ctx context.Context, f func([]node.DeviceDriver)) {
+	p.devices.NotifyDevices(ctx, f)
+}
+
+func (cannotPrepare) PrepareDevices(context.Context, *corev1.Pod, node.PodDevices) error {
+	return errdefs.InvalidInput("no device can be prepared")
+}
+
+// newCannotPrepare is the mock of a node with two devices, made cannotPrepare.
+func newCannotPrepare(ctx context.Context, cfg provider.InitConfig) (node.Provider, error) {
+	path := filepath.Join(os.TempDir(), "vk-"+cfg.NodeName+"-devices.json")
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(`{%q: {"devices": [{"name": "gpu", "count": 2}]}}`, cfg.NodeName)), 0o600); err != nil {
+		return nil, err
+	}
+	defer os.Remove(path)
+	cfg.ConfigPath = path
+	p, err := mock.New(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return cannotPrepare{Provider: p, PodNotifier: p.(node.PodNotifier), devices: p.(node.DeviceProvider)}, nil
 }
