@@ -132,7 +132,7 @@ func (ns *nodeStages) run(ctx context.Context, cb func(*corev1.Node)) {
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
 
-	rnd := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	rnd := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())) //nolint:gosec // G404: stage weights and jitter, not secrets
 	var (
 		api     *corev1.Node
 		next    *stage.Stage

@@ -442,4 +442,4 @@ func (p *Provider) deleteStaged(ps *podState, pod *corev1.Pod) {
 }
 
 // newRand is the stages' source of chance.
-func newRand() *rand.Rand { return rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())) }
+func newRand() *rand.Rand { return rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())) } //nolint:gosec // G404: stage weights and jitter, not secrets

@@ -7,13 +7,13 @@ package perpod
 type End int
 
 const (
-	// Finished: the pod reached a terminal phase. Its object stays, but
+	// Finished means the pod reached a terminal phase. Its object stays, but
 	// what only a running pod holds (its IPs) is freed.
 	Finished End = iota + 1
-	// Replaced: a new pod (another UID) took the name; what was kept of
+	// Replaced means a new pod (another UID) took the name; what was kept of
 	// the earlier one goes.
 	Replaced
-	// Gone: the pod's object is gone and the controller is done with its
+	// Gone means the pod's object is gone and the controller is done with its
 	// key; everything kept of the key goes.
 	Gone
 )
