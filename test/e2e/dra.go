@@ -14,14 +14,14 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// RuleDevices: a node's devices are allocated and prepared as a kubelet's.
+// RuleDevices means a node's devices are allocated and prepared as a kubelet's.
 const RuleDevices = "contract: a provider's devices (DeviceProvider) are published as the node's ResourceSlices, and a pod whose claim the scheduler allocated from them runs with the claim reserved for it"
 
 // DevicesPublishWait is how long TestDynamicResourceAllocation waits for
 // the node's ResourceSlices before it skips, the node having none.
 const DevicesPublishWait = 10 * time.Second
 
-// TestDynamicResourceAllocation: when the node publishes ResourceSlices (a
+// TestDynamicResourceAllocation checks that, when the node publishes ResourceSlices (a
 // provider with devices), a pod asking through a ResourceClaimTemplate for
 // one device of its driver is scheduled to the node by the scheduler,
 // which allocates a device the node's slices list; the pod runs, its
