@@ -46,7 +46,7 @@ func (pc *PodController) syncPodStatusFromProvider(ctx context.Context, key stri
 	var settled resizeSettlement
 	st := rec.view()
 	if pp != nil {
-		status, settled = withResizeStatus(pod, st, mergeStatus(*current, withKubeletConditions(pod, *current, pc.probed(pod, pp.Status), metav1.Now())), current, true)
+		status, settled = withResizeStatus(pod, st, mergeStatus(*current, withKubeletConditions(pod, *current, withStopSignals(pod, pc.probed(pod, pp.Status)), metav1.Now())), current, true)
 		status = withObservedGeneration(status, current, generationToObserve(pod, st, true))
 	} else {
 		// Nothing new from the provider: a status is due only when the
