@@ -391,9 +391,8 @@ const ReasonProviderResizeFailed = "ProviderResizeFailed"
 // withResizeStatus returns status (to be written for pod, built from the
 // provider's report when reported is set, else from what Kubernetes shows)
 // with what the kubelet reports of a pod's allocation in st: each
-// container's allocatedResources and resources, the pod's totals, the
-// resize conditions, and the generation acted on in
-// status.observedGeneration and the kubelet's conditions. It changes
+// container's allocatedResources and resources, the pod's totals and the
+// resize conditions (withObservedGeneration adds the generation). It changes
 // nothing: what the status shows of the resize beyond st (a finished pod's
 // resize gone, one in progress the provider reports applied) is the
 // settlement, for the caller to record once the status is written.
@@ -455,14 +454,6 @@ func withResizeStatus(pod *corev1.Pod, st podState, status corev1.PodStatus, cur
 		rs.inProgress = 0
 	}
 	s.Conditions = resizeConditions(s.Conditions, current.Conditions, rs, metav1.Now())
-	if gen := st.generationActedOn(pod.UID); gen > 0 {
-		s.ObservedGeneration = gen
-		for i := range s.Conditions {
-			if kubeletCondition(s.Conditions[i].Type) {
-				s.Conditions[i].ObservedGeneration = gen
-			}
-		}
-	}
 	return s, settled
 }
 
@@ -523,16 +514,6 @@ func resizeConditions(conds, current []corev1.PodCondition, rs resizeState, now 
 		add(corev1.PodResizeInProgress, "", "", rs.inProgress)
 	}
 	return out
-}
-
-// kubeletCondition reports whether the kubelet owns conditions of type t
-// (and stamps them with the generation it acted on).
-func kubeletCondition(t corev1.PodConditionType) bool {
-	switch t {
-	case corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady:
-		return true
-	}
-	return false
 }
 
 // allocationOf returns the allocation of the pod of uid, nil when unknown.

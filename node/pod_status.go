@@ -45,12 +45,16 @@ func (pc *PodController) syncPodStatusFromProvider(ctx context.Context, key stri
 	}
 	var status corev1.PodStatus
 	var settled resizeSettlement
+	st := rec.view()
 	if pp != nil {
-		status, settled = withResizeStatus(pod, rec.view(), mergeStatus(*current, withKubeletConditions(pod, *current, pc.probed(pod, pp.Status), metav1.Now())), current, true)
+		status, settled = withResizeStatus(pod, st, mergeStatus(*current, withKubeletConditions(pod, *current, withStopSignals(pod, pc.probed(pod, pp.Status)), metav1.Now())), current, true)
+		status = withObservedGeneration(status, current, generationToObserve(pod, st, true))
 	} else {
 		// Nothing new from the provider: a status is due only when the
-		// resize state changes what Kubernetes shows.
-		status, settled = withResizeStatus(pod, rec.view(), *current, current, false)
+		// resize state or the generation acted on changes what Kubernetes
+		// shows.
+		status, settled = withResizeStatus(pod, st, *current, current, false)
+		status = withObservedGeneration(status, current, generationToObserve(pod, st, false))
 		if !statusEqual(&status, current) {
 			pp = withStatus(pod, *current)
 		}

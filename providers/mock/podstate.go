@@ -127,8 +127,20 @@ func newContainerState(in *intern.Interner, c corev1.Container, s script, waitin
 			Started:   ptr.To(false),
 			Resources: &resources,
 			State:     corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: waiting}},
+			// The signal the mock's stop of the container sends, as a
+			// runtime reports its effective one.
+			StopSignal: stopSignalOf(c),
 		},
 	}
+}
+
+// stopSignalOf is the container's lifecycle.stopSignal, nil when unset
+// (the mock then stops it as a runtime does by default, with SIGTERM).
+func stopSignalOf(c corev1.Container) *corev1.Signal {
+	if c.Lifecycle == nil || c.Lifecycle.StopSignal == nil {
+		return nil
+	}
+	return ptr.To(*c.Lifecycle.StopSignal)
 }
 
 // imageID is the image ID the mock reports for image.

@@ -273,6 +273,7 @@ func (c *ControlPlane) args(name string) []string {
 			"--proxy-client-key-file=" + p.leafKey(frontProxyClient),
 			"--enable-aggregator-routing=true",
 			"--allow-privileged=true",
+			"--feature-gates=" + FeatureGates,
 		}
 		if cfg.VerifyKubeletServingCerts {
 			args = append(args, "--kubelet-certificate-authority="+p.caCert())
@@ -311,6 +312,11 @@ func (c *ControlPlane) args(name string) []string {
 	}
 	return nil
 }
+
+// FeatureGates are the API server's gates, off by default in 1.36, that
+// the features the virtual kubelet reports need: ContainerStopSignals
+// (alpha), without which the API server drops lifecycle.stopSignal.
+const FeatureGates = "ContainerStopSignals=true"
 
 // StartComponent starts one component and waits until it is healthy.
 // Together with StopComponent it lets a test take the apiserver away and
