@@ -15,7 +15,7 @@ import (
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 )
 
-// TestStopSignalReported: a container with lifecycle.stopSignal SIGUSR1
+// TestStopSignalReported checks that a container with lifecycle.stopSignal SIGUSR1
 // on the mock shows it in containerStatuses[].stopSignal, the signal its
 // stop sends, as a kubelet reports the runtime's effective one.
 func TestStopSignalReported(t *testing.T) {
@@ -25,6 +25,8 @@ func TestStopSignalReported(t *testing.T) {
 	daemontest.WaitNodeReady(t, c.Client, d.Name)
 
 	pod := daemontest.MockPod("usr1", d.Name, corev1.RestartPolicyAlways, nil)
+	// The API server validates a stop signal against the pod's OS.
+	pod.Spec.OS = &corev1.PodOS{Name: corev1.Linux}
 	pod.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{StopSignal: ptr.To(corev1.SIGUSR1)}
 	daemontest.CreatePods(t, c.Client, ns, pod)
 	created, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), "usr1", metav1.GetOptions{})
