@@ -4,8 +4,11 @@ package kubernetes_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +24,32 @@ import (
 	k8sprovider "github.com/vkubelet/virtual-kubelet/providers/kubernetes"
 )
 
+// envTokenRenewal set makes TestKubernetesProviderHomeIdentity wait for a
+// token's renewal in B: 8 minutes, the shortest a token may live (600 s)
+// being renewed at 80% of its life.
+const envTokenRenewal = "VK_TOKEN_RENEWAL"
+
+// tokenExpiry is the exp claim of a JWT (read, not verified: A's
+// TokenReview verifies).
+func tokenExpiry(t *testing.T, token string) time.Time {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		t.Fatalf("token of %d parts, want a JWT's 3", len(parts))
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claims struct {
+		Exp int64 `json:"exp"`
+	}
+	if err := json.Unmarshal(payload, &claims); err != nil || claims.Exp == 0 {
+		t.Fatalf("token claims %s: no exp (%v)", payload, err)
+	}
+	return time.Unix(claims.Exp, 0)
+}
+
 // TestKubernetesProviderHomeIdentity: an offloaded pod whose spec mounts
 // service-account tokens reads, in B, tokens of A for its own service
 // account (the kube-api-access one, and one of its own audience and
@@ -29,7 +58,8 @@ import (
 // TokenReview accepts the tokens as the pod's service account until the
 // pod is deleted in A, then rejects them. In B the tokens are in one
 // Secret, owned by B's pod (gone with it) and due for renewal at 80% of
-// the shorter token's life; no other Secret of B holds them.
+// the shorter token's life; no other Secret of B holds them. With
+// VK_TOKEN_RENEWAL set, the pod's token is seen renewed before it expires.
 func TestKubernetesProviderHomeIdentity(t *testing.T) {
 	// A's API server as node hosts, where B's pods run here, reach it.
 	home, err := url.Parse(testcluster.Shared(t).Info.NodeServer)
@@ -141,6 +171,25 @@ func TestKubernetesProviderHomeIdentity(t *testing.T) {
 				t.Errorf("B's pod has the projected volume %s", v.Name)
 			}
 		}
+	})
+
+	t.Run("the token in the pod is renewed before it expires", func(t *testing.T) {
+		if os.Getenv(envTokenRenewal) == "" {
+			t.Skipf("set %s=1 to wait for the vault token's renewal (480 s into its 600 s)", envTokenRenewal)
+		}
+		expires := tokenExpiry(t, vaultToken)
+		var renewed string
+		daemontest.EventuallyWithin(t, time.Until(expires), "the vault token renewed in the pod in B", func() (bool, string) {
+			renewed = strings.TrimSpace(exec(t, "cat", vaultPath+"/token"))
+			return renewed != vaultToken, "still the first token, due to expire at " + expires.Format(time.RFC3339)
+		})
+		if !tokenExpiry(t, renewed).After(expires) {
+			t.Errorf("the renewed token expires at %s, not after the first one (%s)", tokenExpiry(t, renewed), expires)
+		}
+		if s := review(t, renewed, "vault"); !s.Authenticated || s.User.Username != wantUser {
+			t.Errorf("A's TokenReview of the renewed token: authenticated %v as %q (%s)", s.Authenticated, s.User.Username, s.Error)
+		}
+		vaultToken = renewed
 	})
 
 	t.Run("deleted in A, the pod's tokens are rejected and its Secret goes", func(t *testing.T) {
