@@ -202,8 +202,8 @@ spec:
 		cpu, mem            uint64
 		none                bool
 	}{
-		{ns: "shop", name: "web", container: "app", cpu: 100_000_000, mem: 1 << 30},   // the pod's own, memory from the cluster one
-		{ns: "shop", name: "web", container: "sidecar", cpu: 5_000_000, mem: 1 << 30}, // the group naming it wins
+		{ns: "shop", name: "web", container: "app", cpu: 100_000_000, mem: 1 << 30},    // the pod's own, memory from the cluster one
+		{ns: "shop", name: "web", container: "sidecar", cpu: 5_000_000, mem: 1 << 30},  // the group naming it wins
 		{ns: "shop", name: "cart", container: "app", cpu: 1_000_000_000, mem: 1 << 30}, // value wins over expression
 		{ns: "other", name: "db", container: "app", mem: 2 << 30},
 		{ns: "other", name: "web", container: "app", none: true},
