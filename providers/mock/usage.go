@@ -25,8 +25,8 @@ import (
 // figure of the second, the one the read reports.
 
 // Event reasons of usage expressions that fail on a pod. Either way the
-// container's usage falls back to its annotations' (zero without) until
-// the pod changes.
+// container's usage falls back to the mock's default, zero (a pod with
+// the mock's annotations has no usage objects), until the pod changes.
 const (
 	// ReasonUsageCostLimit: cel-go cut the expression off at its cost
 	// limit or deadline.
@@ -203,7 +203,7 @@ func (p *Provider) usageFailed(ps *podState, c *containerState, resource string,
 		reason = ReasonUsageCostLimit
 	}
 	p.events.warnOn(ps.pod.namespace, ps.pod.name, ps.pod.uid, ps.fieldPath(c), reason,
-		fmt.Sprintf("%v; container %s's %s usage is its annotation's (or zero) until the pod changes", err, c.spec.name, resource))
+		fmt.Sprintf("%v; container %s's %s usage is the mock's default (zero) until the pod changes", err, c.spec.name, resource))
 }
 
 // setRate takes nanoCores, read now, as the rate the running container

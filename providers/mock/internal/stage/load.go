@@ -20,9 +20,10 @@ const maxFileBytes = 16 << 20
 
 // Load reads and compiles the stage files at paths, for the node env
 // describes. Each file is a multi-document YAML of Stages, a YAML list of
-// them, or a List (kind StageList or List, with items). Every error is one
-// line naming the file, the stage (its name, else its document's number)
-// and the field.
+// them, or a List (kind StageList or List, with items); objects of
+// env.OtherKinds may be among them, and are handed over (Set.Foreign).
+// Every error is one line naming the file, the stage (its name, else its
+// document's number) and the field.
 func Load(paths []string, env Env) (*Set, error) {
 	set := &Set{}
 	names := map[string]string{}
