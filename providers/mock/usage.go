@@ -56,7 +56,8 @@ func loadUsage(ctx context.Context, objs []stage.Foreign) (*usage.Set, error) {
 // CPU time it has used at the rates they gave.
 type usageMeter struct {
 	cpu, mem *usage.Value
-	// container is the container as expressions see it.
+	// container is the container as expressions see it; nil when its
+	// figures are constants.
 	container map[string]any
 	// nanoCores and memory are the figures of the last evaluation.
 	nanoCores, memory uint64
@@ -82,16 +83,20 @@ func (p *Provider) attachUsage(ps *podState, pod *corev1.Pod) {
 			specs[list[i].Name] = &list[i]
 		}
 	}
-	attached := false
+	// Only expressions read the objects: a pod of constants keeps none.
+	expressions := false
 	for _, c := range ps.allContainers() {
 		u := p.usage.For(pod.Namespace, pod.Name, c.spec.name)
 		if u.CPU == nil && u.Memory == nil {
 			continue
 		}
-		c.meter = &usageMeter{cpu: u.CPU, mem: u.Memory, nanoCores: c.script.nanoCores, memory: c.script.memory, container: jsonMap(specs[c.spec.name])}
-		attached = true
+		c.meter = &usageMeter{cpu: u.CPU, mem: u.Memory, nanoCores: c.script.nanoCores, memory: c.script.memory}
+		if u.CPU.IsExpression() || u.Memory.IsExpression() {
+			c.meter.container = jsonMap(specs[c.spec.name])
+			expressions = true
+		}
 	}
-	if attached {
+	if expressions {
 		ps.usageObj = usagePod(pod)
 	}
 }
@@ -105,7 +110,7 @@ func (ps *podState) refreshUsage(pod *corev1.Pod) {
 	ps.usageObj = usagePod(pod)
 	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range list {
-			if c := ps.container(list[i].Name); c != nil && c.meter != nil {
+			if c := ps.container(list[i].Name); c != nil && c.meter != nil && c.meter.container != nil {
 				c.meter.container = jsonMap(&list[i])
 				c.meter.cpuFailed, c.meter.memFailed = false, false
 			}

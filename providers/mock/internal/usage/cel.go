@@ -228,6 +228,10 @@ func (ev *evaluator) value(res string, v valueDoc) (*Value, error) {
 	return out, nil
 }
 
+// IsExpression tells whether the value is an expression, which reads the
+// variables, rather than a constant; false for nil.
+func (v *Value) IsExpression() bool { return v != nil && v.prg != nil }
+
 // Object names the usage object the value is of: "ClusterResourceUsage
 // name" or "ResourceUsage namespace/name".
 func (v *Value) Object() string { return v.object }
