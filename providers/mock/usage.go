@@ -62,7 +62,7 @@ type usageMeter struct {
 	// nanoCores and memory are the figures of the last evaluation.
 	nanoCores, memory uint64
 	// cpuFailed and memFailed are set once an expression failed on the
-	// pod: the annotations' figures stand in until the pod changes.
+	// pod: the mock's default, zero, stands in until the pod changes.
 	cpuFailed, memFailed bool
 	// banked is the CPU time of the current instance before since;
 	// previous the whole of the previous instance's.
