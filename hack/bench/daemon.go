@@ -114,8 +114,12 @@ func startDaemon(ctx context.Context, c config, s daemonSpec) (*benchDaemon, err
 		"--nodename", s.name, "--kubeconfig", s.kubeconfig,
 		"--node-count", strconv.Itoa(s.nodes),
 		"--node-ip", ip, "--listen-address", ip, "--listen-port", strconv.Itoa(port),
-		"--metrics-addr", metricsAddr, "--enable-profiling", "--log-level", cmp.Or(s.logLevel, "warn"),
+		"--metrics-addr", metricsAddr, "--log-level", cmp.Or(s.logLevel, "warn"),
 	)
+	if s.host == nil {
+		// pprof only on loopback, which a node host's metrics address is not.
+		args = append(args, "--enable-profiling")
+	}
 	args = append(args, s.extra...)
 	env := os.Environ()
 	if s.measured {

@@ -54,15 +54,11 @@ type soakDaemon struct {
 	samples []soakSample
 }
 
-// sample reads the daemon's quantities: the live heap after a GC it is
-// asked for (pprof's heap?gc=1), goroutines and open fds from /metrics,
-// RSS from /proc.
+// sample reads the daemon's quantities: goroutines, open fds and the live
+// heap (as the last GC marked it) from /metrics, RSS from /proc.
 func (d *soakDaemon) sample(ctx context.Context, at time.Duration) error {
 	if d.Exited() {
 		return fmt.Errorf("daemon %s exited: %v (log: %s)", d.name, d.Err(), d.logPath)
-	}
-	if _, err := d.profile(ctx, "heap?gc=1"); err != nil {
-		return fmt.Errorf("daemon %s: forcing a GC: %w", d.name, err)
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.metricsAddr+"/metrics", nil)
 	resp, err := http.DefaultClient.Do(req)
@@ -116,20 +112,21 @@ func runSoak(ctx context.Context, c config) error {
 	}
 
 	daemons, err := startSoakDaemons(ctx, c, a.info)
-	for _, d := range daemons {
-		defer func() {
-			d.stop()
-			_ = d.host.Delete(context.Background())
-		}()
-	}
-	if err != nil {
-		return err
-	}
 	var nodes []string
 	for _, d := range daemons {
 		nodes = append(nodes, d.nodes...)
 	}
-	defer cleanup(a.client, ns, nodes)
+	defer func() {
+		// The daemons first, lest they register their nodes again.
+		for _, d := range daemons {
+			d.stop()
+			_ = d.host.Delete(context.Background())
+		}
+		cleanup(a.client, ns, nodes)
+	}()
+	if err != nil {
+		return err
+	}
 	for _, d := range daemons {
 		for _, n := range d.nodes {
 			if err := waitNodeReady(ctx, a.client, n); err != nil {
@@ -231,10 +228,11 @@ func sampleSoak(ctx context.Context, sc soakConfig, start time.Time, daemons []*
 				return err
 			}
 		}
-		last := daemons[len(daemons)-1].samples
-		s := last[len(last)-1]
-		logf("soak %s: %s: %.0f goroutines, %.0f fds, heap %.1f MiB, RSS %.1f MiB", fmtMinutes(t.Truncate(time.Second)), daemons[len(daemons)-1].name,
-			s.Values[qGoroutines], s.Values[qOpenFDs], s.Values[qHeap]/(1<<20), s.Values[qRSS]/(1<<20))
+		for _, d := range daemons {
+			s := d.samples[len(d.samples)-1]
+			logf("soak %s: %s: %.0f goroutines, %.0f fds, heap %.1f MiB, RSS %.1f MiB", t.Truncate(time.Second), d.name,
+				s.Values[qGoroutines], s.Values[qOpenFDs], s.Values[qHeap]/(1<<20), s.Values[qRSS]/(1<<20))
+		}
 	}
 	return nil
 }
@@ -300,7 +298,7 @@ func soakReport(c config, daemons []*soakDaemon, o soakOutcomes, streams, restar
 	for _, s := range streams {
 		fmt.Fprintf(&b, "- %s\n", s)
 	}
-	fmt.Fprintf(&b, "- the heap is Go's allocated bytes right after a GC the soak asks for; the slope is the least-squares fit of the samples from %s on\n", fmtMinutes(sc.warmup))
+	fmt.Fprintf(&b, "- the heap is Go's live heap as its last GC marked it (go_gc_heap_live_bytes); the slope is the least-squares fit of the samples from %s on\n", fmtMinutes(sc.warmup))
 	return b.String(), ok, nil
 }
 

@@ -15,7 +15,7 @@ type soakQuantity int
 const (
 	qGoroutines soakQuantity = iota
 	qOpenFDs
-	qHeap // live Go heap: allocated bytes right after a forced GC
+	qHeap // live Go heap: what the last GC marked (runtime/metrics /gc/heap/live:bytes)
 	qRSS
 	numSoakQuantities
 )
@@ -47,7 +47,7 @@ func parseSoakMetrics(r io.Reader) (goroutines, fds, heap float64, err error) {
 		return 0, 0, 0, fmt.Errorf("parsing /metrics: %w", err)
 	}
 	var out [3]float64
-	for i, name := range []string{"go_goroutines", "process_open_fds", "go_memstats_heap_alloc_bytes"} {
+	for i, name := range []string{"go_goroutines", "process_open_fds", "go_gc_heap_live_bytes"} {
 		f := fams[name]
 		if f == nil || len(f.GetMetric()) == 0 {
 			return 0, 0, 0, fmt.Errorf("/metrics has no %s", name)
