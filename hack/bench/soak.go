@@ -274,6 +274,9 @@ func soakReport(c config, daemons []*soakDaemon, o soakOutcomes, streams, restar
 	ok := o.stuck() == 0 && o.LostTerminal == 0 && o.CreateFailed == 0
 	for i, d := range daemons {
 		names[i] = fmt.Sprintf("%s (%d nodes)", d.name, len(d.nodes))
+		if len(d.nodes) == 1 {
+			names[i] = d.name + " (1 node)"
+		}
 		for q := range numSoakQuantities {
 			t, err := soakTrendOf(d.samples, sc.warmup, q)
 			if err != nil {

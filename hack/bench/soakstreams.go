@@ -142,6 +142,8 @@ func (s *soakStreams) run(ctx context.Context, workers int) {
 		}
 	}
 	wg.Go(func() {
+		// metrics-server has not scraped the new nodes yet.
+		sleepCtx(ctx, time.Minute)
 		for ctx.Err() == nil {
 			start := time.Now()
 			err := s.readMetrics(ctx)
