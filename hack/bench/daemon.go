@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/childproc"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/nethost"
 )
 
 // benchDaemon is the virtual-kubelet under measurement.
@@ -84,27 +85,41 @@ type daemonSpec struct {
 	extra []string
 	// logLevel is --log-level; empty: warn.
 	logLevel string
+	// host, when set, is the node host (network namespace) the daemon runs
+	// in, at the host's address: the API server proxies logs, exec and
+	// port-forward to it, which it refuses to loopback.
+	host *nethost.Host
 }
 
-// startDaemon runs the binary on loopback with its defaults, plus the
-// metrics endpoint (and pprof) the bench reads. Loopback is enough: the
-// bench never asks an API server to proxy to the node (no logs or exec), so
-// the daemons need no node host.
+// startDaemon runs the binary on loopback (or in its node host) with its
+// defaults, plus the metrics endpoint (and pprof) the bench reads. Loopback
+// is enough for the bench passes: they never ask an API server to proxy to
+// the node (no logs or exec); the soak does, and gives a host.
 func startDaemon(ctx context.Context, c config, s daemonSpec) (*benchDaemon, error) {
 	ip := cmp.Or(s.ip, "127.0.0.1")
-	// The metrics port follows the kubelet APIs': one picked apart could
-	// land in their range before the daemon takes it.
-	port, err := freePorts(ip, s.nodes+1)
-	if err != nil {
-		return nil, err
+	// A node host's ports are its own: the kubelet's usual one is free.
+	port := 10250
+	if s.host != nil {
+		ip = s.host.Addr.String()
+	} else {
+		// The metrics port follows the kubelet APIs': one picked apart could
+		// land in their range before the daemon takes it.
+		var err error
+		if port, err = freePorts(ip, s.nodes+1); err != nil {
+			return nil, err
+		}
 	}
 	metricsAddr := net.JoinHostPort(ip, strconv.Itoa(port+s.nodes))
 	args := append(append([]string{}, s.provider...),
 		"--nodename", s.name, "--kubeconfig", s.kubeconfig,
 		"--node-count", strconv.Itoa(s.nodes),
 		"--node-ip", ip, "--listen-address", ip, "--listen-port", strconv.Itoa(port),
-		"--metrics-addr", metricsAddr, "--enable-profiling", "--log-level", cmp.Or(s.logLevel, "warn"),
+		"--metrics-addr", metricsAddr, "--log-level", cmp.Or(s.logLevel, "warn"),
 	)
+	if s.host == nil {
+		// pprof only on loopback, which a node host's metrics address is not.
+		args = append(args, "--enable-profiling")
+	}
 	args = append(args, s.extra...)
 	env := os.Environ()
 	if s.measured {
@@ -116,6 +131,10 @@ func startDaemon(ctx context.Context, c config, s daemonSpec) (*benchDaemon, err
 		env = append(env, c.daemonEnv...)
 	}
 	cmd := exec.CommandContext(ctx, c.binary, args...)
+	if s.host != nil {
+		// ip netns exec execs the binary: the pid stays the daemon's.
+		cmd = s.host.Command(ctx, c.binary, args...)
+	}
 	cmd.Env = env
 	d, err := startLogged(cmd, s.name+"@"+ip)
 	if err != nil {

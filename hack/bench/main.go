@@ -22,6 +22,14 @@
 // kubernetes provider, which puts A's pods in B, where B's scheduler binds
 // them to a mock node (B's workers, a second daemon). The times are ratios
 // to the sum of A's and B's floors.
+//
+// With -soak D (`make soak`) it runs no passes but a soak of D: two
+// daemons, one node and a 50-node process, in node hosts, under continuous
+// pod churn with logs -f, exec and port-forward sessions and metrics API
+// reads through the API server, which is restarted during the run. It
+// samples each daemon's goroutines, open fds, live heap and RSS and reports
+// their trends after a warm-up, the pods stuck and the terminal statuses
+// lost (soak.go).
 package main
 
 import (
@@ -31,6 +39,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -84,6 +93,8 @@ type config struct {
 	repeat     int
 	daemonArgs []string
 	daemonEnv  []string
+	// soak, with a duration, replaces the passes by the soak (soak.go).
+	soak soakConfig
 }
 
 func main() {
@@ -109,7 +120,32 @@ func main() {
 	flag.StringVar(&extra, "daemon-args", "", "extra flags for the daemon, space-separated")
 	var env string
 	flag.StringVar(&env, "daemon-env", "", "extra environment for the daemon only, space-separated K=V (e.g. GOGC=50)")
+	flag.DurationVar(&c.soak.duration, "soak", 0, "instead of the passes, a soak of this duration (make soak): two daemons, one node and -soak-nodes nodes, under continuous pod churn, logs -f, exec, port-forward and metrics API reads, with API server restarts; samples each daemon's goroutines, fds, heap and RSS and reports their trends (needs the cluster's node network)")
+	flag.IntVar(&c.soak.perMinute, "soak-rate", 1000, "with -soak: pods created a minute over all nodes")
+	flag.IntVar(&c.soak.maxInFlight, "soak-in-flight", 500, "with -soak: most pods alive at once (creation waits beyond)")
+	flag.IntVar(&c.soak.wideNodes, "soak-nodes", 50, "with -soak: the second daemon's --node-count")
+	flag.DurationVar(&c.soak.warmup, "soak-warmup", 10*time.Minute, "with -soak: the values at this time are the baseline of the trends")
+	flag.DurationVar(&c.soak.interval, "soak-interval", time.Minute, "with -soak: time between samples")
+	flag.DurationVar(&c.soak.bound, "soak-bound", 2*time.Minute, "with -soak: how long a pod may take to reach each expected state (Running, its terminal status, gone) before it counts as stuck")
+	flag.IntVar(&c.soak.restarts, "soak-restarts", 2, "with -soak: API server restarts, evenly spread over the run")
+	flag.IntVar(&c.soak.streamWorkers, "soak-stream-workers", 2, "with -soak: concurrent sessions of each kind (logs -f, exec, port-forward)")
+	flag.StringVar(&c.soak.clusterBinary, "cluster-binary", "bin/cluster", "with -soak: the cluster helper (make build), which restarts the API server")
 	flag.Parse()
+	if c.soak.duration > 0 {
+		c.daemonArgs = strings.Fields(extra)
+		if err := validSoak(c.soak); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(2)
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		if err := runSoak(ctx, c); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			stop()
+			os.Exit(1)
+		}
+		return
+	}
 	for _, s := range strings.Split(sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 {
@@ -241,20 +277,11 @@ func run(ctx context.Context, c config) ([]*result, error) {
 			return nil, err
 		}
 	}
-	if c.binary == "" {
-		dir, err := os.MkdirTemp("", "vk-bench-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
-		c.binary = filepath.Join(dir, "virtual-kubelet")
-		logf("building %s", c.binary)
-		build := exec.Command("go", "build", "-o", c.binary, "github.com/vkubelet/virtual-kubelet/cmd/virtual-kubelet")
-		build.Stderr = os.Stderr
-		if err := build.Run(); err != nil {
-			return nil, fmt.Errorf("building virtual-kubelet: %w", err)
-		}
+	removeBinary, err := ensureBinary(&c)
+	if err != nil {
+		return nil, err
 	}
+	defer removeBinary()
 
 	var results []*result
 	runs := max(1, c.repeat)
@@ -291,6 +318,27 @@ func run(ctx context.Context, c config) ([]*result, error) {
 		logf("results in %s", c.outDir)
 	}
 	return results, nil
+}
+
+// ensureBinary builds the daemon into a temporary directory when -binary
+// names none; remove deletes it.
+func ensureBinary(c *config) (remove func(), err error) {
+	if c.binary != "" {
+		return func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "vk-bench-")
+	if err != nil {
+		return nil, err
+	}
+	c.binary = filepath.Join(dir, "virtual-kubelet")
+	logf("building %s", c.binary)
+	build := exec.Command("go", "build", "-o", c.binary, "github.com/vkubelet/virtual-kubelet/cmd/virtual-kubelet")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("building virtual-kubelet: %w", err)
+	}
+	return func() { os.RemoveAll(dir) }, nil
 }
 
 // writeLatencyPlot writes r's latency plot to dir as latency-N.svg; with

@@ -5,9 +5,13 @@
 //	cluster up   [--dir D] [--bin-dir B] [--node-network=true] [--metrics-server BIN]
 //	cluster down [--dir D]
 //	cluster exec [--dir D] HOST -- COMMAND [ARGS...]
+//	cluster restart [--dir D] COMPONENT
 //
 // `up` starts a detached supervisor (`cluster serve`) that owns the component
 // processes and the node network; `down` stops it and removes the directory.
+// `restart` asks the supervisor to stop one component and start it again
+// (`make soak` restarts kube-apiserver that way) and returns once it is
+// healthy.
 // With --metrics-server (hack/metrics-server/build.sh prints the binary),
 // metrics-server runs too, behind the aggregation layer, so that `kubectl
 // top` and HorizontalPodAutoscalers work; it needs the node network.
@@ -48,6 +52,8 @@ func main() {
 		err = down(args)
 	case "exec":
 		err = execIn(args)
+	case "restart":
+		err = restart(args)
 	default:
 		usage()
 	}
@@ -58,7 +64,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: cluster up|down|exec [flags]; see hack/cluster/main.go")
+	fmt.Fprintln(os.Stderr, "usage: cluster up|down|exec|restart [flags]; see hack/cluster/main.go")
 	os.Exit(2)
 }
 
@@ -186,9 +192,15 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
+	ctl, err := serveControl(ctx, f.dir, cp)
+	if err != nil {
+		cp.Stop()
+		return err
+	}
 	fmt.Println("control plane ready")
 	<-ctx.Done()
 	fmt.Println("stopping control plane")
+	ctl.close()
 	cp.Stop()
 	return nil
 }
