@@ -52,8 +52,10 @@ type Provider struct {
 	// NodeBasics answers NodeAddresses, NodeDaemonEndpoints and
 	// OperatingSystem from the init config.
 	provider.NodeBasics
-	cfg      *Config
-	cli      *slurmCLI
+	cfg *Config
+	cli *slurmCLI
+	// tenancy decides each pod's tenant, once.
+	tenancy  *tenancy
 	nodeName string
 	jobName  string
 	capacity corev1.ResourceList
@@ -142,6 +144,9 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 		if p.capacity, err = p.sinfoCapacity(ctx); err != nil {
 			return nil, fmt.Errorf("node capacity from sinfo (or set capacity in %s): %w", ic.ConfigPath, err)
 		}
+	}
+	if p.tenancy, err = newTenancy(ctx, cfg, ic.KubeClient); err != nil {
+		return nil, fmt.Errorf("provider config %s: %w", ic.ConfigPath, err)
 	}
 	if err := p.adopt(ctx); err != nil {
 		return nil, fmt.Errorf("adopting the node's jobs: %w", err)
@@ -256,7 +261,7 @@ func (p *Provider) adopt(ctx context.Context) error {
 	for _, r := range recs {
 		pod := r.Pod
 		key := podKey(pod.Namespace, pod.Name)
-		t, err := p.cfg.tenantOf(pod.Namespace)
+		t, err := p.tenancy.adopt(ctx, pod, r.TenantUID)
 		if err != nil {
 			log.G(ctx).Warnf("pod %s: its job %s is not adopted: %v", key, r.JobID, err)
 			continue
@@ -265,10 +270,12 @@ func (p *Provider) adopt(ctx context.Context) error {
 		if j == nil {
 			log.G(ctx).Infof("pod %s: its job %s is no longer in Slurm", key, r.JobID)
 			p.removeRecord(pod.UID)
+			p.tenancy.release(pod.UID)
 			continue
 		}
 		if !p.owns(j, t, pod.UID) {
 			log.G(ctx).Warnf("pod %s: job %s is not the pod's (name %q, user %d, comment %q): not adopted", key, r.JobID, j.Name, j.UserID, j.Comment)
+			p.tenancy.release(pod.UID)
 			continue
 		}
 		pj := &podJob{pod: pod, tenant: t, dir: p.podDir(pod), jobID: r.JobID, job: j, listed: true}
@@ -310,9 +317,12 @@ func (p *Provider) NotifyNodeStatus(context.Context, func(*corev1.Node)) {}
 // directory, where its containers' bind mounts see them. A pod of a
 // namespace no tenant maps gets nothing written; CreatePod rejects it.
 func (p *Provider) SetPodVolumes(_ context.Context, pod *corev1.Pod, contents *volume.Contents) error {
-	t, err := p.cfg.tenantOf(pod.Namespace)
-	if err != nil {
+	t, err := p.tenancy.of(pod)
+	if errdefs.IsInvalidInput(err) {
 		return nil
+	}
+	if err != nil {
+		return err
 	}
 	return p.writeVolumes(pod, t, contents)
 }
@@ -320,17 +330,19 @@ func (p *Provider) SetPodVolumes(_ context.Context, pod *corev1.Pod, contents *v
 // CreatePod submits the pod's job, unless a job for it already exists.
 func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	key := podKey(pod.Namespace, pod.Name)
-	t, err := p.cfg.tenantOf(pod.Namespace)
+	t, err := p.tenancy.of(pod)
 	if err != nil {
 		return err
 	}
 	dir := p.podDir(pod)
 	init, main, err := p.plan(pod)
 	if err != nil {
+		p.tenancy.release(pod.UID)
 		return err
 	}
 	args, err := p.sbatchArgs(pod, t, dir)
 	if err != nil {
+		p.tenancy.release(pod.UID)
 		return err
 	}
 	p.mu.Lock()
@@ -369,7 +381,7 @@ func (p *Provider) submit(ctx context.Context, pod *corev1.Pod, t *tenant, init,
 		}
 		for i := range jobs {
 			if p.owns(&jobs[i], t, pod.UID) {
-				return jobs[i].jobID(), p.saveRecord(pod, jobs[i].jobID())
+				return jobs[i].jobID(), p.saveRecord(pod, t, jobs[i].jobID())
 			}
 		}
 	}
@@ -378,7 +390,7 @@ func (p *Provider) submit(ctx context.Context, pod *corev1.Pod, t *tenant, init,
 	}
 	id, err := p.cli.sbatch(ctx, t.cred, append(args, p.scriptPath(), p.podDir(pod), p.launcherPath(), p.cfg.Bwrap)...)
 	if err == nil {
-		err = p.saveRecord(pod, id)
+		err = p.saveRecord(pod, t, id)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -521,6 +533,8 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	pj, ok := p.pods[key]
 	if !ok || pj.pod.UID != pod.UID {
 		p.mu.Unlock()
+		// Its volumes may have been written, its job never submitted.
+		p.tenancy.release(pod.UID)
 		return errdefs.NotFoundf("pod %s is not on this node", key)
 	}
 	id, cred, ended := pj.jobID, pj.tenant.cred, pj.status.Phase == corev1.PodSucceeded || pj.status.Phase == corev1.PodFailed
@@ -576,6 +590,7 @@ func (p *Provider) forget(key string, pj *podJob) {
 	}
 	delete(p.pods, key)
 	p.removeRecord(pj.pod.UID)
+	p.tenancy.release(pj.pod.UID)
 	_ = os.RemoveAll(pj.dir)
 }
 
