@@ -4,15 +4,16 @@
 // bind-mounted from a per-pod directory in a work directory the compute
 // nodes share (see package internal/sandbox for the job's side).
 //
-// State is pushed: one squeue --json per poll interval for every job of the
-// node, diffed against what was last reported, changes sent through
-// NotifyPods. Jobs carry the pod's UID in their comment, so a restarted
+// State is pushed: one squeue per poll interval for the node's jobs (by
+// name, six fields each, see listNamed), diffed against what was last
+// reported, changes sent through NotifyPods. Jobs carry the pod's UID in their comment, so a restarted
 // daemon adopts its running jobs and never submits a pod twice.
 package slurm
 
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -287,11 +288,13 @@ func (p *Provider) adopt(ctx context.Context) error {
 }
 
 // owns reports whether a job Slurm lists is one this node submitted for
-// the pod: its name and comment are the node's and the pod's, and it
-// belongs to the pod's tenant. Any Slurm user can name a job and write a
-// comment; only the tenant's user (or root) can own it.
+// the pod: its name and comment (when the listing says it) are the node's
+// and the pod's, and it belongs to the pod's tenant. Any Slurm user can
+// name a job and write a comment; only the tenant's user (or root) can own
+// it. The callers look the job up by the ID sbatch returned, but for a
+// submission whose answer was lost.
 func (p *Provider) owns(j *job, t *tenant, uid types.UID) bool {
-	return j.Name == p.jobName && j.Comment == jobComment(uid) && j.UserID == t.uid
+	return j.Name == p.jobName && (j.brief || j.Comment == jobComment(uid)) && j.UserID == t.uid
 }
 
 // Capacity implements node.Provider.
@@ -655,10 +658,16 @@ func (p *Provider) NotifyPods(ctx context.Context, f func(*corev1.Pod)) {
 	go wait.Until(func() { p.evictOverfullEmptyDirs(ctx) }, evictionInterval, ctx.Done())
 }
 
-// poll lists all jobs once and reports the pods whose status changed.
+// poll lists the node's jobs once and reports the pods whose status
+// changed.
 func (p *Provider) poll(ctx context.Context) error {
 	listed := time.Now()
-	jobs, err := p.cli.squeue(ctx)
+	jobs, err := p.cli.listNamed(ctx, p.jobName)
+	var refused *listingError
+	if errors.As(err, &refused) {
+		log.G(ctx).WithError(err).Warn("the node's job listing is not as expected: listing all jobs with squeue --json instead")
+		jobs, err = p.cli.squeue(ctx)
+	}
 	if err != nil {
 		return err
 	}
@@ -699,23 +708,39 @@ func (p *Provider) poll(ctx context.Context) error {
 // one, with any comment. They change no pod's status; p.mu must be held.
 func (p *Provider) logForged(ctx context.Context, jobs []job) {
 	ours := make(map[string]bool, len(p.pods))
+	// submitting are the users with a submission whose job ID is not
+	// known yet: such a job may be theirs.
+	submitting := map[uint32]bool{}
 	for _, pj := range p.pods {
-		// A pod whose sbatch has not returned yet may own a job by its
-		// comment alone, for now.
-		ours[pj.jobID] = true
 		if pj.jobID == "" {
 			ours[jobComment(pj.pod.UID)] = true
+			submitting[pj.tenant.uid] = true
+		} else {
+			ours[pj.jobID] = true
 		}
 	}
 	listed := make(map[string]bool, len(p.ignored))
 	for i := range jobs {
 		j := &jobs[i]
 		id := j.jobID()
-		if j.Name != p.jobName || ours[id] || ours[j.Comment] {
+		if j.Name != p.jobName || ours[id] || (!j.brief && ours[j.Comment]) {
+			continue
+		}
+		if j.brief && submitting[j.UserID] {
+			// Its comment is not listed: judged at a later poll, once
+			// the submissions have returned.
+			if p.ignored[id] {
+				listed[id] = true
+			}
 			continue
 		}
 		listed[id] = true
-		if !p.ignored[id] {
+		if p.ignored[id] {
+			continue
+		}
+		if j.brief {
+			log.G(ctx).Warnf("job %s of user %d is named %s but is no pod's job on this node: ignored", id, j.UserID, j.Name)
+		} else {
 			log.G(ctx).Warnf("job %s of user %d is named %s with comment %q but is no pod's job on this node: ignored", id, j.UserID, j.Name, j.Comment)
 		}
 	}
