@@ -6,8 +6,9 @@
 //
 // State is pushed: one squeue per poll interval for the node's jobs (by
 // name, six fields each, see listNamed), diffed against what was last
-// reported, changes sent through NotifyPods. Jobs carry the pod's UID in their comment, so a restarted
-// daemon adopts its running jobs and never submits a pod twice.
+// reported, changes sent through NotifyPods. The daemon records each
+// pod's job ID, so a restarted daemon adopts its running jobs and never
+// submits a pod twice.
 package slurm
 
 import (
