@@ -109,6 +109,10 @@ type job struct {
 	StartTime  int64  `json:"start_time"`
 	ExitCode   int    `json:"exit_code"`
 	StdoutPath string `json:"standard_output"`
+	// brief is set on a job of the poll's listing, which says neither
+	// the job's comment nor, but by its filter, its name (see
+	// listNamed).
+	brief bool
 }
 
 // jobID is the job's id as the commands take it.

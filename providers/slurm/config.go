@@ -22,6 +22,7 @@ import (
 //	stateDir: /var/lib/vk-slurm   # the daemon's own records of its jobs; default workDir/.vk-state
 //	tenants:                  # namespaces -> Unix users; required when the daemon runs as root
 //	- namespaces: [team-a]
+//	  namespaceSelector: {matchLabels: {hpc.example.org/tenant: physics}}   # and the namespaces labelled so
 //	  user: alice             # jobs are submitted as this user, never root
 //	  group: physics          # default: the user's primary group
 //	  account: physics        # default: the account above
@@ -78,8 +79,12 @@ type Config struct {
 	poll time.Duration
 	// logMaxBytes is ContainerLogMaxSize in bytes.
 	logMaxBytes int64
-	// tenants are Tenants resolved to Unix ids, by namespace.
+	// tenants are Tenants resolved to Unix ids, by namespace name.
 	tenants map[string]*tenant
+	// bySelector are the tenants with a namespaceSelector, in order.
+	bySelector []*tenant
+	// resolved are all the tenants, in order.
+	resolved []*tenant
 }
 
 // DefaultHostPaths are what a container of a host image sees of the host

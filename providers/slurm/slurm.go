@@ -4,15 +4,17 @@
 // bind-mounted from a per-pod directory in a work directory the compute
 // nodes share (see package internal/sandbox for the job's side).
 //
-// State is pushed: one squeue --json per poll interval for every job of the
-// node, diffed against what was last reported, changes sent through
-// NotifyPods. Jobs carry the pod's UID in their comment, so a restarted
-// daemon adopts its running jobs and never submits a pod twice.
+// State is pushed: one squeue per poll interval for the node's jobs (by
+// name, six fields each, see listNamed), diffed against what was last
+// reported, changes sent through NotifyPods. The daemon records each
+// pod's job ID, so a restarted daemon adopts its running jobs and never
+// submits a pod twice.
 package slurm
 
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -52,8 +54,10 @@ type Provider struct {
 	// NodeBasics answers NodeAddresses, NodeDaemonEndpoints and
 	// OperatingSystem from the init config.
 	provider.NodeBasics
-	cfg      *Config
-	cli      *slurmCLI
+	cfg *Config
+	cli *slurmCLI
+	// tenancy decides each pod's tenant, once.
+	tenancy  *tenancy
 	nodeName string
 	jobName  string
 	capacity corev1.ResourceList
@@ -142,6 +146,9 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 		if p.capacity, err = p.sinfoCapacity(ctx); err != nil {
 			return nil, fmt.Errorf("node capacity from sinfo (or set capacity in %s): %w", ic.ConfigPath, err)
 		}
+	}
+	if p.tenancy, err = newTenancy(ctx, cfg, ic.KubeClient); err != nil {
+		return nil, fmt.Errorf("provider config %s: %w", ic.ConfigPath, err)
 	}
 	if err := p.adopt(ctx); err != nil {
 		return nil, fmt.Errorf("adopting the node's jobs: %w", err)
@@ -256,7 +263,7 @@ func (p *Provider) adopt(ctx context.Context) error {
 	for _, r := range recs {
 		pod := r.Pod
 		key := podKey(pod.Namespace, pod.Name)
-		t, err := p.cfg.tenantOf(pod.Namespace)
+		t, err := p.tenancy.adopt(ctx, pod, r.TenantUID)
 		if err != nil {
 			log.G(ctx).Warnf("pod %s: its job %s is not adopted: %v", key, r.JobID, err)
 			continue
@@ -265,10 +272,12 @@ func (p *Provider) adopt(ctx context.Context) error {
 		if j == nil {
 			log.G(ctx).Infof("pod %s: its job %s is no longer in Slurm", key, r.JobID)
 			p.removeRecord(pod.UID)
+			p.tenancy.release(pod.UID)
 			continue
 		}
 		if !p.owns(j, t, pod.UID) {
 			log.G(ctx).Warnf("pod %s: job %s is not the pod's (name %q, user %d, comment %q): not adopted", key, r.JobID, j.Name, j.UserID, j.Comment)
+			p.tenancy.release(pod.UID)
 			continue
 		}
 		pj := &podJob{pod: pod, tenant: t, dir: p.podDir(pod), jobID: r.JobID, job: j, listed: true}
@@ -280,11 +289,13 @@ func (p *Provider) adopt(ctx context.Context) error {
 }
 
 // owns reports whether a job Slurm lists is one this node submitted for
-// the pod: its name and comment are the node's and the pod's, and it
-// belongs to the pod's tenant. Any Slurm user can name a job and write a
-// comment; only the tenant's user (or root) can own it.
+// the pod: its name and comment (when the listing says it) are the node's
+// and the pod's, and it belongs to the pod's tenant. Any Slurm user can
+// name a job and write a comment; only the tenant's user (or root) can own
+// it. The callers look the job up by the ID sbatch returned, but for a
+// submission whose answer was lost.
 func (p *Provider) owns(j *job, t *tenant, uid types.UID) bool {
-	return j.Name == p.jobName && j.Comment == jobComment(uid) && j.UserID == t.uid
+	return j.Name == p.jobName && (j.brief || j.Comment == jobComment(uid)) && j.UserID == t.uid
 }
 
 // Capacity implements node.Provider.
@@ -310,9 +321,12 @@ func (p *Provider) NotifyNodeStatus(context.Context, func(*corev1.Node)) {}
 // directory, where its containers' bind mounts see them. A pod of a
 // namespace no tenant maps gets nothing written; CreatePod rejects it.
 func (p *Provider) SetPodVolumes(_ context.Context, pod *corev1.Pod, contents *volume.Contents) error {
-	t, err := p.cfg.tenantOf(pod.Namespace)
-	if err != nil {
+	t, err := p.tenancy.of(pod)
+	if errdefs.IsInvalidInput(err) {
 		return nil
+	}
+	if err != nil {
+		return err
 	}
 	return p.writeVolumes(pod, t, contents)
 }
@@ -320,17 +334,19 @@ func (p *Provider) SetPodVolumes(_ context.Context, pod *corev1.Pod, contents *v
 // CreatePod submits the pod's job, unless a job for it already exists.
 func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	key := podKey(pod.Namespace, pod.Name)
-	t, err := p.cfg.tenantOf(pod.Namespace)
+	t, err := p.tenancy.of(pod)
 	if err != nil {
 		return err
 	}
 	dir := p.podDir(pod)
 	init, main, err := p.plan(pod)
 	if err != nil {
+		p.tenancy.release(pod.UID)
 		return err
 	}
 	args, err := p.sbatchArgs(pod, t, dir)
 	if err != nil {
+		p.tenancy.release(pod.UID)
 		return err
 	}
 	p.mu.Lock()
@@ -369,7 +385,7 @@ func (p *Provider) submit(ctx context.Context, pod *corev1.Pod, t *tenant, init,
 		}
 		for i := range jobs {
 			if p.owns(&jobs[i], t, pod.UID) {
-				return jobs[i].jobID(), p.saveRecord(pod, jobs[i].jobID())
+				return jobs[i].jobID(), p.saveRecord(pod, t, jobs[i].jobID())
 			}
 		}
 	}
@@ -378,7 +394,7 @@ func (p *Provider) submit(ctx context.Context, pod *corev1.Pod, t *tenant, init,
 	}
 	id, err := p.cli.sbatch(ctx, t.cred, append(args, p.scriptPath(), p.podDir(pod), p.launcherPath(), p.cfg.Bwrap)...)
 	if err == nil {
-		err = p.saveRecord(pod, id)
+		err = p.saveRecord(pod, t, id)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -521,6 +537,8 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	pj, ok := p.pods[key]
 	if !ok || pj.pod.UID != pod.UID {
 		p.mu.Unlock()
+		// Its volumes may have been written, its job never submitted.
+		p.tenancy.release(pod.UID)
 		return errdefs.NotFoundf("pod %s is not on this node", key)
 	}
 	id, cred, ended := pj.jobID, pj.tenant.cred, pj.status.Phase == corev1.PodSucceeded || pj.status.Phase == corev1.PodFailed
@@ -576,6 +594,7 @@ func (p *Provider) forget(key string, pj *podJob) {
 	}
 	delete(p.pods, key)
 	p.removeRecord(pj.pod.UID)
+	p.tenancy.release(pj.pod.UID)
 	_ = os.RemoveAll(pj.dir)
 }
 
@@ -636,10 +655,16 @@ func (p *Provider) NotifyPods(ctx context.Context, f func(*corev1.Pod)) {
 	go wait.Until(func() { p.evictOverfullEmptyDirs(ctx) }, evictionInterval, ctx.Done())
 }
 
-// poll lists all jobs once and reports the pods whose status changed.
+// poll lists the node's jobs once and reports the pods whose status
+// changed.
 func (p *Provider) poll(ctx context.Context) error {
 	listed := time.Now()
-	jobs, err := p.cli.squeue(ctx)
+	jobs, err := p.cli.listNamed(ctx, p.jobName)
+	var refused *listingError
+	if errors.As(err, &refused) {
+		log.G(ctx).WithError(err).Warn("the node's job listing is not as expected: listing all jobs with squeue --json instead")
+		jobs, err = p.cli.squeue(ctx)
+	}
 	if err != nil {
 		return err
 	}
@@ -680,23 +705,39 @@ func (p *Provider) poll(ctx context.Context) error {
 // one, with any comment. They change no pod's status; p.mu must be held.
 func (p *Provider) logForged(ctx context.Context, jobs []job) {
 	ours := make(map[string]bool, len(p.pods))
+	// submitting are the users with a submission whose job ID is not
+	// known yet: such a job may be theirs.
+	submitting := map[uint32]bool{}
 	for _, pj := range p.pods {
-		// A pod whose sbatch has not returned yet may own a job by its
-		// comment alone, for now.
-		ours[pj.jobID] = true
 		if pj.jobID == "" {
 			ours[jobComment(pj.pod.UID)] = true
+			submitting[pj.tenant.uid] = true
+		} else {
+			ours[pj.jobID] = true
 		}
 	}
 	listed := make(map[string]bool, len(p.ignored))
 	for i := range jobs {
 		j := &jobs[i]
 		id := j.jobID()
-		if j.Name != p.jobName || ours[id] || ours[j.Comment] {
+		if j.Name != p.jobName || ours[id] || (!j.brief && ours[j.Comment]) {
+			continue
+		}
+		if j.brief && submitting[j.UserID] {
+			// Its comment is not listed: judged at a later poll, once
+			// the submissions have returned.
+			if p.ignored[id] {
+				listed[id] = true
+			}
 			continue
 		}
 		listed[id] = true
-		if !p.ignored[id] {
+		if p.ignored[id] {
+			continue
+		}
+		if j.brief {
+			log.G(ctx).Warnf("job %s of user %d is named %s but is no pod's job on this node: ignored", id, j.UserID, j.Name)
+		} else {
 			log.G(ctx).Warnf("job %s of user %d is named %s with comment %q but is no pod's job on this node: ignored", id, j.UserID, j.Name, j.Comment)
 		}
 	}

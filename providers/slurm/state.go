@@ -17,12 +17,17 @@ import (
 )
 
 // record is what the daemon keeps of each pod's job in its state
-// directory, which only it can read or write: the job ID sbatch returned
-// and the pod. A restarted daemon adopts jobs from these records, never
-// from what a job's comment or the tenant-owned pod directory say.
+// directory, which only it can read or write: the job ID sbatch returned,
+// the uid of the tenant it was submitted as, and the pod. A restarted
+// daemon adopts jobs from these records, never from what a job's comment
+// or the tenant-owned pod directory say.
 type record struct {
-	JobID string      `json:"jobID"`
-	Pod   *corev1.Pod `json:"pod"`
+	JobID string `json:"jobID"`
+	// TenantUID is the user the job was submitted as: the pod keeps that
+	// tenant when its namespace maps to another since. 0 in records of
+	// daemons that did not write it.
+	TenantUID uint32      `json:"tenantUID,omitempty"`
+	Pod       *corev1.Pod `json:"pod"`
 }
 
 // podUID is what a pod UID must look like to name a file or directory.
@@ -33,8 +38,8 @@ func (p *Provider) recordPath(uid types.UID) string {
 }
 
 // saveRecord writes the pod's record once sbatch has returned its job ID.
-func (p *Provider) saveRecord(pod *corev1.Pod, jobID string) error {
-	data, err := json.Marshal(record{JobID: jobID, Pod: pod})
+func (p *Provider) saveRecord(pod *corev1.Pod, t *tenant, jobID string) error {
+	data, err := json.Marshal(record{JobID: jobID, TenantUID: t.uid, Pod: pod})
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"syscall"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
 )
 
@@ -19,7 +22,13 @@ import (
 // Allow lists. A pod can do what the user could do with sbatch by hand.
 type Tenant struct {
 	// Namespaces are the namespaces whose pods run as User.
-	Namespaces []string `json:"namespaces"`
+	Namespaces []string `json:"namespaces,omitempty"`
+	// NamespaceSelector maps as well every namespace whose labels it
+	// matches (a Kubernetes label selector): labels only those who may
+	// update Namespace objects can set. A namespace some tenant names in
+	// Namespaces maps by its name, whatever its labels; one that the
+	// selectors of two tenants match is refused, naming both.
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 	// User is the Unix user (name or uid) the jobs run as; never root.
 	User string `json:"user"`
 	// Group is the job's group (name or gid); default the user's primary
@@ -68,6 +77,12 @@ const maxNice = 2147483645
 
 // tenant is a Tenant resolved to Unix ids.
 type tenant struct {
+	// name says which tenant of the config this is, in messages:
+	// tenants[1] (user bob).
+	name string
+	// selector is the NamespaceSelector; nil when the tenant maps
+	// namespaces by name only.
+	selector  labels.Selector
 	user      string
 	uid, gid  uint32
 	account   string
@@ -110,14 +125,16 @@ func (a *Allow) validate(field string) error {
 }
 
 // resolveTenants looks up each tenant's user and group and indexes the
-// tenants by namespace. No tenant may resolve to root.
+// tenants by namespace name, and those that select namespaces by label in
+// order. No tenant may resolve to root, however it maps namespaces.
 func (c *Config) resolveTenants() error {
 	c.tenants = map[string]*tenant{}
+	c.bySelector, c.resolved = nil, nil
 	for i := range c.Tenants {
 		t := &c.Tenants[i]
 		field := fmt.Sprintf("tenants[%d].", i)
-		if len(t.Namespaces) == 0 {
-			return fmt.Errorf("%snamespaces: name at least one namespace", field)
+		if len(t.Namespaces) == 0 && t.NamespaceSelector == nil {
+			return fmt.Errorf("%snamespaces: name at least one namespace, or set namespaceSelector", field)
 		}
 		if t.User == "" {
 			return fmt.Errorf("%suser: the Unix user the namespaces' jobs run as is required", field)
@@ -127,6 +144,16 @@ func (c *Config) resolveTenants() error {
 		}
 		if err := t.Allow.validate(field); err != nil {
 			return err
+		}
+		var selector labels.Selector
+		if t.NamespaceSelector != nil {
+			if len(t.NamespaceSelector.MatchLabels) == 0 && len(t.NamespaceSelector.MatchExpressions) == 0 {
+				return fmt.Errorf("%snamespaceSelector: an empty selector matches every namespace (kube-system too): give matchLabels or matchExpressions", field)
+			}
+			var err error
+			if selector, err = metav1.LabelSelectorAsSelector(t.NamespaceSelector); err != nil {
+				return fmt.Errorf("%snamespaceSelector: %v", field, err)
+			}
 		}
 		uid, gid, err := lookupUser(t.User)
 		if err != nil {
@@ -143,7 +170,8 @@ func (c *Config) resolveTenants() error {
 		if gid == 0 {
 			return fmt.Errorf("%sgroup: the group of %q is root (gid 0): a tenant's jobs never run as root's group", field, t.User)
 		}
-		rt := &tenant{user: t.User, uid: uid, gid: gid, account: cmp.Or(t.Account, c.Account), allow: t.Allow,
+		rt := &tenant{name: fmt.Sprintf("tenants[%d] (user %s)", i, t.User), selector: selector,
+			user: t.User, uid: uid, gid: gid, account: cmp.Or(t.Account, c.Account), allow: t.Allow,
 			partition: first(t.Partitions, c.Partition), qos: first(t.QOS, c.QOS),
 			cred: &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{gid}}}
 		for _, ns := range t.Namespaces {
@@ -152,6 +180,10 @@ func (c *Config) resolveTenants() error {
 			}
 			c.tenants[ns] = rt
 		}
+		if selector != nil {
+			c.bySelector = append(c.bySelector, rt)
+		}
+		c.resolved = append(c.resolved, rt)
 	}
 	return nil
 }
@@ -173,17 +205,48 @@ func (c *Config) checkPrivileges(euid int) error {
 	return nil
 }
 
-// tenantOf is the tenant of a namespace's pods, or an InvalidInput error
-// (ProviderRejected) naming a namespace no tenant maps.
-func (c *Config) tenantOf(namespace string) (*tenant, error) {
+// selectsByLabel reports whether some tenant maps namespaces by their
+// labels, which the daemon then watches.
+func (c *Config) selectsByLabel() bool { return len(c.bySelector) > 0 }
+
+// tenantOf is the tenant of a namespace's pods: the tenant that names the
+// namespace, else the one whose namespaceSelector matches the namespace's
+// labels; or an InvalidInput error (ProviderRejected) naming a namespace no
+// tenant maps, or the two tenants whose selectors both match it.
+func (c *Config) tenantOf(namespace string, nsLabels map[string]string) (*tenant, error) {
 	if len(c.Tenants) == 0 {
-		return &tenant{user: "the daemon's user", uid: uint32(os.Geteuid()), gid: uint32(os.Getegid()), account: c.Account,
+		return &tenant{name: "the daemon's user", user: "the daemon's user", uid: uint32(os.Geteuid()), gid: uint32(os.Getegid()), account: c.Account,
 			partition: first(c.Allow.Partitions, c.Partition), qos: first(c.Allow.QOS, c.QOS), allow: c.Allow}, nil
 	}
 	if t, ok := c.tenants[namespace]; ok {
 		return t, nil
 	}
+	var found *tenant
+	for _, t := range c.bySelector {
+		if !t.selector.Matches(labels.Set(nsLabels)) {
+			continue
+		}
+		if found != nil {
+			return nil, errdefs.InvalidInputf("namespace %q: its labels match the namespaceSelector of both %s and %s: its pods cannot run here until they match one", namespace, found.name, t.name)
+		}
+		found = t
+	}
+	if found != nil {
+		return found, nil
+	}
 	return nil, errdefs.InvalidInputf("namespace %q is mapped to no tenant of this Slurm node: its pods cannot run here", namespace)
+}
+
+// tenantWithUID is a configured tenant whose user is uid, for a job
+// submitted as that user before its namespace was mapped to another; nil
+// when there is none.
+func (c *Config) tenantWithUID(uid uint32) *tenant {
+	for _, t := range c.resolved {
+		if t.uid == uid {
+			return t
+		}
+	}
+	return nil
 }
 
 // option checks one sbatch-NAME annotation against the tenant's Allow and
