@@ -135,6 +135,11 @@ func Args(podDir, name, bwrap string, firstFD int) (argv []string, keep []*os.Fi
 	if len(cmd) == 0 || len(mounts)%4 != 0 {
 		return nil, nil, errors.New("the plan in the pod directory is incomplete")
 	}
+	gpus, err := gpuEnv(podDir, name, os.Getenv(JobGPUsEnv))
+	if err != nil {
+		return nil, nil, err
+	}
+	env = append(env, gpus...)
 	// The pod directory itself: its parent is the daemon's, so it cannot
 	// be swapped; what is inside is the tenant's, so everything below is
 	// opened beneath it.

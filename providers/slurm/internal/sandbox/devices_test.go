@@ -1,0 +1,78 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestGPUEnv: a container's GPUs are the job's, rank for rank in the
+// pod's devices: the same indexes when Slurm picked the claims' devices,
+// Slurm's own when it picked others; a container without GPUs gets no
+// variable, and a job with fewer GPUs than the pod's devices, or a list
+// that is not one, is an error naming it.
+func TestGPUEnv(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(GPUsFile, "1,3")
+	write("c/a/"+GPUsFile, "3")
+	write("c/b/"+GPUsFile, "")
+	for _, tc := range []struct {
+		name, job, want, err string
+	}{
+		{name: "a", job: "1,3", want: "3"},
+		{name: "a", job: "2,0", want: "2"},
+		{name: "b", job: "1,3", want: ""},
+		{name: "none", job: "1,3", want: ""},
+		{name: "a", job: "1", err: "the pod has 2 GPU devices but Slurm gave its job 1"},
+		{name: "a", job: "1,x", err: `SLURM_JOB_GPUS: "1,x" is not a list of GPU indexes`},
+	} {
+		env, err := gpuEnv(dir, tc.name, tc.job)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("container %s, job GPUs %q: %v, want an error saying %q", tc.name, tc.job, err, tc.err)
+			}
+			continue
+		}
+		var want []string
+		if tc.want != "" {
+			for _, v := range gpuVisibilityEnv {
+				want = append(want, v+"="+tc.want)
+			}
+		}
+		if err != nil || !slices.Equal(env, want) {
+			t.Errorf("container %s, job GPUs %q: %q, %v; want %q", tc.name, tc.job, env, err, want)
+		}
+	}
+}
+
+// TestStopSignalOfPlan: the plan's number, else TERM, also for a number
+// that is no signal.
+func TestStopSignalOfPlan(t *testing.T) {
+	dir := t.TempDir()
+	for name, data := range map[string]string{"usr1": "10", "bad": "99", "text": "USR1"} {
+		if err := os.MkdirAll(filepath.Join(dir, "c", name), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "c", name, StopSignalFile), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, want := range map[string]syscall.Signal{"usr1": syscall.SIGUSR1, "bad": syscall.SIGTERM, "text": syscall.SIGTERM, "none": syscall.SIGTERM} {
+		if got := stopSignal(dir, name); got != want {
+			t.Errorf("container %s: %v, want %v", name, got, want)
+		}
+	}
+}
