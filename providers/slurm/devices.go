@@ -65,16 +65,16 @@ func (c *Config) validateDevices() error {
 // named GRES and type.
 type gresUnit struct {
 	name, typ string
-	count     int
+	count     int64
 }
 
-// maxGresCount bounds a GRES count read from sinfo: a node's pool holds
-// at most this many devices anyway.
-const maxGresCount = resourcev1.ResourceSliceMaxDevices
+// maxGresCount bounds a GRES count read from sinfo: shares (mps:400) and
+// amounts (bandwidth:4G) are counts too.
+const maxGresCount = 1 << 50
 
 // parseGres reads a node's GRES as sinfo --json gives them: entries
 // "name[:type]:count[(S:sockets)]" separated by commas, "" or "(null)" for
-// none. A count past maxGresCount is an error: no pool holds that many.
+// none; a count may end in K, M, G, T or P (powers of 1024).
 func parseGres(s string) ([]gresUnit, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || s == "(null)" {
@@ -97,9 +97,9 @@ func parseGres(s string) ([]gresUnit, error) {
 		if len(parts) == 3 {
 			u.typ = parts[1]
 		}
-		n, err := strconv.Atoi(parts[len(parts)-1])
-		if err != nil || n < 0 || n > maxGresCount {
-			return nil, fmt.Errorf("GRES %q: count must be a whole number from 0 to %d", entry, maxGresCount)
+		n, ok := gresCount(parts[len(parts)-1])
+		if !ok {
+			return nil, fmt.Errorf("GRES %q: count must be a whole number, with K, M, G, T or P, of at most 2^50", entry)
 		}
 		u.count = n
 		if u.name == "" {
@@ -108,6 +108,21 @@ func parseGres(s string) ([]gresUnit, error) {
 		out = append(out, u)
 	}
 	return out, nil
+}
+
+// gresCount reads a GRES count: digits, then perhaps a binary suffix.
+func gresCount(s string) (int64, bool) {
+	mult := int64(1)
+	if n := len(s); n > 0 {
+		if i := strings.IndexByte("KMGTP", s[n-1]); i >= 0 {
+			mult, s = int64(1)<<(10*(i+1)), s[:n-1]
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > maxGresCount/mult || (s != "" && s[0] == '+') {
+		return 0, false
+	}
+	return n * mult, true
 }
 
 // splitGres splits a GRES list at the commas outside parentheses: the
@@ -173,6 +188,9 @@ func devicesOf(virtual string, nodes []slurmNode, published []string) (*nodeDevi
 			if !slices.Contains(published, u.name) {
 				continue
 			}
+			if int64(len(perGres[u.name]))+u.count > resourcev1.ResourceSliceMaxDevices {
+				return nil, fmt.Errorf("sinfo --json: node %q: more units of GRES %s than the %d devices a pool holds", n.Name, u.name, resourcev1.ResourceSliceMaxDevices)
+			}
 			for range u.count {
 				index := len(perGres[u.name])
 				dev := resourcev1.Device{
@@ -191,9 +209,6 @@ func devicesOf(virtual string, nodes []slurmNode, published []string) (*nodeDevi
 			}
 		}
 		for name, devs := range perGres {
-			if len(devs) > resourcev1.ResourceSliceMaxDevices {
-				return nil, fmt.Errorf("sinfo --json: node %q: %d units of GRES %s, more than the %d a pool holds", n.Name, len(devs), name, resourcev1.ResourceSliceMaxDevices)
-			}
 			if errs := validation.IsDNS1123Subdomain(n.Name); len(errs) > 0 || len(pool) > resourcev1.PoolNameMaxLength {
 				return nil, fmt.Errorf("sinfo --json: node %q has GRES %s but its name cannot name a device pool %q", n.Name, name, pool)
 			}
