@@ -34,6 +34,7 @@ import (
 //	hostPaths: [/usr, /etc]   # what containers of host images see of the host, read-only
 //	gres: {nvidia.com/gpu: gpu}   # extended resources a pod may request, as the GRES they become
 //	devices: [gpu]            # GRES published as DRA devices (driver gpu.slurm.vkubelet.io); default [gpu], [] for none
+//	gpuFiles: [/dev/nvidia{index}, /dev/nvidiactl]   # device files a container sees of its GPUs; default NVIDIA's
 //	containerLogMaxSize: 10Mi # a container log is rotated at this size ...
 //	containerLogMaxFiles: 5   # ... keeping this many files, as the kubelet's
 //	slurmBin: /usr/bin        # where sbatch, squeue, scancel, srun and sinfo are
@@ -62,6 +63,11 @@ type Config struct {
 	// Dynamic Resource Allocation (see DeviceDriverSuffix); nil:
 	// DefaultDeviceGres.
 	Devices []string `json:"devices,omitempty"`
+	// GPUFiles are the device files a container with GPUs gets in its
+	// /dev (as /dev/ and the base name), those with {index} once per GPU
+	// by its Slurm index, those missing on the node skipped; nil:
+	// DefaultGPUFiles.
+	GPUFiles []string `json:"gpuFiles,omitempty"`
 	// ContainerLogMaxSize and ContainerLogMaxFiles bound each container's
 	// log on disk, as the kubelet's settings of the same names do.
 	ContainerLogMaxSize  string `json:"containerLogMaxSize,omitempty"`

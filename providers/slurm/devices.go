@@ -3,6 +3,7 @@ package slurm
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/errdefs"
+	"github.com/vkubelet/virtual-kubelet/providers/slurm/internal/sandbox"
 )
 
 // The node's GRES are its devices in Dynamic Resource Allocation: each
@@ -43,8 +45,21 @@ const GPUDriver = "gpu" + DeviceDriverSuffix
 // does not say.
 var DefaultDeviceGres = []string{"gpu"}
 
-// validateDevices checks the config's devices: GRES names, each once.
+// DefaultGPUFiles are the device files of NVIDIA's GPUs, which a
+// container with GPUs gets when the config does not say.
+var DefaultGPUFiles = []string{"/dev/nvidia" + sandbox.GPUIndexPlaceholder, "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}
+
+// validateDevices checks the config's devices (GRES names, each once)
+// and GPU files (absolute paths).
 func (c *Config) validateDevices() error {
+	if c.GPUFiles == nil {
+		c.GPUFiles = DefaultGPUFiles
+	}
+	for i, f := range c.GPUFiles {
+		if !filepath.IsAbs(f) || filepath.Clean(f) != f || f == "/" {
+			return fmt.Errorf("gpuFiles[%d]: must be a clean absolute path of a device file, got %q", i, f)
+		}
+	}
 	if c.Devices == nil {
 		c.Devices = DefaultDeviceGres
 	}

@@ -183,15 +183,16 @@ func TestConfigDevices(t *testing.T) {
 		}
 		return LoadConfig(path)
 	}
-	if c, err := load(""); err != nil || !slices.Equal(c.Devices, []string{"gpu"}) {
+	if c, err := load(""); err != nil || !slices.Equal(c.Devices, []string{"gpu"}) || !slices.Equal(c.GPUFiles, DefaultGPUFiles) {
 		t.Errorf("default devices %v, %v", c, err)
 	}
 	if c, err := load("devices: []\n"); err != nil || len(c.Devices) != 0 {
 		t.Errorf("devices: [] gives %v, %v", c, err)
 	}
 	for extra, want := range map[string]string{
-		"devices: [gpu, gpu]\n": `devices: GRES "gpu" declared twice`,
-		"devices: [GPU]\n":      `devices[0]: "GPU" is not a GRES name`,
+		"devices: [gpu, gpu]\n":  `devices: GRES "gpu" declared twice`,
+		"devices: [GPU]\n":       `devices[0]: "GPU" is not a GRES name`,
+		"gpuFiles: [dev/gpu0]\n": `gpuFiles[0]: must be a clean absolute path of a device file, got "dev/gpu0"`,
 	} {
 		_, err := load(extra)
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {

@@ -165,6 +165,7 @@ func (p *Provider) writePodDir(pod *corev1.Pod, t *tenant, init, main []containe
 	}
 	gpus, containerGPUs := p.gpuPlan(pod)
 	files[sandbox.GPUsFile] = []byte(gpus)
+	files[sandbox.GPUFilesFile] = nulList(p.cfg.GPUFiles)
 	for _, cp := range append(append([]containerPlan(nil), init...), main...) {
 		c := path.Join("c", cp.name)
 		if err := d.mkdir(c); err != nil {

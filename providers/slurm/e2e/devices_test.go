@@ -45,11 +45,22 @@ spec:
 // entries) publishes them as the virtual node's ResourceSlice; a pod
 // claiming one through a ResourceClaimTemplate is scheduled by the
 // kube-scheduler, runs as a job that Slurm allocated the GRES (scontrol
-// show job), and its container sees that GPU in CUDA_VISIBLE_DEVICES.
+// show job), and its container sees that GPU in CUDA_VISIBLE_DEVICES and
+// its device file in /dev; the pod's container without the claim sees
+// neither.
 func TestGresDevices(t *testing.T) {
 	c := testcluster.Shared(t)
 	ns := c.Namespace(t)
 	n := newSlurmNode(t, c, tenants{tenantA: {ns}}, "SLURM_GPUS=2")
+	// The fake GPUs' device files, as gres.conf names them.
+	f, err := os.OpenFile(n.config, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("gpuFiles: [" + n.dir + "/dev/gpu{index}]\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
 	daemontest.Kubectl(t, c, "apply", "-f", gpuClassFile)
 	t.Cleanup(func() { _, _ = c.Kubectl(context.Background(), "delete", "--ignore-not-found", "-f", gpuClassFile) })
 	n.start(t)
@@ -83,9 +94,10 @@ func TestGresDevices(t *testing.T) {
 		return strings.Join(names, ",") == "gpu-0,gpu-1", strings.Join(names, ",")
 	})
 
-	main := shell("main", `echo "cuda=$CUDA_VISIBLE_DEVICES rocr=$ROCR_VISIBLE_DEVICES"; while :; do sleep 1; done`)
+	const show = `echo "cuda=$CUDA_VISIBLE_DEVICES rocr=$ROCR_VISIBLE_DEVICES dev=$(cd /dev && echo gpu*)"; while :; do sleep 1; done`
+	main := shell("main", show)
 	main.Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
-	other := shell("other", `echo "cuda=$CUDA_VISIBLE_DEVICES"; while :; do sleep 1; done`)
+	other := shell("other", show)
 	pod := n.pod(ns, "gpu", main, other)
 	pod.Spec.NodeName = ""
 	pod.Spec.NodeSelector = map[string]string{corev1.LabelHostname: n.name}
@@ -120,13 +132,13 @@ func TestGresDevices(t *testing.T) {
 	if !strings.Contains(job, "JOB_GRES=gpu:fake:1") || !strings.Contains(job, "GRES=gpu:fake:1(IDX:"+index+")") {
 		t.Errorf("scontrol show job -d %s does not show gpu:fake:1 at index %s (the claim's %s):\n%s", jobID, index, device, job)
 	}
-	eventually(t, "the container with the claim sees its GPU", func() (bool, string) {
+	eventually(t, "the container with the claim sees its GPU, in its env and its /dev", func() (bool, string) {
 		out, _ := c.Kubectl(context.Background(), "-n", ns, "logs", "gpu", "-c", "main")
-		return out == "cuda="+index+" rocr="+index+"\n", out
+		return out == "cuda="+index+" rocr="+index+" dev=gpu"+index+"\n", out
 	})
 	eventually(t, "the container without it sees none", func() (bool, string) {
 		out, _ := c.Kubectl(context.Background(), "-n", ns, "logs", "gpu", "-c", "other")
-		return out == "cuda=\n", out
+		return out == "cuda= rocr= dev=gpu*\n", out
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,13 +56,13 @@ func indexList(what, s string) ([]int, error) {
 	return out, nil
 }
 
-// gpuEnv is the environment that shows container name its GPUs, given
-// the GPUs Slurm allocated the job (jobGPUs, SLURM_JOB_GPUS): the pod's
-// k-th GPU, in the order of the devices' indexes, is the job's k-th. When
-// Slurm picked the very devices the claims were allocated, which it does
-// while the node's GPUs go through DRA only, that is the same index; a
-// job that got fewer GPUs than the pod's devices is an error.
-func gpuEnv(podDir, name, jobGPUs string) ([]string, error) {
+// containerGPUs are the GPUs container name is to see, given the GPUs
+// Slurm allocated the job (jobGPUs, SLURM_JOB_GPUS): the pod's k-th GPU,
+// in the order of the devices' indexes, is the job's k-th. When Slurm
+// picked the very devices the claims were allocated, which it does while
+// the node's GPUs go through DRA only, that is the same index; a job that
+// got fewer GPUs than the pod's devices is an error.
+func containerGPUs(podDir, name, jobGPUs string) ([]int, error) {
 	mine, err := readOptional(podDir, "c", name, GPUsFile)
 	if err != nil || mine == "" {
 		return nil, err
@@ -84,7 +85,7 @@ func gpuEnv(podDir, name, jobGPUs string) ([]string, error) {
 	}
 	slices.Sort(podIdx)
 	slices.Sort(slurmIdx)
-	var visible []string
+	var out []int
 	for _, i := range myIdx {
 		k := slices.Index(podIdx, i)
 		if k < 0 {
@@ -93,14 +94,65 @@ func gpuEnv(podDir, name, jobGPUs string) ([]string, error) {
 		if k >= len(slurmIdx) {
 			return nil, fmt.Errorf("the pod has %d GPU devices but Slurm gave its job %d (%s=%q)", len(podIdx), len(slurmIdx), JobGPUsEnv, jobGPUs)
 		}
-		visible = append(visible, strconv.Itoa(slurmIdx[k]))
+		out = append(out, slurmIdx[k])
 	}
-	list := strings.Join(visible, ",")
+	return out, nil
+}
+
+// gpuEnv is the environment that shows a container its GPUs; none
+// without GPUs.
+func gpuEnv(gpus []int) []string {
+	if len(gpus) == 0 {
+		return nil
+	}
+	list := make([]string, len(gpus))
+	for i, n := range gpus {
+		list[i] = strconv.Itoa(n)
+	}
 	env := make([]string, 0, len(gpuVisibilityEnv))
 	for _, v := range gpuVisibilityEnv {
-		env = append(env, v+"="+list)
+		env = append(env, v+"="+strings.Join(list, ","))
 	}
-	return env, nil
+	return env
+}
+
+// GPUIndexPlaceholder stands, in a GPU device file's path, for the GPU's
+// index: /dev/nvidia{index}.
+const GPUIndexPlaceholder = "{index}"
+
+// GPUFilesFile in a pod directory lists (NUL-terminated) the device files
+// a container with GPUs gets, those with GPUIndexPlaceholder once per GPU.
+const GPUFilesFile = "gpufiles"
+
+// appendGPUFiles binds the device files of gpus (the pod directory's
+// GPUFilesFile) into the container's /dev, each as /dev/ and its base
+// name, those that exist on the node.
+func appendGPUFiles(argv []string, podDir string, gpus []int) ([]string, error) {
+	if len(gpus) == 0 {
+		return argv, nil
+	}
+	data, err := ReadPodFile(podDir, GPUFilesFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return argv, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, tmpl := range NulFields(data) {
+		paths := []string{tmpl}
+		if strings.Contains(tmpl, GPUIndexPlaceholder) {
+			paths = paths[:0]
+			for _, n := range gpus {
+				paths = append(paths, strings.ReplaceAll(tmpl, GPUIndexPlaceholder, strconv.Itoa(n)))
+			}
+		}
+		for _, p := range paths {
+			if base := filepath.Base(p); filepath.IsAbs(p) && base != "/" && base != ".." {
+				argv = append(argv, "--dev-bind-try", p, "/dev/"+base)
+			}
+		}
+	}
+	return argv, nil
 }
 
 // stopSignal is the signal that stops container name: its plan's, or TERM.

@@ -39,7 +39,8 @@ func TestGPUEnv(t *testing.T) {
 		{name: "a", job: "1", err: "the pod has 2 GPU devices but Slurm gave its job 1"},
 		{name: "a", job: "1,x", err: `SLURM_JOB_GPUS: "1,x" is not a list of GPU indexes`},
 	} {
-		env, err := gpuEnv(dir, tc.name, tc.job)
+		gpus, err := containerGPUs(dir, tc.name, tc.job)
+		env := gpuEnv(gpus)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("container %s, job GPUs %q: %v, want an error saying %q", tc.name, tc.job, err, tc.err)
@@ -55,6 +56,27 @@ func TestGPUEnv(t *testing.T) {
 		if err != nil || !slices.Equal(env, want) {
 			t.Errorf("container %s, job GPUs %q: %q, %v; want %q", tc.name, tc.job, env, err, want)
 		}
+	}
+}
+
+// TestGPUFiles: the plan's device files of a container's GPUs, one per
+// GPU where the path has the index, bound into its /dev if they exist;
+// none for a container without GPUs or a plan without the file.
+func TestGPUFiles(t *testing.T) {
+	dir := t.TempDir()
+	if argv, err := appendGPUFiles(nil, dir, []int{1}); err != nil || argv != nil {
+		t.Errorf("no %s: %q, %v", GPUFilesFile, argv, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, GPUFilesFile), []byte("/dev/nvidia{index}\x00/dev/nvidiactl\x00relative\x00/\x00"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	argv, err := appendGPUFiles([]string{"bwrap"}, dir, []int{1, 3})
+	want := []string{"bwrap", "--dev-bind-try", "/dev/nvidia1", "/dev/nvidia1", "--dev-bind-try", "/dev/nvidia3", "/dev/nvidia3", "--dev-bind-try", "/dev/nvidiactl", "/dev/nvidiactl"}
+	if err != nil || !slices.Equal(argv, want) {
+		t.Errorf("argv %q, %v; want %q", argv, err, want)
+	}
+	if argv, err := appendGPUFiles(nil, dir, nil); err != nil || argv != nil {
+		t.Errorf("no GPUs: %q, %v", argv, err)
 	}
 }
 
