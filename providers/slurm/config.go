@@ -34,7 +34,7 @@ import (
 //	hostPaths: [/usr, /etc]   # what containers of host images see of the host, read-only
 //	gres: {nvidia.com/gpu: gpu}   # extended resources a pod may request, as the GRES they become
 //	devices: [gpu]            # GRES published as DRA devices (driver gpu.slurm.vkubelet.io); default [gpu], [] for none
-//	gpuFiles: [/dev/nvidia{index}, /dev/nvidiactl]   # device files a container sees of its GPUs; default NVIDIA's
+//	gpuFiles: ["/dev/nvidia{index}", /dev/nvidiactl]   # device files a container sees of its GPUs; default NVIDIA's
 //	containerLogMaxSize: 10Mi # a container log is rotated at this size ...
 //	containerLogMaxFiles: 5   # ... keeping this many files, as the kubelet's
 //	slurmBin: /usr/bin        # where sbatch, squeue, scancel, srun and sinfo are

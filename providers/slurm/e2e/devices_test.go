@@ -57,7 +57,7 @@ func TestGresDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WriteString("gpuFiles: [" + n.dir + "/dev/gpu{index}]\n"); err != nil {
+	if _, err := f.WriteString("gpuFiles: [\"" + n.dir + "/dev/gpu{index}\"]\n"); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
