@@ -103,7 +103,7 @@ func TestGresDevices(t *testing.T) {
 	pod.Spec.NodeSelector = map[string]string{corev1.LabelHostname: n.name}
 	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}}
 	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0)
-	pod = n.create(t, pod)
+	n.create(t, pod)
 	pod = n.waitPod(t, ns, "gpu", "Running", running)
 
 	if len(pod.Status.ResourceClaimStatuses) != 1 || pod.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
