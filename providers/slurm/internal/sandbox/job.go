@@ -36,8 +36,9 @@ import (
 // process. It returns 0 when every container exited 0, 1 when one did not,
 // and 143 when a TERM came before all init containers had run. A TERM
 // (scancel --batch --signal=TERM, a graceful delete) goes on to every
-// running container's process, which may trap it; the job ends when they
-// exit.
+// running container's process as its stop signal (TERM unless its plan
+// names another, see StopSignalFile), which it may trap; the job ends when
+// they exit.
 //
 // One process per job, not a shell with a stamper per container: every
 // process of a job is sampled by Slurm's accounting at each interval.
