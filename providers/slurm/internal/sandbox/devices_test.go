@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -95,6 +96,37 @@ func TestStopSignalOfPlan(t *testing.T) {
 	for name, want := range map[string]syscall.Signal{"usr1": syscall.SIGUSR1, "bad": syscall.SIGTERM, "text": syscall.SIGTERM, "none": syscall.SIGTERM} {
 		if got := stopSignal(dir, name); got != want {
 			t.Errorf("container %s: %v, want %v", name, got, want)
+		}
+	}
+}
+
+// TestArgsGiveTheContainerItsGPUs: bubblewrap's argv for a container with
+// a GPU binds its device file, and its environment (the --args file) shows
+// the GPU Slurm gave the job; its sibling without one gets neither.
+func TestArgsGiveTheContainerItsGPUs(t *testing.T) {
+	dir, bwrap := podDir(t, 0, nil, [2]string{"gpu", "true"}, [2]string{"cpu", "true"})
+	for name, data := range map[string]string{GPUsFile: "1", "c/gpu/" + GPUsFile: "1", GPUFilesFile: "/dev/fake{index}\x00"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv(JobGPUsEnv, "0")
+	for name, want := range map[string]bool{"gpu": true, "cpu": false} {
+		argv, keep, err := Args(dir, name, bwrap, keepFD)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, err := io.ReadAll(keep[len(keep)-1])
+		for _, f := range keep {
+			f.Close()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		bound := slices.Contains(argv, "/dev/fake0")
+		visible := strings.Contains(string(env), "CUDA_VISIBLE_DEVICES\x000\x00")
+		if bound != want || visible != want {
+			t.Errorf("container %s: /dev/fake0 bound %v, CUDA_VISIBLE_DEVICES=0 %v; want %v (argv %q)", name, bound, visible, want, argv)
 		}
 	}
 }
