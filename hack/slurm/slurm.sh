@@ -13,7 +13,10 @@
 # 6818) let several such Slurms share one loopback; SLURM_JOBS_PER_CORE (64)
 # is how many jobs may share a core (the slurm bench sets more);
 # SLURM_ACCT_GATHER_FREQUENCY (5 s, for kubectl top's sstat) how often each
-# job's processes are sampled (Slurm's default is 30). Run `start` inside a network namespace
+# job's processes are sampled (Slurm's default is 30); SLURM_GPUS (0) how
+# many GPUs of type SLURM_GPU_TYPE (fake) the node has, a GRES gpu whose
+# gres.conf File= entries are device nodes made in DIR/dev (copies of
+# /dev/null: Slurm only needs them to exist). Run `start` inside a network namespace
 # (ip netns exec NS ...) to get a Slurm of the namespace's own: the daemons
 # listen on its loopback only. Debian 12's Slurm (22.05) is what it is
 # written for: proctrack/linuxproc and task/none, so it needs neither cgroups
@@ -26,6 +29,8 @@ ctld_port=${SLURMCTLD_PORT:-6817}
 slurmd_port=${SLURMD_PORT:-6818}
 jobs_per_core=${SLURM_JOBS_PER_CORE:-64}
 acct_frequency=${SLURM_ACCT_GATHER_FREQUENCY:-5}
+gpus=${SLURM_GPUS:-0}
+gpu_type=${SLURM_GPU_TYPE:-fake}
 
 install() {
 	local missing=()
@@ -65,9 +70,26 @@ waitfor() {
 	exit 1
 }
 
+# write_gres: the node's GRES line for slurm.conf, and gres.conf with its
+# fake devices, when SLURM_GPUS is set.
+write_gres() {
+	((gpus > 0)) || return 0
+	mkdir -p "$dir/dev"
+	local i
+	for ((i = 0; i < gpus; i++)); do
+		[[ -e $dir/dev/gpu$i ]] || mknod -m 0666 "$dir/dev/gpu$i" c 1 3
+	done
+	echo "Name=gpu Type=$gpu_type File=$dir/dev/gpu[0-$((gpus - 1))]" >"$dir/gres.conf"
+}
+
 write_conf() {
-	local cpus mem
+	local cpus mem gres="" gres_types=""
 	cpus=$(nproc)
+	if ((gpus > 0)); then
+		write_gres
+		gres=" Gres=gpu:$gpu_type:$gpus"
+		gres_types="GresTypes=gpu"
+	fi
 	mem=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024))
 	# Cores are shared by up to $jobs_per_core jobs (OverSubscribe=FORCE):
 	# pods are mostly idle processes, and a 2-core machine must run dozens.
@@ -103,7 +125,8 @@ KillWait=5
 # Launching a burst of jobs on two cores can keep slurmd from answering
 # within the default 10 s; a launch that times out is requeued and held.
 MessageTimeout=60
-NodeName=vk-slurm NodeAddr=127.0.0.1 NodeHostname=localhost CPUs=$cpus RealMemory=$mem State=UNKNOWN
+$gres_types
+NodeName=vk-slurm NodeAddr=127.0.0.1 NodeHostname=localhost CPUs=$cpus RealMemory=$mem$gres State=UNKNOWN
 PartitionName=vk Nodes=vk-slurm Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:$jobs_per_core
 EOF
 	: >"$dir/plugstack.conf"

@@ -150,6 +150,8 @@ type slurmNode struct {
 	Address    string `json:"address"`
 	CPUs       int64  `json:"cpus"`
 	RealMemory int64  `json:"real_memory"` // MiB
+	// Gres is the node's GRES, "gpu:a100:4,mps:400" (see parseGres).
+	Gres string `json:"gres"`
 }
 
 // sinfo lists the cluster's nodes.

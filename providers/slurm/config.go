@@ -34,6 +34,8 @@ import (
 //	allow: {annotations: [constraint]}   # without tenants: what pods may ask (see Allow)
 //	hostPaths: [/usr, /etc]   # what containers of host images see of the host, read-only
 //	gres: {nvidia.com/gpu: gpu}   # extended resources a pod may request, as the GRES they become
+//	devices: [gpu]            # GRES published as DRA devices (driver gpu.slurm.vkubelet.io); default [gpu], [] for none
+//	gpuFiles: ["/dev/nvidia{index}", /dev/nvidiactl]   # device files a container sees of its GPUs; default NVIDIA's
 //	containerLogMaxSize: 10Mi # a container log is rotated at this size ...
 //	containerLogMaxFiles: 5   # ... keeping this many files, as the kubelet's
 //	slurmBin: /usr/bin        # where sbatch, squeue, scancel, srun and sinfo are
@@ -58,6 +60,15 @@ type Config struct {
 	// names (gpu) a job asks for: a pod's limit of 2 becomes --gres=gpu:2.
 	// List each in capacity, so the scheduler counts them.
 	Gres map[string]string `json:"gres,omitempty"`
+	// Devices are the GRES the Slurm nodes' devices are published as, for
+	// Dynamic Resource Allocation (see DeviceDriverSuffix); nil:
+	// DefaultDeviceGres.
+	Devices []string `json:"devices,omitempty"`
+	// GPUFiles are the device files a container with GPUs gets in its
+	// /dev (as /dev/ and the base name), those with {index} once per GPU
+	// by its Slurm index, those missing on the node skipped; nil:
+	// DefaultGPUFiles.
+	GPUFiles []string `json:"gpuFiles,omitempty"`
 	// ContainerLogMaxSize and ContainerLogMaxFiles bound each container's
 	// log on disk, as the kubelet's settings of the same names do.
 	ContainerLogMaxSize  string `json:"containerLogMaxSize,omitempty"`
@@ -175,6 +186,9 @@ func (c *Config) validate() error {
 		if err := slurmName("gres."+name, c.Gres[name]); err != nil || c.Gres[name] == "" || strings.Contains(c.Gres[name], ":") {
 			return fmt.Errorf("gres.%s: %q is not a GRES name", name, c.Gres[name])
 		}
+	}
+	if err := c.validateDevices(); err != nil {
+		return err
 	}
 	if err := c.Allow.validate("allow."); err != nil {
 		return err

@@ -117,8 +117,8 @@ func TestGresArgs(t *testing.T) {
 	pod.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}
 	pod.Spec.Containers[1].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), corev1.ResourceCPU: resource.MustParse("1")}
 	args, err := p.gresArgs(pod)
-	if err != nil || !slices.Equal(args, []string{"--gres=gpu:3"}) {
-		t.Errorf("gres args %q, %v, want --gres=gpu:3", args, err)
+	if err != nil || !slices.Equal(args, []string{"gpu:3"}) {
+		t.Errorf("gres specs %q, %v, want gpu:3", args, err)
 	}
 	pod.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"example.com/fpga": resource.MustParse("1")}
 	if _, err := p.gresArgs(pod); !errdefs.IsInvalidInput(err) || !strings.Contains(err.Error(), "resource example.com/fpga: this Slurm node maps no GRES to it") {

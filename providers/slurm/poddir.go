@@ -48,6 +48,9 @@ type containerPlan struct {
 	stdin bool
 	// tty runs the container on a terminal of its own.
 	tty bool
+	// stopSignal is the number of the signal that stops the container
+	// (its lifecycle.stopSignal); empty for TERM.
+	stopSignal string
 }
 
 // plan resolves what each container runs, or says, as an InvalidInput
@@ -74,6 +77,10 @@ func (p *Provider) plan(pod *corev1.Pod) (init, main []containerPlan, err error)
 			return containerPlan{}, errdefs.InvalidInputf("container %q: image %q is not in the node's image table (%s)", c.Name, c.Image, strings.Join(sortedKeys(p.cfg.Images), ", "))
 		}
 		cp := containerPlan{name: c.Name, root: img.Root, workDir: c.WorkingDir, stdin: c.Stdin, tty: c.TTY}
+		var err error
+		if cp.stopSignal, err = stopSignalOf(c); err != nil {
+			return cp, err
+		}
 		cp.argv = append(append(append(cp.argv, img.Prefix...), c.Command...), c.Args...)
 		if len(cp.argv) == 0 {
 			return cp, errdefs.InvalidInputf("container %q: image %q has no default command: set command", c.Name, c.Image)
@@ -156,6 +163,9 @@ func (p *Provider) writePodDir(pod *corev1.Pod, t *tenant, init, main []containe
 		"hidden":    p.hidden,
 		"logmax":    fmt.Appendf(nil, "%d %d\n", p.cfg.logMaxBytes, p.cfg.ContainerLogMaxFiles),
 	}
+	gpus, containerGPUs := p.gpuPlan(pod)
+	files[sandbox.GPUsFile] = []byte(gpus)
+	files[sandbox.GPUFilesFile] = nulList(p.cfg.GPUFiles)
 	for _, cp := range append(append([]containerPlan(nil), init...), main...) {
 		c := path.Join("c", cp.name)
 		if err := d.mkdir(c); err != nil {
@@ -168,6 +178,8 @@ func (p *Provider) writePodDir(pod *corev1.Pod, t *tenant, init, main []containe
 		files[path.Join(c, "workdir")] = []byte(cp.workDir)
 		files[path.Join(c, "stdin")] = yesNo(cp.stdin)
 		files[path.Join(c, "tty")] = yesNo(cp.tty)
+		files[path.Join(c, sandbox.GPUsFile)] = []byte(containerGPUs[cp.name])
+		files[path.Join(c, sandbox.StopSignalFile)] = []byte(cp.stopSignal)
 	}
 	for name, data := range files {
 		if err := d.write(name, data, 0o600); err != nil {

@@ -78,6 +78,9 @@ type Provider struct {
 	// events records Events on the pods (a held job); nil in a plugin
 	// process.
 	events k8srecord.EventRecorder
+	// devices are the GRES published as DRA devices; nil when the Slurm
+	// nodes have none of those the config names.
+	devices *nodeDevices
 }
 
 // podJob is one pod and its job.
@@ -152,6 +155,14 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 	}
 	if err := p.adopt(ctx); err != nil {
 		return nil, fmt.Errorf("adopting the node's jobs: %w", err)
+	}
+	if len(cfg.Devices) > 0 {
+		if p.devices, err = p.discoverDevices(ctx); err != nil {
+			return nil, fmt.Errorf("devices from the Slurm nodes' GRES (or set devices: [] in %s): %w", ic.ConfigPath, err)
+		}
+	}
+	if p.devices != nil {
+		return withDevices{p}, nil
 	}
 	return p, nil
 }
@@ -365,6 +376,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 		delete(p.pods, key)
 		return err
 	}
+	p.forgetDevices(pod)
 	pj.jobID, pj.submitted = id, time.Now()
 	log.G(ctx).Infof("pod %s is job %s", key, id)
 	p.report(pj)
@@ -442,7 +454,14 @@ func (p *Provider) sbatchArgs(pod *corev1.Pod, t *tenant, dir string) ([]string,
 	if err != nil {
 		return nil, err
 	}
-	args = append(args, gres...)
+	devices, nodelist := p.deviceArgs(pod)
+	if gres = append(gres, devices...); len(gres) > 0 {
+		// One --gres: sbatch keeps only the last of several.
+		args = append(args, "--gres="+strings.Join(gres, ","))
+	}
+	if nodelist != "" {
+		args = append(args, "--nodelist="+nodelist)
+	}
 	if d := pod.Spec.ActiveDeadlineSeconds; d != nil {
 		// The provider cancels the job at the deadline itself (Slurm's
 		// limits are whole minutes and checked lazily); the time limit,
@@ -452,9 +471,9 @@ func (p *Provider) sbatchArgs(pod *corev1.Pod, t *tenant, dir string) ([]string,
 	return args, nil
 }
 
-// gresArgs turns the pod's extended resources into --gres options, one per
-// GRES, counted as podResources counts CPU; an extended resource the node
-// does not map is refused.
+// gresArgs turns the pod's extended resources into --gres specs
+// (gpu:2), one per GRES, counted as podResources counts CPU; an extended
+// resource the node does not map is refused.
 func (p *Provider) gresArgs(pod *corev1.Pod) ([]string, error) {
 	names := map[string]bool{}
 	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
@@ -479,7 +498,7 @@ func (p *Provider) gresArgs(pod *corev1.Pod) ([]string, error) {
 		}
 		if q := podQuantity(pod, rn); q.Value() > 0 {
 			n := q.Value()
-			args = append(args, "--gres="+gres+":"+strconv.FormatInt(n, 10))
+			args = append(args, gres+":"+strconv.FormatInt(n, 10))
 		}
 	}
 	return args, nil
@@ -533,6 +552,7 @@ func (p *Provider) UpdatePod(_ context.Context, pod *corev1.Pod) error {
 // containers at once, the job cancelled when the grace has passed.
 func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	key := podKey(pod.Namespace, pod.Name)
+	p.forgetDevices(pod)
 	p.mu.Lock()
 	pj, ok := p.pods[key]
 	if !ok || pj.pod.UID != pod.UID {

@@ -36,8 +36,9 @@ import (
 // process. It returns 0 when every container exited 0, 1 when one did not,
 // and 143 when a TERM came before all init containers had run. A TERM
 // (scancel --batch --signal=TERM, a graceful delete) goes on to every
-// running container's process, which may trap it; the job ends when they
-// exit.
+// running container's process as its stop signal (TERM unless its plan
+// names another, see StopSignalFile), which it may trap; the job ends when
+// they exit.
 //
 // One process per job, not a shell with a stamper per container: every
 // process of a job is sampled by Slurm's accounting at each interval.
@@ -134,8 +135,9 @@ func (j *job) isStopping() bool {
 // childPIDField is the container's pid in bubblewrap's info file.
 var childPIDField = regexp.MustCompile(`"child-pid":\s*([0-9]+)`)
 
-// forwardTerm sends TERM to the process of every running container that
-// bubblewrap has reported, and marks the job stopping.
+// forwardTerm sends its stop signal (TERM unless its lifecycle names
+// another) to the process of every running container that bubblewrap has
+// reported, and marks the job stopping.
 func (j *job) forwardTerm() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -144,7 +146,7 @@ func (j *job) forwardTerm() {
 		info, err := ReadPodFile(j.dir, "c", name, "info")
 		if m := childPIDField.FindSubmatch(info); err == nil && m != nil {
 			if pid, err := strconv.Atoi(string(m[1])); err == nil && pid > 1 {
-				_ = unix.Kill(pid, unix.SIGTERM)
+				_ = unix.Kill(pid, stopSignal(j.dir, name))
 			}
 		}
 	}
@@ -254,7 +256,7 @@ func (j *job) launch(name, dir string, out, errOut *os.File) (cmd, holder *exec.
 		// output is its stdout. It takes a command line for $SHELL.
 		line := shellQuote(j.self, "container", j.dir, name, j.bwrap)
 		cmd = exec.Command("script", "--quiet", "--return", "--flush", "--command", line, os.DevNull)
-		cmd.Env = []string{JobPath, "SHELL=/bin/bash"}
+		cmd.Env = []string{JobPath, "SHELL=/bin/bash", JobGPUsEnv + "=" + os.Getenv(JobGPUsEnv)}
 		cmd.ExtraFiles = []*os.File{info}
 	} else {
 		argv, keep, err := Args(j.dir, name, j.bwrap, keepFD)

@@ -177,35 +177,47 @@ func TestJobStopsAtAFailedInit(t *testing.T) {
 	}
 }
 
-// TestJobPassesTermOn: a TERM to the job reaches the container, which
-// traps it and exits with its own code.
+// TestJobPassesTermOn: a TERM to the job reaches the container as its
+// stop signal, TERM unless its plan names another, which it traps and
+// exits with its own code.
 func TestJobPassesTermOn(t *testing.T) {
-	dir, bwrap := podDir(t, 0, nil, [2]string{"main", "trap 'echo bye; exit 7' TERM; echo trapping; while :; do sleep 0.05; done"})
-	done := make(chan int)
-	go func() {
-		code, err := Job(dir, bwrap)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- code
-	}()
-	for range 200 {
-		if data, _ := os.ReadFile(filepath.Join(dir, "c", "main", "log")); strings.Contains(string(data), "trapping") {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := waitJob(t, done, "after TERM"); code != 1 {
-		t.Errorf("Job = %d, want 1", code)
-	}
-	if got := exitCode(t, dir, "main"); got != "7" {
-		t.Errorf("main: exit %q, want 7 (its TERM trap)", got)
-	}
-	if log := readFile(t, filepath.Join(dir, "c", "main", "log")); !strings.Contains(log, " stdout F bye\n") {
-		t.Errorf("log = %q, want the trap's output", log)
+	for _, tc := range []struct {
+		stopSignal, trapped string
+	}{{"", "TERM"}, {"10", "USR1"}} {
+		t.Run(tc.trapped, func(t *testing.T) {
+			dir, bwrap := podDir(t, 0, nil, [2]string{"main", "trap 'echo bye TERM; exit 7' TERM; trap 'echo bye USR1; exit 7' USR1; echo trapping; while :; do sleep 0.05; done"})
+			if tc.stopSignal != "" {
+				if err := os.WriteFile(filepath.Join(dir, "c", "main", StopSignalFile), []byte(tc.stopSignal), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			done := make(chan int)
+			go func() {
+				code, err := Job(dir, bwrap)
+				if err != nil {
+					t.Error(err)
+				}
+				done <- code
+			}()
+			for range 200 {
+				if data, _ := os.ReadFile(filepath.Join(dir, "c", "main", "log")); strings.Contains(string(data), "trapping") {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if code := waitJob(t, done, "after TERM"); code != 1 {
+				t.Errorf("Job = %d, want 1", code)
+			}
+			if got := exitCode(t, dir, "main"); got != "7" {
+				t.Errorf("main: exit %q, want 7 (its trap)", got)
+			}
+			if log := readFile(t, filepath.Join(dir, "c", "main", "log")); !strings.Contains(log, " stdout F bye "+tc.trapped+"\n") {
+				t.Errorf("log = %q, want the %s trap's output", log, tc.trapped)
+			}
+		})
 	}
 }
 

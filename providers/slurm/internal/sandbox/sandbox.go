@@ -135,6 +135,11 @@ func Args(podDir, name, bwrap string, firstFD int) (argv []string, keep []*os.Fi
 	if len(cmd) == 0 || len(mounts)%4 != 0 {
 		return nil, nil, errors.New("the plan in the pod directory is incomplete")
 	}
+	gpus, err := containerGPUs(podDir, name, os.Getenv(JobGPUsEnv))
+	if err != nil {
+		return nil, nil, err
+	}
+	env = append(env, gpuEnv(gpus)...)
 	// The pod directory itself: its parent is the daemon's, so it cannot
 	// be swapped; what is inside is the tenant's, so everything below is
 	// opened beneath it.
@@ -197,6 +202,9 @@ func Args(podDir, name, bwrap string, firstFD int) (argv []string, keep []*os.Fi
 	}
 	argv = append(argv, "--proc", "/proc")
 	argv = appendDev(argv)
+	if argv, err = appendGPUFiles(argv, podDir, gpus); err != nil {
+		return nil, nil, err
+	}
 	tmp, err := beneath(pod, "tmp")
 	if err != nil {
 		return nil, nil, err
