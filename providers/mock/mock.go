@@ -401,8 +401,10 @@ type containerSpec struct {
 	mounts        []corev1.VolumeMount
 	// resources are the resources the container runs with.
 	resources corev1.ResourceRequirements
-	// restartPolicy is set on sidecars: init containers that keep running.
+	// restartPolicy is set on sidecars (init containers that keep
+	// running), and on containers with their own restart rules.
 	restartPolicy *corev1.ContainerRestartPolicy
+	restartRules  []corev1.ContainerRestartRule
 }
 
 // infoOf and specOf keep in's instances of the maps a pod's copy repeats,
@@ -420,11 +422,11 @@ func infoOf(in *intern.Interner, pod *corev1.Pod) *podInfo {
 
 func specOf(in *intern.Interner, c corev1.Container) containerSpec {
 	in.Requirements(&c.Resources)
-	return containerSpec{name: c.Name, image: c.Image, command: c.Command, args: c.Args, env: in.EnvVars(c.Env), ports: c.Ports, mounts: c.VolumeMounts, resources: c.Resources, restartPolicy: c.RestartPolicy}
+	return containerSpec{name: c.Name, image: c.Image, command: c.Command, args: c.Args, env: in.EnvVars(c.Env), ports: c.Ports, mounts: c.VolumeMounts, resources: c.Resources, restartPolicy: c.RestartPolicy, restartRules: c.RestartPolicyRules}
 }
 
 func (c containerSpec) container() corev1.Container {
-	return corev1.Container{Name: c.name, Image: c.image, Command: c.command, Args: c.args, Env: c.env, Ports: c.ports, VolumeMounts: c.mounts, Resources: c.resources, RestartPolicy: c.restartPolicy}
+	return corev1.Container{Name: c.name, Image: c.image, Command: c.command, Args: c.args, Env: c.env, Ports: c.ports, VolumeMounts: c.mounts, Resources: c.resources, RestartPolicy: c.restartPolicy, RestartPolicyRules: c.restartRules}
 }
 
 // String names the provider in logs.
