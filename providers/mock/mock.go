@@ -71,6 +71,8 @@ type Provider struct {
 	// devices of pods about to be created (see devices.go).
 	devices  *deviceSet
 	prepared map[string]preparedDevices
+	// runtime is what the simulated runtime gives pods.
+	runtime node.RuntimeFeatures
 	// interner shares the values the pods repeat: the daemon's, so the
 	// mock's records hold the informer cache's instances.
 	interner *intern.Interner
@@ -88,17 +90,18 @@ type Provider struct {
 }
 
 var (
-	_ node.Provider            = (*Provider)(nil)
-	_ node.LogsProvider        = (*Provider)(nil)
-	_ node.ExecProvider        = (*Provider)(nil)
-	_ node.AttachProvider      = (*Provider)(nil)
-	_ node.PortForwardProvider = (*Provider)(nil)
-	_ node.StatsProvider       = (*Provider)(nil)
-	_ node.PodVolumeHandler    = (*Provider)(nil)
-	_ node.PodIPAssigner       = (*Provider)(nil)
-	_ node.PodResizer          = (*Provider)(nil)
-	_ node.NodeProvider        = (*Provider)(nil)
-	_ node.NodeStatusSimulator = (*Provider)(nil)
+	_ node.Provider                = (*Provider)(nil)
+	_ node.LogsProvider            = (*Provider)(nil)
+	_ node.ExecProvider            = (*Provider)(nil)
+	_ node.AttachProvider          = (*Provider)(nil)
+	_ node.PortForwardProvider     = (*Provider)(nil)
+	_ node.StatsProvider           = (*Provider)(nil)
+	_ node.PodVolumeHandler        = (*Provider)(nil)
+	_ node.PodIPAssigner           = (*Provider)(nil)
+	_ node.PodResizer              = (*Provider)(nil)
+	_ node.NodeProvider            = (*Provider)(nil)
+	_ node.NodeStatusSimulator     = (*Provider)(nil)
+	_ node.RuntimeFeaturesDeclarer = (*Provider)(nil)
 )
 
 // New builds a mock provider from the init config. The config file, if any,
@@ -130,6 +133,7 @@ func New(ctx context.Context, cfg provider.InitConfig) (node.Provider, error) {
 		ctx:        ctx,
 		devices:    conf.devices,
 		prepared:   map[string]preparedDevices{},
+		runtime:    conf.runtime,
 	}
 	if p.stages, err = loadStages(cfg, now, p.stagedIPs); err != nil {
 		return nil, err
