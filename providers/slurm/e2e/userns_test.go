@@ -9,6 +9,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/vkubelet/virtual-kubelet/internal/testing/daemontest"
 )
 
 // TestHostUsersRunsInAUserNamespace: the slurm node declares user
@@ -21,8 +23,8 @@ func TestHostUsersRunsInAUserNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := node.Status.RuntimeHandlers; len(h) != 1 || h[0].Features == nil || h[0].Features.UserNamespaces == nil || !*h[0].Features.UserNamespaces {
-		t.Errorf("runtimeHandlers %+v, want userNamespaces true", h)
+	if got, ok := daemontest.UserNamespaces(node); !ok || !got {
+		t.Errorf("runtimeHandlers %+v, want userNamespaces true", node.Status.RuntimeHandlers)
 	}
 
 	pod := n.pod(ns, "userns", shell("main", "cat /proc/self/uid_map; while :; do sleep 1; done"))

@@ -4,8 +4,6 @@ package kubernetes_test
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,8 +26,8 @@ func TestKubernetesProviderRefusesClaimsAndUserNamespaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := n.Status.RuntimeHandlers; len(h) != 1 || h[0].Features == nil || h[0].Features.UserNamespaces == nil || *h[0].Features.UserNamespaces {
-		t.Errorf("runtimeHandlers %+v, want userNamespaces false", h)
+	if got, ok := daemontest.UserNamespaces(n); !ok || got {
+		t.Errorf("runtimeHandlers %+v, want userNamespaces false", n.Status.RuntimeHandlers)
 	}
 
 	claims := tc.pod("claims", corev1.Container{Name: "main", Image: "busybox",
@@ -43,17 +41,7 @@ func TestKubernetesProviderRefusesClaimsAndUserNamespaces(t *testing.T) {
 		{"claims", node.ReasonFailedPrepareDevices, "ResourceClaim some-gpu"},
 		{"userns", node.ReasonFailedCreatePodSandBox, "does not support user namespaces"},
 	} {
-		daemontest.WaitPod(t, tc.a.Client, tc.ns, want.pod, "Pending with the reason", func(p *corev1.Pod) bool {
-			w := daemontest.MainContainer(p).State.Waiting
-			return p.Status.Phase == corev1.PodPending && w != nil && strings.Contains(w.Message, want.says)
-		})
-		daemontest.Eventually(t, want.pod+"'s "+want.reason+" Event", func() (bool, string) {
-			evs, err := tc.a.Client.CoreV1().Events(tc.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + want.pod + ",reason=" + want.reason})
-			if err != nil {
-				return false, err.Error()
-			}
-			return len(evs.Items) > 0 && strings.Contains(evs.Items[0].Message, want.says), fmt.Sprintf("%d events", len(evs.Items))
-		})
+		daemontest.WaitRefused(t, tc.a.Client, tc.ns, want.pod, want.reason, want.says)
 	}
 	if remote := tc.remotePods(t); len(remote) != 0 {
 		t.Errorf("pods created in B for refused pods: %v", remote)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,8 +42,8 @@ func TestHostUsers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h := n.Status.RuntimeHandlers; len(h) != 1 || h[0].Features == nil || h[0].Features.UserNamespaces == nil || *h[0].Features.UserNamespaces != want {
-			t.Errorf("node %s: runtimeHandlers %+v, want userNamespaces %v", name, h, want)
+		if got, ok := daemontest.UserNamespaces(n); !ok || got != want {
+			t.Errorf("node %s: runtimeHandlers %+v, want userNamespaces %v", name, n.Status.RuntimeHandlers, want)
 		}
 	}
 
@@ -62,24 +61,9 @@ func TestHostUsers(t *testing.T) {
 		{"refused", node.ReasonFailedCreatePodSandBox, "does not support user namespaces"},
 		{"claims", node.ReasonFailedPrepareDevices, "ResourceClaim some-gpu"},
 	} {
-		pod := daemontest.WaitPod(t, c.Client, ns, tc.pod, "Pending, its container waiting with the reason", func(p *corev1.Pod) bool {
-			w := daemontest.MainContainer(p).State.Waiting
-			return p.Status.Phase == corev1.PodPending && w != nil && strings.Contains(w.Message, tc.says)
-		})
+		pod := daemontest.WaitRefused(t, c.Client, ns, tc.pod, tc.reason, tc.says)
 		if w := daemontest.MainContainer(pod).State.Waiting; w.Reason != "ContainerCreating" {
 			t.Errorf("%s: waiting reason %q, want the kubelet's ContainerCreating", tc.pod, w.Reason)
 		}
-		daemontest.Eventually(t, tc.pod+"'s "+tc.reason+" Event", func() (bool, string) {
-			evs, err := c.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + tc.pod + ",reason=" + tc.reason})
-			if err != nil {
-				return false, err.Error()
-			}
-			for _, e := range evs.Items {
-				if e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, tc.says) {
-					return true, ""
-				}
-			}
-			return false, fmt.Sprintf("%d events", len(evs.Items))
-		})
 	}
 }
