@@ -40,6 +40,10 @@ func (f RuntimeFeatures) RuntimeHandlers() []corev1.NodeRuntimeHandler {
 	}}
 }
 
+// reasonContainerCreating is the kubelet's waiting reason for a container
+// whose pod's sandbox is not there yet.
+const reasonContainerCreating = "ContainerCreating"
+
 // podRefusal is why the node cannot start a pod at all, and how the
 // kubelet says so: an Event, and the pod Pending with its containers
 // waiting for the reason. The kubelet retries such a pod for as long as it
@@ -65,7 +69,7 @@ type podRefusal struct {
 //     (FailedPrepareDynamicResources).
 func podRefusalOf(pod *corev1.Pod, caps *Capabilities) *podRefusal {
 	if pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers && !caps.Runtime.UserNamespaces {
-		return &podRefusal{event: ReasonFailedCreatePodSandBox, waiting: "ContainerCreating",
+		return &podRefusal{event: ReasonFailedCreatePodSandBox, waiting: reasonContainerCreating,
 			message: "Failed to create pod sandbox: can't set `spec.hostUsers: false`, runtime does not support user namespaces"}
 	}
 	if !caps.Runtime.RecursiveReadOnlyMounts {
@@ -82,7 +86,7 @@ func podRefusalOf(pod *corev1.Pod, caps *Capabilities) *podRefusal {
 	}
 	if caps.Devices == nil {
 		if name := neededClaim(pod); name != "" {
-			return &podRefusal{event: ReasonFailedPrepareDevices, waiting: "ContainerCreating",
+			return &podRefusal{event: ReasonFailedPrepareDevices, waiting: reasonContainerCreating,
 				message: fmt.Sprintf("Failed to prepare dynamic resources: ResourceClaim %s: the node's provider has no devices (Dynamic Resource Allocation), so no driver can prepare it here", name)}
 		}
 	}
@@ -119,7 +123,11 @@ func (pc *PodController) refuse(ctx context.Context, pod *corev1.Pod, rec *podRe
 	status := rec.freshestStatus(pod).DeepCopy()
 	status.Phase = corev1.PodPending
 	status.InitContainerStatuses = waitingStatuses(pod.Spec.InitContainers, r.waiting, r.message)
-	status.ContainerStatuses = waitingStatuses(pod.Spec.Containers, r.waiting, r.message)
+	appWaiting := r.waiting
+	if appWaiting == reasonContainerCreating && len(pod.Spec.InitContainers) > 0 {
+		appWaiting = "PodInitializing" // the kubelet's, for containers after init ones
+	}
+	status.ContainerStatuses = waitingStatuses(pod.Spec.Containers, appWaiting, r.message)
 	pc.queueStatus(pod, *status)
 	return true
 }

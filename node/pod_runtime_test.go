@@ -1,10 +1,12 @@
 package node
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 )
 
@@ -90,4 +92,40 @@ type runtimeDeclarer struct{ PodLifecycleHandler }
 
 func (runtimeDeclarer) RuntimeFeatures() RuntimeFeatures {
 	return RuntimeFeatures{UserNamespaces: true}
+}
+
+// TestRefuseSaysWhy: a refused pod is queued Pending with its containers
+// waiting as the kubelet shows them (app containers after init ones
+// PodInitializing), the reason as their message, and a Warning Event.
+func TestRefuseSaysWhy(t *testing.T) {
+	pc := newTestController(t, nopProvider{})
+	pod := testPod("u1", podRunning)
+	pod.Spec.HostUsers = ptr.To(false)
+	pod.Spec.InitContainers = []corev1.Container{{Name: "init"}}
+	pod.Spec.Containers = []corev1.Container{{Name: "app"}}
+	rec := pc.pods.get(podKey(pod))
+	if !pc.refuse(context.Background(), pod, rec) {
+		t.Fatal("a hostUsers: false pod on a provider without user namespaces was not refused")
+	}
+	pp := rec.view().providerViewOf(pod.UID)
+	if pp == nil {
+		t.Fatal("no status queued")
+	}
+	s := pp.Status
+	if s.Phase != corev1.PodPending || len(s.InitContainerStatuses) != 1 || len(s.ContainerStatuses) != 1 {
+		t.Fatalf("status %+v", s)
+	}
+	init, app := s.InitContainerStatuses[0].State.Waiting, s.ContainerStatuses[0].State.Waiting
+	if init == nil || init.Reason != "ContainerCreating" || app == nil || app.Reason != "PodInitializing" ||
+		!strings.Contains(app.Message, "does not support user namespaces") {
+		t.Errorf("waiting: init %+v, app %+v", init, app)
+	}
+	select {
+	case e := <-pc.recorder.(*record.FakeRecorder).Events:
+		if !strings.HasPrefix(e, "Warning "+ReasonFailedCreatePodSandBox) {
+			t.Errorf("event %q", e)
+		}
+	default:
+		t.Error("no Event")
+	}
 }
