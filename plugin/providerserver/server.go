@@ -2,7 +2,7 @@
 // gRPC services of plugin/providerv1alpha1, which a daemon started with
 // --provider grpc calls. The provider's optional capabilities (PodNotifier,
 // NodeProvider, CapacityNotifier, LogsProvider, ExecProvider,
-// ProbeDelegator, ContainerKiller, PodResizer, ...) are found by type assertion
+// ProbeDelegator, ContainerKiller, PodResizer, DeviceProvider, ...) are found by type assertion
 // and declared in the handshake; the others answer UNIMPLEMENTED.
 package providerserver
 
@@ -99,5 +99,6 @@ func contractCapabilities(c node.Capabilities) []pb.Capability {
 	add(c.Probes != nil, pb.Capability_CAPABILITY_PROBES)
 	add(c.Killer != nil, pb.Capability_CAPABILITY_KILL_CONTAINER)
 	add(c.Resizer != nil, pb.Capability_CAPABILITY_RESIZE)
+	add(c.Devices != nil, pb.Capability_CAPABILITY_DEVICES)
 	return caps
 }

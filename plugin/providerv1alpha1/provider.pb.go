@@ -64,6 +64,9 @@ const (
 	Capability_CAPABILITY_KILL_CONTAINER Capability = 12
 	// The plugin serves ResizePod.
 	Capability_CAPABILITY_RESIZE Capability = 13
+	// The node has devices for Dynamic Resource Allocation: the plugin
+	// serves WatchDevices and PrepareDevices.
+	Capability_CAPABILITY_DEVICES Capability = 14
 )
 
 // Enum value maps for Capability.
@@ -83,6 +86,7 @@ var (
 		11: "CAPABILITY_PROBES",
 		12: "CAPABILITY_KILL_CONTAINER",
 		13: "CAPABILITY_RESIZE",
+		14: "CAPABILITY_DEVICES",
 	}
 	Capability_value = map[string]int32{
 		"CAPABILITY_UNSPECIFIED":    0,
@@ -99,6 +103,7 @@ var (
 		"CAPABILITY_PROBES":         11,
 		"CAPABILITY_KILL_CONTAINER": 12,
 		"CAPABILITY_RESIZE":         13,
+		"CAPABILITY_DEVICES":        14,
 	}
 )
 
@@ -2428,6 +2433,444 @@ func (x *StatsSummaryResponse) GetSummaryJson() []byte {
 	return nil
 }
 
+type WatchDevicesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchDevicesRequest) Reset() {
+	*x = WatchDevicesRequest{}
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchDevicesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchDevicesRequest) ProtoMessage() {}
+
+func (x *WatchDevicesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchDevicesRequest.ProtoReflect.Descriptor instead.
+func (*WatchDevicesRequest) Descriptor() ([]byte, []int) {
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{41}
+}
+
+type DevicesEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every driver of the node's devices: an event replaces the last.
+	Drivers       []*DeviceDriver `protobuf:"bytes,1,rep,name=drivers,proto3" json:"drivers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DevicesEvent) Reset() {
+	*x = DevicesEvent{}
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DevicesEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DevicesEvent) ProtoMessage() {}
+
+func (x *DevicesEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DevicesEvent.ProtoReflect.Descriptor instead.
+func (*DevicesEvent) Descriptor() ([]byte, []int) {
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *DevicesEvent) GetDrivers() []*DeviceDriver {
+	if x != nil {
+		return x.Drivers
+	}
+	return nil
+}
+
+// DeviceDriver is the devices of one DRA driver (node.DeviceDriver).
+type DeviceDriver struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A DNS subdomain: what DeviceClasses select on (device.driver).
+	Name          string        `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Pools         []*DevicePool `protobuf:"bytes,2,rep,name=pools,proto3" json:"pools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceDriver) Reset() {
+	*x = DeviceDriver{}
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceDriver) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceDriver) ProtoMessage() {}
+
+func (x *DeviceDriver) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceDriver.ProtoReflect.Descriptor instead.
+func (*DeviceDriver) Descriptor() ([]byte, []int) {
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *DeviceDriver) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeviceDriver) GetPools() []*DevicePool {
+	if x != nil {
+		return x.Pools
+	}
+	return nil
+}
+
+type DevicePool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Each a resource/v1 Device.
+	Devices       [][]byte `protobuf:"bytes,2,rep,name=devices,proto3" json:"devices,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DevicePool) Reset() {
+	*x = DevicePool{}
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DevicePool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DevicePool) ProtoMessage() {}
+
+func (x *DevicePool) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DevicePool.ProtoReflect.Descriptor instead.
+func (*DevicePool) Descriptor() ([]byte, []int) {
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *DevicePool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DevicePool) GetDevices() [][]byte {
+	if x != nil {
+		return x.Devices
+	}
+	return nil
+}
+
+type PrepareDevicesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The pod as Kubernetes has it.
+	Pod []byte `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
+	// Every device allocated to the pod's claims.
+	Devices []*AllocatedDevice `protobuf:"bytes,2,rep,name=devices,proto3" json:"devices,omitempty"`
+	// By container (init containers included), the devices it names, as
+	// indexes into devices; a container that names none is left out.
+	Containers    []*ContainerDevices `protobuf:"bytes,3,rep,name=containers,proto3" json:"containers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrepareDevicesRequest) Reset() {
+	*x = PrepareDevicesRequest{}
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrepareDevicesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrepareDevicesRequest) ProtoMessage() {}
+
+func (x *PrepareDevicesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrepareDevicesRequest.ProtoReflect.Descriptor instead.
+func (*PrepareDevicesRequest) Descriptor() ([]byte, []int) {
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *PrepareDevicesRequest) GetPod() []byte {
+	if x != nil {
+		return x.Pod
+	}
+	return nil
+}
+
+func (x *PrepareDevicesRequest) GetDevices() []*AllocatedDevice {
+	if x != nil {
+		return x.Devices
+	}
+	return nil
+}
+
+func (x *PrepareDevicesRequest) GetContainers() []*ContainerDevices {
+	if x != nil {
+		return x.Containers
+	}
+	return nil
+}
+
+// AllocatedDevice is one device allocated to one of the pod's claims
+// (node.AllocatedDevice).
+type AllocatedDevice struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The pod's name for the claim, and the ResourceClaim's name.
+	Claim     string `protobuf:"bytes,1,opt,name=claim,proto3" json:"claim,omitempty"`
+	ClaimName string `protobuf:"bytes,2,opt,name=claim_name,json=claimName,proto3" json:"claim_name,omitempty"`
+	// The claim's request ("gpu", or "gpu/h200" for a subrequest).
+	Request string `protobuf:"bytes,3,opt,name=request,proto3" json:"request,omitempty"`
+	Driver  string `protobuf:"bytes,4,opt,name=driver,proto3" json:"driver,omitempty"`
+	Pool    string `protobuf:"bytes,5,opt,name=pool,proto3" json:"pool,omitempty"`
+	Device  string `protobuf:"bytes,6,opt,name=device,proto3" json:"device,omitempty"`
+	// Each a resource/v1 DeviceAllocationConfiguration: the class's first,
+	// then the claim's.
+	Config        [][]byte `protobuf:"bytes,7,rep,name=config,proto3" json:"config,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocatedDevice) Reset() {
+	*x = AllocatedDevice{}
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocatedDevice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocatedDevice) ProtoMessage() {}
+
+func (x *AllocatedDevice) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocatedDevice.ProtoReflect.Descriptor instead.
+func (*AllocatedDevice) Descriptor() ([]byte, []int) {
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *AllocatedDevice) GetClaim() string {
+	if x != nil {
+		return x.Claim
+	}
+	return ""
+}
+
+func (x *AllocatedDevice) GetClaimName() string {
+	if x != nil {
+		return x.ClaimName
+	}
+	return ""
+}
+
+func (x *AllocatedDevice) GetRequest() string {
+	if x != nil {
+		return x.Request
+	}
+	return ""
+}
+
+func (x *AllocatedDevice) GetDriver() string {
+	if x != nil {
+		return x.Driver
+	}
+	return ""
+}
+
+func (x *AllocatedDevice) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *AllocatedDevice) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
+}
+
+func (x *AllocatedDevice) GetConfig() [][]byte {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+type ContainerDevices struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Container     string                 `protobuf:"bytes,1,opt,name=container,proto3" json:"container,omitempty"`
+	Devices       []uint32               `protobuf:"varint,2,rep,packed,name=devices,proto3" json:"devices,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContainerDevices) Reset() {
+	*x = ContainerDevices{}
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContainerDevices) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContainerDevices) ProtoMessage() {}
+
+func (x *ContainerDevices) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContainerDevices.ProtoReflect.Descriptor instead.
+func (*ContainerDevices) Descriptor() ([]byte, []int) {
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *ContainerDevices) GetContainer() string {
+	if x != nil {
+		return x.Container
+	}
+	return ""
+}
+
+func (x *ContainerDevices) GetDevices() []uint32 {
+	if x != nil {
+		return x.Devices
+	}
+	return nil
+}
+
+type PrepareDevicesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrepareDevicesResponse) Reset() {
+	*x = PrepareDevicesResponse{}
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrepareDevicesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrepareDevicesResponse) ProtoMessage() {}
+
+func (x *PrepareDevicesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrepareDevicesResponse.ProtoReflect.Descriptor instead.
+func (*PrepareDevicesResponse) Descriptor() ([]byte, []int) {
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{48}
+}
+
 var File_provider_v1alpha1_provider_proto protoreflect.FileDescriptor
 
 const file_provider_v1alpha1_provider_proto_rawDesc = "" +
@@ -2563,7 +3006,36 @@ const file_provider_v1alpha1_provider_proto_rawDesc = "" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"\x15\n" +
 	"\x13StatsSummaryRequest\"9\n" +
 	"\x14StatsSummaryResponse\x12!\n" +
-	"\fsummary_json\x18\x01 \x01(\fR\vsummaryJson*\xef\x02\n" +
+	"\fsummary_json\x18\x01 \x01(\fR\vsummaryJson\"\x15\n" +
+	"\x13WatchDevicesRequest\"R\n" +
+	"\fDevicesEvent\x12B\n" +
+	"\adrivers\x18\x01 \x03(\v2(.vkubelet.provider.v1alpha1.DeviceDriverR\adrivers\"`\n" +
+	"\fDeviceDriver\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12<\n" +
+	"\x05pools\x18\x02 \x03(\v2&.vkubelet.provider.v1alpha1.DevicePoolR\x05pools\":\n" +
+	"\n" +
+	"DevicePool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\adevices\x18\x02 \x03(\fR\adevices\"\xbe\x01\n" +
+	"\x15PrepareDevicesRequest\x12\x10\n" +
+	"\x03pod\x18\x01 \x01(\fR\x03pod\x12E\n" +
+	"\adevices\x18\x02 \x03(\v2+.vkubelet.provider.v1alpha1.AllocatedDeviceR\adevices\x12L\n" +
+	"\n" +
+	"containers\x18\x03 \x03(\v2,.vkubelet.provider.v1alpha1.ContainerDevicesR\n" +
+	"containers\"\xbc\x01\n" +
+	"\x0fAllocatedDevice\x12\x14\n" +
+	"\x05claim\x18\x01 \x01(\tR\x05claim\x12\x1d\n" +
+	"\n" +
+	"claim_name\x18\x02 \x01(\tR\tclaimName\x12\x18\n" +
+	"\arequest\x18\x03 \x01(\tR\arequest\x12\x16\n" +
+	"\x06driver\x18\x04 \x01(\tR\x06driver\x12\x12\n" +
+	"\x04pool\x18\x05 \x01(\tR\x04pool\x12\x16\n" +
+	"\x06device\x18\x06 \x01(\tR\x06device\x12\x16\n" +
+	"\x06config\x18\a \x03(\fR\x06config\"J\n" +
+	"\x10ContainerDevices\x12\x1c\n" +
+	"\tcontainer\x18\x01 \x01(\tR\tcontainer\x12\x18\n" +
+	"\adevices\x18\x02 \x03(\rR\adevices\"\x18\n" +
+	"\x16PrepareDevicesResponse*\x87\x03\n" +
 	"\n" +
 	"Capability\x12\x1a\n" +
 	"\x16CAPABILITY_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -2580,7 +3052,8 @@ const file_provider_v1alpha1_provider_proto_rawDesc = "" +
 	"\x12\x15\n" +
 	"\x11CAPABILITY_PROBES\x10\v\x12\x1d\n" +
 	"\x19CAPABILITY_KILL_CONTAINER\x10\f\x12\x15\n" +
-	"\x11CAPABILITY_RESIZE\x10\r*\xa4\x01\n" +
+	"\x11CAPABILITY_RESIZE\x10\r\x12\x16\n" +
+	"\x12CAPABILITY_DEVICES\x10\x0e*\xa4\x01\n" +
 	"\rResizeOutcome\x12\x1e\n" +
 	"\x1aRESIZE_OUTCOME_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13RESIZE_OUTCOME_DONE\x10\x01\x12\x1e\n" +
@@ -2588,7 +3061,7 @@ const file_provider_v1alpha1_provider_proto_rawDesc = "" +
 	"\x17RESIZE_OUTCOME_DEFERRED\x10\x03\x12\x1d\n" +
 	"\x19RESIZE_OUTCOME_INFEASIBLE\x10\x042r\n" +
 	"\x06Plugin\x12h\n" +
-	"\tHandshake\x12,.vkubelet.provider.v1alpha1.HandshakeRequest\x1a-.vkubelet.provider.v1alpha1.HandshakeResponse2\x85\b\n" +
+	"\tHandshake\x12,.vkubelet.provider.v1alpha1.HandshakeRequest\x1a-.vkubelet.provider.v1alpha1.HandshakeResponse2\xfe\b\n" +
 	"\tLifecycle\x12\\\n" +
 	"\tCreatePod\x12&.vkubelet.provider.v1alpha1.PodRequest\x1a'.vkubelet.provider.v1alpha1.PodResponse\x12\\\n" +
 	"\tUpdatePod\x12&.vkubelet.provider.v1alpha1.PodRequest\x1a'.vkubelet.provider.v1alpha1.PodResponse\x12\\\n" +
@@ -2599,12 +3072,14 @@ const file_provider_v1alpha1_provider_proto_rawDesc = "" +
 	"\tWatchPods\x12,.vkubelet.provider.v1alpha1.WatchPodsRequest\x1a$.vkubelet.provider.v1alpha1.PodEvent0\x01\x12t\n" +
 	"\rSetPodVolumes\x120.vkubelet.provider.v1alpha1.SetPodVolumesRequest\x1a1.vkubelet.provider.v1alpha1.SetPodVolumesResponse\x12h\n" +
 	"\tResizePod\x12,.vkubelet.provider.v1alpha1.ResizePodRequest\x1a-.vkubelet.provider.v1alpha1.ResizePodResponse\x12t\n" +
-	"\rKillContainer\x120.vkubelet.provider.v1alpha1.KillContainerRequest\x1a1.vkubelet.provider.v1alpha1.KillContainerResponse2\x99\x03\n" +
+	"\rKillContainer\x120.vkubelet.provider.v1alpha1.KillContainerRequest\x1a1.vkubelet.provider.v1alpha1.KillContainerResponse\x12w\n" +
+	"\x0ePrepareDevices\x121.vkubelet.provider.v1alpha1.PrepareDevicesRequest\x1a2.vkubelet.provider.v1alpha1.PrepareDevicesResponse2\x86\x04\n" +
 	"\x04Node\x12Y\n" +
 	"\x04Ping\x12'.vkubelet.provider.v1alpha1.PingRequest\x1a(.vkubelet.provider.v1alpha1.PingResponse\x12b\n" +
 	"\aGetNode\x12*.vkubelet.provider.v1alpha1.GetNodeRequest\x1a+.vkubelet.provider.v1alpha1.GetNodeResponse\x12b\n" +
 	"\tWatchNode\x12,.vkubelet.provider.v1alpha1.WatchNodeRequest\x1a%.vkubelet.provider.v1alpha1.NodeEvent0\x01\x12n\n" +
-	"\rWatchCapacity\x120.vkubelet.provider.v1alpha1.WatchCapacityRequest\x1a).vkubelet.provider.v1alpha1.CapacityEvent0\x012\xad\x04\n" +
+	"\rWatchCapacity\x120.vkubelet.provider.v1alpha1.WatchCapacityRequest\x1a).vkubelet.provider.v1alpha1.CapacityEvent0\x01\x12k\n" +
+	"\fWatchDevices\x12/.vkubelet.provider.v1alpha1.WatchDevicesRequest\x1a(.vkubelet.provider.v1alpha1.DevicesEvent0\x012\xad\x04\n" +
 	"\aKubelet\x12s\n" +
 	"\rContainerLogs\x120.vkubelet.provider.v1alpha1.ContainerLogsRequest\x1a..vkubelet.provider.v1alpha1.ContainerLogsChunk0\x01\x12a\n" +
 	"\x04Exec\x12).vkubelet.provider.v1alpha1.StreamRequest\x1a*.vkubelet.provider.v1alpha1.StreamResponse(\x010\x01\x12c\n" +
@@ -2625,52 +3100,60 @@ func file_provider_v1alpha1_provider_proto_rawDescGZIP() []byte {
 }
 
 var file_provider_v1alpha1_provider_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_provider_v1alpha1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_provider_v1alpha1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_provider_v1alpha1_provider_proto_goTypes = []any{
-	(Capability)(0),               // 0: vkubelet.provider.v1alpha1.Capability
-	(ResizeOutcome)(0),            // 1: vkubelet.provider.v1alpha1.ResizeOutcome
-	(*HandshakeRequest)(nil),      // 2: vkubelet.provider.v1alpha1.HandshakeRequest
-	(*HandshakeResponse)(nil),     // 3: vkubelet.provider.v1alpha1.HandshakeResponse
-	(*PodRequest)(nil),            // 4: vkubelet.provider.v1alpha1.PodRequest
-	(*PodResponse)(nil),           // 5: vkubelet.provider.v1alpha1.PodResponse
-	(*PodRef)(nil),                // 6: vkubelet.provider.v1alpha1.PodRef
-	(*GetPodResponse)(nil),        // 7: vkubelet.provider.v1alpha1.GetPodResponse
-	(*GetPodStatusResponse)(nil),  // 8: vkubelet.provider.v1alpha1.GetPodStatusResponse
-	(*ListPodsRequest)(nil),       // 9: vkubelet.provider.v1alpha1.ListPodsRequest
-	(*ListPodsResponse)(nil),      // 10: vkubelet.provider.v1alpha1.ListPodsResponse
-	(*WatchPodsRequest)(nil),      // 11: vkubelet.provider.v1alpha1.WatchPodsRequest
-	(*PodEvent)(nil),              // 12: vkubelet.provider.v1alpha1.PodEvent
-	(*SetPodVolumesRequest)(nil),  // 13: vkubelet.provider.v1alpha1.SetPodVolumesRequest
-	(*Volume)(nil),                // 14: vkubelet.provider.v1alpha1.Volume
-	(*File)(nil),                  // 15: vkubelet.provider.v1alpha1.File
-	(*SetPodVolumesResponse)(nil), // 16: vkubelet.provider.v1alpha1.SetPodVolumesResponse
-	(*ResizePodRequest)(nil),      // 17: vkubelet.provider.v1alpha1.ResizePodRequest
-	(*ContainerResize)(nil),       // 18: vkubelet.provider.v1alpha1.ContainerResize
-	(*ResourcesChange)(nil),       // 19: vkubelet.provider.v1alpha1.ResourcesChange
-	(*ResizePodResponse)(nil),     // 20: vkubelet.provider.v1alpha1.ResizePodResponse
-	(*KillContainerRequest)(nil),  // 21: vkubelet.provider.v1alpha1.KillContainerRequest
-	(*KillContainerResponse)(nil), // 22: vkubelet.provider.v1alpha1.KillContainerResponse
-	(*PingRequest)(nil),           // 23: vkubelet.provider.v1alpha1.PingRequest
-	(*PingResponse)(nil),          // 24: vkubelet.provider.v1alpha1.PingResponse
-	(*GetNodeRequest)(nil),        // 25: vkubelet.provider.v1alpha1.GetNodeRequest
-	(*GetNodeResponse)(nil),       // 26: vkubelet.provider.v1alpha1.GetNodeResponse
-	(*WatchNodeRequest)(nil),      // 27: vkubelet.provider.v1alpha1.WatchNodeRequest
-	(*NodeEvent)(nil),             // 28: vkubelet.provider.v1alpha1.NodeEvent
-	(*WatchCapacityRequest)(nil),  // 29: vkubelet.provider.v1alpha1.WatchCapacityRequest
-	(*CapacityEvent)(nil),         // 30: vkubelet.provider.v1alpha1.CapacityEvent
-	(*ContainerLogsRequest)(nil),  // 31: vkubelet.provider.v1alpha1.ContainerLogsRequest
-	(*ContainerLogsChunk)(nil),    // 32: vkubelet.provider.v1alpha1.ContainerLogsChunk
-	(*StreamRequest)(nil),         // 33: vkubelet.provider.v1alpha1.StreamRequest
-	(*StreamStart)(nil),           // 34: vkubelet.provider.v1alpha1.StreamStart
-	(*TermSize)(nil),              // 35: vkubelet.provider.v1alpha1.TermSize
-	(*StreamResponse)(nil),        // 36: vkubelet.provider.v1alpha1.StreamResponse
-	(*Exit)(nil),                  // 37: vkubelet.provider.v1alpha1.Exit
-	(*PortForwardRequest)(nil),    // 38: vkubelet.provider.v1alpha1.PortForwardRequest
-	(*PortForwardStart)(nil),      // 39: vkubelet.provider.v1alpha1.PortForwardStart
-	(*PortForwardResponse)(nil),   // 40: vkubelet.provider.v1alpha1.PortForwardResponse
-	(*StatsSummaryRequest)(nil),   // 41: vkubelet.provider.v1alpha1.StatsSummaryRequest
-	(*StatsSummaryResponse)(nil),  // 42: vkubelet.provider.v1alpha1.StatsSummaryResponse
-	nil,                           // 43: vkubelet.provider.v1alpha1.CapacityEvent.CapacityEntry
+	(Capability)(0),                // 0: vkubelet.provider.v1alpha1.Capability
+	(ResizeOutcome)(0),             // 1: vkubelet.provider.v1alpha1.ResizeOutcome
+	(*HandshakeRequest)(nil),       // 2: vkubelet.provider.v1alpha1.HandshakeRequest
+	(*HandshakeResponse)(nil),      // 3: vkubelet.provider.v1alpha1.HandshakeResponse
+	(*PodRequest)(nil),             // 4: vkubelet.provider.v1alpha1.PodRequest
+	(*PodResponse)(nil),            // 5: vkubelet.provider.v1alpha1.PodResponse
+	(*PodRef)(nil),                 // 6: vkubelet.provider.v1alpha1.PodRef
+	(*GetPodResponse)(nil),         // 7: vkubelet.provider.v1alpha1.GetPodResponse
+	(*GetPodStatusResponse)(nil),   // 8: vkubelet.provider.v1alpha1.GetPodStatusResponse
+	(*ListPodsRequest)(nil),        // 9: vkubelet.provider.v1alpha1.ListPodsRequest
+	(*ListPodsResponse)(nil),       // 10: vkubelet.provider.v1alpha1.ListPodsResponse
+	(*WatchPodsRequest)(nil),       // 11: vkubelet.provider.v1alpha1.WatchPodsRequest
+	(*PodEvent)(nil),               // 12: vkubelet.provider.v1alpha1.PodEvent
+	(*SetPodVolumesRequest)(nil),   // 13: vkubelet.provider.v1alpha1.SetPodVolumesRequest
+	(*Volume)(nil),                 // 14: vkubelet.provider.v1alpha1.Volume
+	(*File)(nil),                   // 15: vkubelet.provider.v1alpha1.File
+	(*SetPodVolumesResponse)(nil),  // 16: vkubelet.provider.v1alpha1.SetPodVolumesResponse
+	(*ResizePodRequest)(nil),       // 17: vkubelet.provider.v1alpha1.ResizePodRequest
+	(*ContainerResize)(nil),        // 18: vkubelet.provider.v1alpha1.ContainerResize
+	(*ResourcesChange)(nil),        // 19: vkubelet.provider.v1alpha1.ResourcesChange
+	(*ResizePodResponse)(nil),      // 20: vkubelet.provider.v1alpha1.ResizePodResponse
+	(*KillContainerRequest)(nil),   // 21: vkubelet.provider.v1alpha1.KillContainerRequest
+	(*KillContainerResponse)(nil),  // 22: vkubelet.provider.v1alpha1.KillContainerResponse
+	(*PingRequest)(nil),            // 23: vkubelet.provider.v1alpha1.PingRequest
+	(*PingResponse)(nil),           // 24: vkubelet.provider.v1alpha1.PingResponse
+	(*GetNodeRequest)(nil),         // 25: vkubelet.provider.v1alpha1.GetNodeRequest
+	(*GetNodeResponse)(nil),        // 26: vkubelet.provider.v1alpha1.GetNodeResponse
+	(*WatchNodeRequest)(nil),       // 27: vkubelet.provider.v1alpha1.WatchNodeRequest
+	(*NodeEvent)(nil),              // 28: vkubelet.provider.v1alpha1.NodeEvent
+	(*WatchCapacityRequest)(nil),   // 29: vkubelet.provider.v1alpha1.WatchCapacityRequest
+	(*CapacityEvent)(nil),          // 30: vkubelet.provider.v1alpha1.CapacityEvent
+	(*ContainerLogsRequest)(nil),   // 31: vkubelet.provider.v1alpha1.ContainerLogsRequest
+	(*ContainerLogsChunk)(nil),     // 32: vkubelet.provider.v1alpha1.ContainerLogsChunk
+	(*StreamRequest)(nil),          // 33: vkubelet.provider.v1alpha1.StreamRequest
+	(*StreamStart)(nil),            // 34: vkubelet.provider.v1alpha1.StreamStart
+	(*TermSize)(nil),               // 35: vkubelet.provider.v1alpha1.TermSize
+	(*StreamResponse)(nil),         // 36: vkubelet.provider.v1alpha1.StreamResponse
+	(*Exit)(nil),                   // 37: vkubelet.provider.v1alpha1.Exit
+	(*PortForwardRequest)(nil),     // 38: vkubelet.provider.v1alpha1.PortForwardRequest
+	(*PortForwardStart)(nil),       // 39: vkubelet.provider.v1alpha1.PortForwardStart
+	(*PortForwardResponse)(nil),    // 40: vkubelet.provider.v1alpha1.PortForwardResponse
+	(*StatsSummaryRequest)(nil),    // 41: vkubelet.provider.v1alpha1.StatsSummaryRequest
+	(*StatsSummaryResponse)(nil),   // 42: vkubelet.provider.v1alpha1.StatsSummaryResponse
+	(*WatchDevicesRequest)(nil),    // 43: vkubelet.provider.v1alpha1.WatchDevicesRequest
+	(*DevicesEvent)(nil),           // 44: vkubelet.provider.v1alpha1.DevicesEvent
+	(*DeviceDriver)(nil),           // 45: vkubelet.provider.v1alpha1.DeviceDriver
+	(*DevicePool)(nil),             // 46: vkubelet.provider.v1alpha1.DevicePool
+	(*PrepareDevicesRequest)(nil),  // 47: vkubelet.provider.v1alpha1.PrepareDevicesRequest
+	(*AllocatedDevice)(nil),        // 48: vkubelet.provider.v1alpha1.AllocatedDevice
+	(*ContainerDevices)(nil),       // 49: vkubelet.provider.v1alpha1.ContainerDevices
+	(*PrepareDevicesResponse)(nil), // 50: vkubelet.provider.v1alpha1.PrepareDevicesResponse
+	nil,                            // 51: vkubelet.provider.v1alpha1.CapacityEvent.CapacityEntry
 }
 var file_provider_v1alpha1_provider_proto_depIdxs = []int32{
 	0,  // 0: vkubelet.provider.v1alpha1.HandshakeResponse.capabilities:type_name -> vkubelet.provider.v1alpha1.Capability
@@ -2680,56 +3163,64 @@ var file_provider_v1alpha1_provider_proto_depIdxs = []int32{
 	19, // 4: vkubelet.provider.v1alpha1.ResizePodRequest.pod_level:type_name -> vkubelet.provider.v1alpha1.ResourcesChange
 	19, // 5: vkubelet.provider.v1alpha1.ContainerResize.change:type_name -> vkubelet.provider.v1alpha1.ResourcesChange
 	1,  // 6: vkubelet.provider.v1alpha1.ResizePodResponse.outcome:type_name -> vkubelet.provider.v1alpha1.ResizeOutcome
-	43, // 7: vkubelet.provider.v1alpha1.CapacityEvent.capacity:type_name -> vkubelet.provider.v1alpha1.CapacityEvent.CapacityEntry
+	51, // 7: vkubelet.provider.v1alpha1.CapacityEvent.capacity:type_name -> vkubelet.provider.v1alpha1.CapacityEvent.CapacityEntry
 	34, // 8: vkubelet.provider.v1alpha1.StreamRequest.start:type_name -> vkubelet.provider.v1alpha1.StreamStart
 	35, // 9: vkubelet.provider.v1alpha1.StreamRequest.resize:type_name -> vkubelet.provider.v1alpha1.TermSize
 	37, // 10: vkubelet.provider.v1alpha1.StreamResponse.exit:type_name -> vkubelet.provider.v1alpha1.Exit
 	39, // 11: vkubelet.provider.v1alpha1.PortForwardRequest.start:type_name -> vkubelet.provider.v1alpha1.PortForwardStart
-	2,  // 12: vkubelet.provider.v1alpha1.Plugin.Handshake:input_type -> vkubelet.provider.v1alpha1.HandshakeRequest
-	4,  // 13: vkubelet.provider.v1alpha1.Lifecycle.CreatePod:input_type -> vkubelet.provider.v1alpha1.PodRequest
-	4,  // 14: vkubelet.provider.v1alpha1.Lifecycle.UpdatePod:input_type -> vkubelet.provider.v1alpha1.PodRequest
-	4,  // 15: vkubelet.provider.v1alpha1.Lifecycle.DeletePod:input_type -> vkubelet.provider.v1alpha1.PodRequest
-	6,  // 16: vkubelet.provider.v1alpha1.Lifecycle.GetPod:input_type -> vkubelet.provider.v1alpha1.PodRef
-	6,  // 17: vkubelet.provider.v1alpha1.Lifecycle.GetPodStatus:input_type -> vkubelet.provider.v1alpha1.PodRef
-	9,  // 18: vkubelet.provider.v1alpha1.Lifecycle.ListPods:input_type -> vkubelet.provider.v1alpha1.ListPodsRequest
-	11, // 19: vkubelet.provider.v1alpha1.Lifecycle.WatchPods:input_type -> vkubelet.provider.v1alpha1.WatchPodsRequest
-	13, // 20: vkubelet.provider.v1alpha1.Lifecycle.SetPodVolumes:input_type -> vkubelet.provider.v1alpha1.SetPodVolumesRequest
-	17, // 21: vkubelet.provider.v1alpha1.Lifecycle.ResizePod:input_type -> vkubelet.provider.v1alpha1.ResizePodRequest
-	21, // 22: vkubelet.provider.v1alpha1.Lifecycle.KillContainer:input_type -> vkubelet.provider.v1alpha1.KillContainerRequest
-	23, // 23: vkubelet.provider.v1alpha1.Node.Ping:input_type -> vkubelet.provider.v1alpha1.PingRequest
-	25, // 24: vkubelet.provider.v1alpha1.Node.GetNode:input_type -> vkubelet.provider.v1alpha1.GetNodeRequest
-	27, // 25: vkubelet.provider.v1alpha1.Node.WatchNode:input_type -> vkubelet.provider.v1alpha1.WatchNodeRequest
-	29, // 26: vkubelet.provider.v1alpha1.Node.WatchCapacity:input_type -> vkubelet.provider.v1alpha1.WatchCapacityRequest
-	31, // 27: vkubelet.provider.v1alpha1.Kubelet.ContainerLogs:input_type -> vkubelet.provider.v1alpha1.ContainerLogsRequest
-	33, // 28: vkubelet.provider.v1alpha1.Kubelet.Exec:input_type -> vkubelet.provider.v1alpha1.StreamRequest
-	33, // 29: vkubelet.provider.v1alpha1.Kubelet.Attach:input_type -> vkubelet.provider.v1alpha1.StreamRequest
-	38, // 30: vkubelet.provider.v1alpha1.Kubelet.PortForward:input_type -> vkubelet.provider.v1alpha1.PortForwardRequest
-	41, // 31: vkubelet.provider.v1alpha1.Kubelet.StatsSummary:input_type -> vkubelet.provider.v1alpha1.StatsSummaryRequest
-	3,  // 32: vkubelet.provider.v1alpha1.Plugin.Handshake:output_type -> vkubelet.provider.v1alpha1.HandshakeResponse
-	5,  // 33: vkubelet.provider.v1alpha1.Lifecycle.CreatePod:output_type -> vkubelet.provider.v1alpha1.PodResponse
-	5,  // 34: vkubelet.provider.v1alpha1.Lifecycle.UpdatePod:output_type -> vkubelet.provider.v1alpha1.PodResponse
-	5,  // 35: vkubelet.provider.v1alpha1.Lifecycle.DeletePod:output_type -> vkubelet.provider.v1alpha1.PodResponse
-	7,  // 36: vkubelet.provider.v1alpha1.Lifecycle.GetPod:output_type -> vkubelet.provider.v1alpha1.GetPodResponse
-	8,  // 37: vkubelet.provider.v1alpha1.Lifecycle.GetPodStatus:output_type -> vkubelet.provider.v1alpha1.GetPodStatusResponse
-	10, // 38: vkubelet.provider.v1alpha1.Lifecycle.ListPods:output_type -> vkubelet.provider.v1alpha1.ListPodsResponse
-	12, // 39: vkubelet.provider.v1alpha1.Lifecycle.WatchPods:output_type -> vkubelet.provider.v1alpha1.PodEvent
-	16, // 40: vkubelet.provider.v1alpha1.Lifecycle.SetPodVolumes:output_type -> vkubelet.provider.v1alpha1.SetPodVolumesResponse
-	20, // 41: vkubelet.provider.v1alpha1.Lifecycle.ResizePod:output_type -> vkubelet.provider.v1alpha1.ResizePodResponse
-	22, // 42: vkubelet.provider.v1alpha1.Lifecycle.KillContainer:output_type -> vkubelet.provider.v1alpha1.KillContainerResponse
-	24, // 43: vkubelet.provider.v1alpha1.Node.Ping:output_type -> vkubelet.provider.v1alpha1.PingResponse
-	26, // 44: vkubelet.provider.v1alpha1.Node.GetNode:output_type -> vkubelet.provider.v1alpha1.GetNodeResponse
-	28, // 45: vkubelet.provider.v1alpha1.Node.WatchNode:output_type -> vkubelet.provider.v1alpha1.NodeEvent
-	30, // 46: vkubelet.provider.v1alpha1.Node.WatchCapacity:output_type -> vkubelet.provider.v1alpha1.CapacityEvent
-	32, // 47: vkubelet.provider.v1alpha1.Kubelet.ContainerLogs:output_type -> vkubelet.provider.v1alpha1.ContainerLogsChunk
-	36, // 48: vkubelet.provider.v1alpha1.Kubelet.Exec:output_type -> vkubelet.provider.v1alpha1.StreamResponse
-	36, // 49: vkubelet.provider.v1alpha1.Kubelet.Attach:output_type -> vkubelet.provider.v1alpha1.StreamResponse
-	40, // 50: vkubelet.provider.v1alpha1.Kubelet.PortForward:output_type -> vkubelet.provider.v1alpha1.PortForwardResponse
-	42, // 51: vkubelet.provider.v1alpha1.Kubelet.StatsSummary:output_type -> vkubelet.provider.v1alpha1.StatsSummaryResponse
-	32, // [32:52] is the sub-list for method output_type
-	12, // [12:32] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	45, // 12: vkubelet.provider.v1alpha1.DevicesEvent.drivers:type_name -> vkubelet.provider.v1alpha1.DeviceDriver
+	46, // 13: vkubelet.provider.v1alpha1.DeviceDriver.pools:type_name -> vkubelet.provider.v1alpha1.DevicePool
+	48, // 14: vkubelet.provider.v1alpha1.PrepareDevicesRequest.devices:type_name -> vkubelet.provider.v1alpha1.AllocatedDevice
+	49, // 15: vkubelet.provider.v1alpha1.PrepareDevicesRequest.containers:type_name -> vkubelet.provider.v1alpha1.ContainerDevices
+	2,  // 16: vkubelet.provider.v1alpha1.Plugin.Handshake:input_type -> vkubelet.provider.v1alpha1.HandshakeRequest
+	4,  // 17: vkubelet.provider.v1alpha1.Lifecycle.CreatePod:input_type -> vkubelet.provider.v1alpha1.PodRequest
+	4,  // 18: vkubelet.provider.v1alpha1.Lifecycle.UpdatePod:input_type -> vkubelet.provider.v1alpha1.PodRequest
+	4,  // 19: vkubelet.provider.v1alpha1.Lifecycle.DeletePod:input_type -> vkubelet.provider.v1alpha1.PodRequest
+	6,  // 20: vkubelet.provider.v1alpha1.Lifecycle.GetPod:input_type -> vkubelet.provider.v1alpha1.PodRef
+	6,  // 21: vkubelet.provider.v1alpha1.Lifecycle.GetPodStatus:input_type -> vkubelet.provider.v1alpha1.PodRef
+	9,  // 22: vkubelet.provider.v1alpha1.Lifecycle.ListPods:input_type -> vkubelet.provider.v1alpha1.ListPodsRequest
+	11, // 23: vkubelet.provider.v1alpha1.Lifecycle.WatchPods:input_type -> vkubelet.provider.v1alpha1.WatchPodsRequest
+	13, // 24: vkubelet.provider.v1alpha1.Lifecycle.SetPodVolumes:input_type -> vkubelet.provider.v1alpha1.SetPodVolumesRequest
+	17, // 25: vkubelet.provider.v1alpha1.Lifecycle.ResizePod:input_type -> vkubelet.provider.v1alpha1.ResizePodRequest
+	21, // 26: vkubelet.provider.v1alpha1.Lifecycle.KillContainer:input_type -> vkubelet.provider.v1alpha1.KillContainerRequest
+	47, // 27: vkubelet.provider.v1alpha1.Lifecycle.PrepareDevices:input_type -> vkubelet.provider.v1alpha1.PrepareDevicesRequest
+	23, // 28: vkubelet.provider.v1alpha1.Node.Ping:input_type -> vkubelet.provider.v1alpha1.PingRequest
+	25, // 29: vkubelet.provider.v1alpha1.Node.GetNode:input_type -> vkubelet.provider.v1alpha1.GetNodeRequest
+	27, // 30: vkubelet.provider.v1alpha1.Node.WatchNode:input_type -> vkubelet.provider.v1alpha1.WatchNodeRequest
+	29, // 31: vkubelet.provider.v1alpha1.Node.WatchCapacity:input_type -> vkubelet.provider.v1alpha1.WatchCapacityRequest
+	43, // 32: vkubelet.provider.v1alpha1.Node.WatchDevices:input_type -> vkubelet.provider.v1alpha1.WatchDevicesRequest
+	31, // 33: vkubelet.provider.v1alpha1.Kubelet.ContainerLogs:input_type -> vkubelet.provider.v1alpha1.ContainerLogsRequest
+	33, // 34: vkubelet.provider.v1alpha1.Kubelet.Exec:input_type -> vkubelet.provider.v1alpha1.StreamRequest
+	33, // 35: vkubelet.provider.v1alpha1.Kubelet.Attach:input_type -> vkubelet.provider.v1alpha1.StreamRequest
+	38, // 36: vkubelet.provider.v1alpha1.Kubelet.PortForward:input_type -> vkubelet.provider.v1alpha1.PortForwardRequest
+	41, // 37: vkubelet.provider.v1alpha1.Kubelet.StatsSummary:input_type -> vkubelet.provider.v1alpha1.StatsSummaryRequest
+	3,  // 38: vkubelet.provider.v1alpha1.Plugin.Handshake:output_type -> vkubelet.provider.v1alpha1.HandshakeResponse
+	5,  // 39: vkubelet.provider.v1alpha1.Lifecycle.CreatePod:output_type -> vkubelet.provider.v1alpha1.PodResponse
+	5,  // 40: vkubelet.provider.v1alpha1.Lifecycle.UpdatePod:output_type -> vkubelet.provider.v1alpha1.PodResponse
+	5,  // 41: vkubelet.provider.v1alpha1.Lifecycle.DeletePod:output_type -> vkubelet.provider.v1alpha1.PodResponse
+	7,  // 42: vkubelet.provider.v1alpha1.Lifecycle.GetPod:output_type -> vkubelet.provider.v1alpha1.GetPodResponse
+	8,  // 43: vkubelet.provider.v1alpha1.Lifecycle.GetPodStatus:output_type -> vkubelet.provider.v1alpha1.GetPodStatusResponse
+	10, // 44: vkubelet.provider.v1alpha1.Lifecycle.ListPods:output_type -> vkubelet.provider.v1alpha1.ListPodsResponse
+	12, // 45: vkubelet.provider.v1alpha1.Lifecycle.WatchPods:output_type -> vkubelet.provider.v1alpha1.PodEvent
+	16, // 46: vkubelet.provider.v1alpha1.Lifecycle.SetPodVolumes:output_type -> vkubelet.provider.v1alpha1.SetPodVolumesResponse
+	20, // 47: vkubelet.provider.v1alpha1.Lifecycle.ResizePod:output_type -> vkubelet.provider.v1alpha1.ResizePodResponse
+	22, // 48: vkubelet.provider.v1alpha1.Lifecycle.KillContainer:output_type -> vkubelet.provider.v1alpha1.KillContainerResponse
+	50, // 49: vkubelet.provider.v1alpha1.Lifecycle.PrepareDevices:output_type -> vkubelet.provider.v1alpha1.PrepareDevicesResponse
+	24, // 50: vkubelet.provider.v1alpha1.Node.Ping:output_type -> vkubelet.provider.v1alpha1.PingResponse
+	26, // 51: vkubelet.provider.v1alpha1.Node.GetNode:output_type -> vkubelet.provider.v1alpha1.GetNodeResponse
+	28, // 52: vkubelet.provider.v1alpha1.Node.WatchNode:output_type -> vkubelet.provider.v1alpha1.NodeEvent
+	30, // 53: vkubelet.provider.v1alpha1.Node.WatchCapacity:output_type -> vkubelet.provider.v1alpha1.CapacityEvent
+	44, // 54: vkubelet.provider.v1alpha1.Node.WatchDevices:output_type -> vkubelet.provider.v1alpha1.DevicesEvent
+	32, // 55: vkubelet.provider.v1alpha1.Kubelet.ContainerLogs:output_type -> vkubelet.provider.v1alpha1.ContainerLogsChunk
+	36, // 56: vkubelet.provider.v1alpha1.Kubelet.Exec:output_type -> vkubelet.provider.v1alpha1.StreamResponse
+	36, // 57: vkubelet.provider.v1alpha1.Kubelet.Attach:output_type -> vkubelet.provider.v1alpha1.StreamResponse
+	40, // 58: vkubelet.provider.v1alpha1.Kubelet.PortForward:output_type -> vkubelet.provider.v1alpha1.PortForwardResponse
+	42, // 59: vkubelet.provider.v1alpha1.Kubelet.StatsSummary:output_type -> vkubelet.provider.v1alpha1.StatsSummaryResponse
+	38, // [38:60] is the sub-list for method output_type
+	16, // [16:38] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_provider_v1alpha1_provider_proto_init() }
@@ -2759,7 +3250,7 @@ func file_provider_v1alpha1_provider_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_provider_v1alpha1_provider_proto_rawDesc), len(file_provider_v1alpha1_provider_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   42,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

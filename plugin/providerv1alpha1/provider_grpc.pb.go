@@ -139,16 +139,17 @@ var Plugin_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Lifecycle_CreatePod_FullMethodName     = "/vkubelet.provider.v1alpha1.Lifecycle/CreatePod"
-	Lifecycle_UpdatePod_FullMethodName     = "/vkubelet.provider.v1alpha1.Lifecycle/UpdatePod"
-	Lifecycle_DeletePod_FullMethodName     = "/vkubelet.provider.v1alpha1.Lifecycle/DeletePod"
-	Lifecycle_GetPod_FullMethodName        = "/vkubelet.provider.v1alpha1.Lifecycle/GetPod"
-	Lifecycle_GetPodStatus_FullMethodName  = "/vkubelet.provider.v1alpha1.Lifecycle/GetPodStatus"
-	Lifecycle_ListPods_FullMethodName      = "/vkubelet.provider.v1alpha1.Lifecycle/ListPods"
-	Lifecycle_WatchPods_FullMethodName     = "/vkubelet.provider.v1alpha1.Lifecycle/WatchPods"
-	Lifecycle_SetPodVolumes_FullMethodName = "/vkubelet.provider.v1alpha1.Lifecycle/SetPodVolumes"
-	Lifecycle_ResizePod_FullMethodName     = "/vkubelet.provider.v1alpha1.Lifecycle/ResizePod"
-	Lifecycle_KillContainer_FullMethodName = "/vkubelet.provider.v1alpha1.Lifecycle/KillContainer"
+	Lifecycle_CreatePod_FullMethodName      = "/vkubelet.provider.v1alpha1.Lifecycle/CreatePod"
+	Lifecycle_UpdatePod_FullMethodName      = "/vkubelet.provider.v1alpha1.Lifecycle/UpdatePod"
+	Lifecycle_DeletePod_FullMethodName      = "/vkubelet.provider.v1alpha1.Lifecycle/DeletePod"
+	Lifecycle_GetPod_FullMethodName         = "/vkubelet.provider.v1alpha1.Lifecycle/GetPod"
+	Lifecycle_GetPodStatus_FullMethodName   = "/vkubelet.provider.v1alpha1.Lifecycle/GetPodStatus"
+	Lifecycle_ListPods_FullMethodName       = "/vkubelet.provider.v1alpha1.Lifecycle/ListPods"
+	Lifecycle_WatchPods_FullMethodName      = "/vkubelet.provider.v1alpha1.Lifecycle/WatchPods"
+	Lifecycle_SetPodVolumes_FullMethodName  = "/vkubelet.provider.v1alpha1.Lifecycle/SetPodVolumes"
+	Lifecycle_ResizePod_FullMethodName      = "/vkubelet.provider.v1alpha1.Lifecycle/ResizePod"
+	Lifecycle_KillContainer_FullMethodName  = "/vkubelet.provider.v1alpha1.Lifecycle/KillContainer"
+	Lifecycle_PrepareDevices_FullMethodName = "/vkubelet.provider.v1alpha1.Lifecycle/PrepareDevices"
 )
 
 // LifecycleClient is the client API for Lifecycle service.
@@ -182,6 +183,13 @@ type LifecycleClient interface {
 	// failed (node.ContainerKiller); the pod's restart policy decides
 	// whether it runs again. Only for plugins with CAPABILITY_KILL_CONTAINER.
 	KillContainer(ctx context.Context, in *KillContainerRequest, opts ...grpc.CallOption) (*KillContainerResponse, error)
+	// PrepareDevices hands over the devices Dynamic Resource Allocation
+	// gave the pod's claims, before CreatePod, each time the pod is to be
+	// created (node.DeviceProvider): the plugin makes them visible to the
+	// containers that name them. INVALID_ARGUMENT (a device the plugin
+	// cannot prepare) fails the pod; other errors are retried. Only for
+	// plugins with CAPABILITY_DEVICES.
+	PrepareDevices(ctx context.Context, in *PrepareDevicesRequest, opts ...grpc.CallOption) (*PrepareDevicesResponse, error)
 }
 
 type lifecycleClient struct {
@@ -301,6 +309,16 @@ func (c *lifecycleClient) KillContainer(ctx context.Context, in *KillContainerRe
 	return out, nil
 }
 
+func (c *lifecycleClient) PrepareDevices(ctx context.Context, in *PrepareDevicesRequest, opts ...grpc.CallOption) (*PrepareDevicesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PrepareDevicesResponse)
+	err := c.cc.Invoke(ctx, Lifecycle_PrepareDevices_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LifecycleServer is the server API for Lifecycle service.
 // All implementations must embed UnimplementedLifecycleServer
 // for forward compatibility.
@@ -332,6 +350,13 @@ type LifecycleServer interface {
 	// failed (node.ContainerKiller); the pod's restart policy decides
 	// whether it runs again. Only for plugins with CAPABILITY_KILL_CONTAINER.
 	KillContainer(context.Context, *KillContainerRequest) (*KillContainerResponse, error)
+	// PrepareDevices hands over the devices Dynamic Resource Allocation
+	// gave the pod's claims, before CreatePod, each time the pod is to be
+	// created (node.DeviceProvider): the plugin makes them visible to the
+	// containers that name them. INVALID_ARGUMENT (a device the plugin
+	// cannot prepare) fails the pod; other errors are retried. Only for
+	// plugins with CAPABILITY_DEVICES.
+	PrepareDevices(context.Context, *PrepareDevicesRequest) (*PrepareDevicesResponse, error)
 	mustEmbedUnimplementedLifecycleServer()
 }
 
@@ -371,6 +396,9 @@ func (UnimplementedLifecycleServer) ResizePod(context.Context, *ResizePodRequest
 }
 func (UnimplementedLifecycleServer) KillContainer(context.Context, *KillContainerRequest) (*KillContainerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method KillContainer not implemented")
+}
+func (UnimplementedLifecycleServer) PrepareDevices(context.Context, *PrepareDevicesRequest) (*PrepareDevicesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PrepareDevices not implemented")
 }
 func (UnimplementedLifecycleServer) mustEmbedUnimplementedLifecycleServer() {}
 func (UnimplementedLifecycleServer) testEmbeddedByValue()                   {}
@@ -566,6 +594,24 @@ func _Lifecycle_KillContainer_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Lifecycle_PrepareDevices_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PrepareDevicesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LifecycleServer).PrepareDevices(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Lifecycle_PrepareDevices_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LifecycleServer).PrepareDevices(ctx, req.(*PrepareDevicesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Lifecycle_ServiceDesc is the grpc.ServiceDesc for Lifecycle service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -609,6 +655,10 @@ var Lifecycle_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "KillContainer",
 			Handler:    _Lifecycle_KillContainer_Handler,
 		},
+		{
+			MethodName: "PrepareDevices",
+			Handler:    _Lifecycle_PrepareDevices_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -625,6 +675,7 @@ const (
 	Node_GetNode_FullMethodName       = "/vkubelet.provider.v1alpha1.Node/GetNode"
 	Node_WatchNode_FullMethodName     = "/vkubelet.provider.v1alpha1.Node/WatchNode"
 	Node_WatchCapacity_FullMethodName = "/vkubelet.provider.v1alpha1.Node/WatchCapacity"
+	Node_WatchDevices_FullMethodName  = "/vkubelet.provider.v1alpha1.Node/WatchDevices"
 )
 
 // NodeClient is the client API for Node service.
@@ -645,6 +696,10 @@ type NodeClient interface {
 	// the daemon reads it only from plugins without CAPABILITY_NODE_STATUS,
 	// whose nodes carry their capacity.
 	WatchCapacity(ctx context.Context, in *WatchCapacityRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CapacityEvent], error)
+	// WatchDevices sends all the node's devices first and again each time
+	// they change; the daemon publishes them as the node's ResourceSlices.
+	// Only for plugins with CAPABILITY_DEVICES.
+	WatchDevices(ctx context.Context, in *WatchDevicesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DevicesEvent], error)
 }
 
 type nodeClient struct {
@@ -713,6 +768,25 @@ func (c *nodeClient) WatchCapacity(ctx context.Context, in *WatchCapacityRequest
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Node_WatchCapacityClient = grpc.ServerStreamingClient[CapacityEvent]
 
+func (c *nodeClient) WatchDevices(ctx context.Context, in *WatchDevicesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DevicesEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Node_ServiceDesc.Streams[2], Node_WatchDevices_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchDevicesRequest, DevicesEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Node_WatchDevicesClient = grpc.ServerStreamingClient[DevicesEvent]
+
 // NodeServer is the server API for Node service.
 // All implementations must embed UnimplementedNodeServer
 // for forward compatibility.
@@ -731,6 +805,10 @@ type NodeServer interface {
 	// the daemon reads it only from plugins without CAPABILITY_NODE_STATUS,
 	// whose nodes carry their capacity.
 	WatchCapacity(*WatchCapacityRequest, grpc.ServerStreamingServer[CapacityEvent]) error
+	// WatchDevices sends all the node's devices first and again each time
+	// they change; the daemon publishes them as the node's ResourceSlices.
+	// Only for plugins with CAPABILITY_DEVICES.
+	WatchDevices(*WatchDevicesRequest, grpc.ServerStreamingServer[DevicesEvent]) error
 	mustEmbedUnimplementedNodeServer()
 }
 
@@ -752,6 +830,9 @@ func (UnimplementedNodeServer) WatchNode(*WatchNodeRequest, grpc.ServerStreaming
 }
 func (UnimplementedNodeServer) WatchCapacity(*WatchCapacityRequest, grpc.ServerStreamingServer[CapacityEvent]) error {
 	return status.Error(codes.Unimplemented, "method WatchCapacity not implemented")
+}
+func (UnimplementedNodeServer) WatchDevices(*WatchDevicesRequest, grpc.ServerStreamingServer[DevicesEvent]) error {
+	return status.Error(codes.Unimplemented, "method WatchDevices not implemented")
 }
 func (UnimplementedNodeServer) mustEmbedUnimplementedNodeServer() {}
 func (UnimplementedNodeServer) testEmbeddedByValue()              {}
@@ -832,6 +913,17 @@ func _Node_WatchCapacity_Handler(srv interface{}, stream grpc.ServerStream) erro
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Node_WatchCapacityServer = grpc.ServerStreamingServer[CapacityEvent]
 
+func _Node_WatchDevices_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchDevicesRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(NodeServer).WatchDevices(m, &grpc.GenericServerStream[WatchDevicesRequest, DevicesEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Node_WatchDevicesServer = grpc.ServerStreamingServer[DevicesEvent]
+
 // Node_ServiceDesc is the grpc.ServiceDesc for Node service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -857,6 +949,11 @@ var Node_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchCapacity",
 			Handler:       _Node_WatchCapacity_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchDevices",
+			Handler:       _Node_WatchDevices_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -154,13 +154,15 @@ var pluginCapability = map[node.Capability]pb.Capability{
 	node.CapabilityKillContainer: pb.Capability_CAPABILITY_KILL_CONTAINER,
 	node.CapabilityResize:        pb.Capability_CAPABILITY_RESIZE,
 	node.CapabilityVolumes:       pb.Capability_CAPABILITY_VOLUMES,
+	node.CapabilityDevices:       pb.Capability_CAPABILITY_DEVICES,
 }
 
 // Declares implements node.CapabilityDeclarer: what the plugin's handshake
 // declared, so the kubelet API answers 501 for the rest, and the pod
 // controller runs the probes of a plugin that asks it to, resizes through
-// ResizePod only a plugin that serves it, and resolves volumes (service
-// account tokens included) only for a plugin that takes them.
+// ResizePod only a plugin that serves it, resolves volumes (service
+// account tokens included) only for a plugin that takes them, and
+// publishes devices only for a plugin that has them.
 func (p *Provider) Declares(c node.Capability) bool {
 	pc, ok := pluginCapability[c]
 	return ok && p.caps[pc]

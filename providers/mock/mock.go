@@ -32,6 +32,7 @@ import (
 	"github.com/vkubelet/virtual-kubelet/node/log"
 	"github.com/vkubelet/virtual-kubelet/provider"
 	"github.com/vkubelet/virtual-kubelet/providers/mock/internal/stage"
+	"github.com/vkubelet/virtual-kubelet/providers/mock/internal/usage"
 )
 
 // Provider is the mock provider. Create it with New.
@@ -81,6 +82,11 @@ type Provider struct {
 	// stages.go); rnd is their chance, guarded by mu.
 	stages *stage.Set
 	rnd    *rand.Rand
+	// usage is kwok's ResourceUsage and ClusterResourceUsage objects from
+	// the stage files, nil without; usageNode the node as their
+	// expressions see it (see usage.go).
+	usage     *usage.Set
+	usageNode map[string]any
 	// nodeStages run the node's stages (nodestages.go).
 	nodeStages *nodeStages
 	// kube is the API client stages patch and delete with; ctx is the
@@ -137,6 +143,12 @@ func New(ctx context.Context, cfg provider.InitConfig) (node.Provider, error) {
 	}
 	if p.stages, err = loadStages(cfg, now, p.stagedIPs); err != nil {
 		return nil, err
+	}
+	if p.usage, err = loadUsage(ctx, p.stages.Foreign()); err != nil {
+		return nil, err
+	}
+	if p.usage != nil {
+		p.usageNode = usageNode(cfg, p.capacity, now)
 	}
 	p.nodeStages = newNodeStages(p, cfg)
 	if p.interner == nil {
@@ -234,6 +246,7 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 		}
 		p.persist(ctx, p.state.updated(ps))
 	})
+	ps.refreshUsage(pod)
 	if ps.staged != nil {
 		p.updateStaged(ps, pod)
 	}

@@ -46,6 +46,9 @@ type podState struct {
 	// at is the time of the transition being made (see during); zero
 	// between transitions.
 	at time.Time
+	// usageObj is the pod as usage expressions see it; nil unless usage
+	// objects give its containers' usage (see usage.go).
+	usageObj map[string]any
 }
 
 // containerState is one container's runtime state.
@@ -75,6 +78,9 @@ type containerState struct {
 	forgottenCPU uint64
 	// backOffs is how many times the current back-off has doubled.
 	backOffs int
+	// meter is the usage the usage objects give it; nil without (see
+	// usage.go).
+	meter *usageMeter
 }
 
 // keptInstances is how many runs of a container the mock remembers: the
@@ -108,6 +114,7 @@ func newPodState(p *Provider, pod *corev1.Pod, scripts podScripts, ips []string)
 		ps.containers = append(ps.containers, newContainerState(p.interner, c, scripts.containers[i], waiting))
 	}
 	ps.addEphemeral(pod) // a pod the mock restores may have some
+	p.attachUsage(ps, pod)
 	return ps
 }
 
@@ -379,10 +386,10 @@ func (c *containerState) backOff(now time.Time) time.Duration {
 // addInstance starts a run, forgetting the oldest one kept.
 func (c *containerState) addInstance(in instance) {
 	if len(c.instances) == keptInstances {
-		old := c.instances[0]
-		c.forgottenCPU += cpuTime(c.script.nanoCores, old.end.Sub(old.start))
+		c.forgottenCPU += c.instanceCPU(0, c.instances[0].end)
 		c.instances = append(c.instances[:0], c.instances[1:]...)
 	}
+	c.rollUsage()
 	c.instances = append(c.instances, in)
 	c.runs++
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/vkubelet/virtual-kubelet/node/log"
 	"github.com/vkubelet/virtual-kubelet/provider"
 	"github.com/vkubelet/virtual-kubelet/providers/mock/internal/stage"
+	"github.com/vkubelet/virtual-kubelet/providers/mock/internal/usage"
 )
 
 // kwok's Stages (--stage-config) run the lifecycle of the pods that have
@@ -50,6 +51,7 @@ func loadStages(cfg provider.InitConfig, started time.Time, podIPs func(namespac
 	return stage.Load(cfg.StageConfigs, stage.Env{
 		NodeName: cfg.NodeName, NodeIP: cfg.InternalIP, NodePort: cfg.DaemonPort,
 		Version: version.Version, StartTime: started, PodIPs: podIPs,
+		OtherKinds: usage.Kinds, // see usage.go
 	})
 }
 
@@ -66,15 +68,18 @@ func (p *Provider) stagedIPs(namespace, name string) []string {
 // staged tells whether the stages run pod: there are pod stages and the
 // pod has none of the mock's annotations, which win.
 func (p *Provider) staged(pod *corev1.Pod) bool {
-	if len(p.stages.Pods()) == 0 {
-		return false
-	}
+	return len(p.stages.Pods()) > 0 && !scripted(pod)
+}
+
+// scripted tells whether the pod has any of the mock's annotations, which
+// win over kwok's objects.
+func scripted(pod *corev1.Pod) bool {
 	for k := range pod.Annotations {
 		if strings.HasPrefix(k, faultPrefix) {
-			return false
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // stagedPod is what the stages keep of a pod they run. Its maps are

@@ -48,13 +48,12 @@ func (p *Provider) GetStatsSummary(context.Context) (*statsv1alpha1.Summary, err
 			if c.status.State.Running == nil {
 				continue
 			}
-			cpu := c.script.nanoCores
-			start := c.instances[len(c.instances)-1].start
-			mem := c.script.memory
+			cpu, mem := p.usageNow(ps, c, now)
+			last := len(c.instances) - 1
 			pod.Containers = append(pod.Containers, statsv1alpha1.ContainerStats{
 				Name:      c.spec.name,
-				StartTime: metav1.NewTime(start),
-				CPU:       a.cpu(statsv1alpha1.CPUStats{Time: ts, UsageNanoCores: a.num(cpu), UsageCoreNanoSeconds: a.num(cpuTime(cpu, now.Sub(start)))}),
+				StartTime: metav1.NewTime(c.instances[last].start),
+				CPU:       a.cpu(statsv1alpha1.CPUStats{Time: ts, UsageNanoCores: a.num(cpu), UsageCoreNanoSeconds: a.num(c.instanceCPU(last, now))}),
 				Memory:    a.memory(statsv1alpha1.MemoryStats{Time: ts, WorkingSetBytes: a.num(mem), UsageBytes: a.num(mem), RSSBytes: a.num(mem)}),
 			})
 			podCPU, podMem = podCPU+cpu, podMem+mem
@@ -157,14 +156,9 @@ func cpuTime(nanoCores uint64, d time.Duration) uint64 {
 func (ps *podState) cpuTime(now time.Time) uint64 {
 	var total uint64
 	for _, c := range ps.containers {
-		cpu := c.script.nanoCores
 		total += c.forgottenCPU
-		for _, in := range c.instances {
-			end := in.end
-			if end.IsZero() {
-				end = now
-			}
-			total += cpuTime(cpu, end.Sub(in.start))
+		for i := range c.instances {
+			total += c.instanceCPU(i, now)
 		}
 	}
 	return total

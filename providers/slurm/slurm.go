@@ -592,11 +592,7 @@ func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Po
 
 // GetPodStatus implements node.PodLifecycleHandler.
 func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*corev1.PodStatus, error) {
-	pod, err := p.GetPod(ctx, namespace, name)
-	if err != nil {
-		return nil, err
-	}
-	return &pod.Status, nil
+	return provider.PodStatusFrom(ctx, p.GetPod, namespace, name)
 }
 
 // GetPods implements node.PodLifecycleHandler.

@@ -64,9 +64,10 @@ spec:
 `
 
 // draNode starts a mock node with the devices in its own node host (so
-// kubectl exec reaches it), applies the mock's DeviceClass and returns the
+// kubectl exec reaches it), the mock served in a plugin behind --provider
+// grpc if viaPlugin, applies the mock's DeviceClass and returns the
 // daemon and a namespace holding the templates.
-func draNode(t *testing.T, c *testcluster.Cluster) (*daemontest.Daemon, string) {
+func draNode(t *testing.T, c *testcluster.Cluster, viaPlugin bool) (*daemontest.Daemon, string) {
 	t.Helper()
 	name := testcluster.UniqueName("vk-dra")
 	cfg := filepath.Join(t.TempDir(), "mock.json")
@@ -75,7 +76,13 @@ func draNode(t *testing.T, c *testcluster.Cluster) (*daemontest.Daemon, string) 
 	}
 	daemontest.Kubectl(t, c, "apply", "-f", deviceClassFile)
 	t.Cleanup(func() { _, _ = c.Kubectl(context.Background(), "delete", "--ignore-not-found", "-f", deviceClassFile) })
-	d := daemontest.Start(t, c, c.AddHost(t, testcluster.UniqueName("h")), "--nodename", name, "--provider-config", cfg)
+	host, args := c.AddHost(t, testcluster.UniqueName("h")), []string{"--nodename", name, "--provider-config", cfg}
+	var d *daemontest.Daemon
+	if viaPlugin {
+		d, _ = daemontest.StartWithPlugin(t, c, host, args...)
+	} else {
+		d = daemontest.Start(t, c, host, args...)
+	}
 	daemontest.WaitNodeReady(t, c.Client, name)
 	ns := c.Namespace(t)
 	tmpl := filepath.Join(t.TempDir(), "templates.yaml")
@@ -173,7 +180,7 @@ func waitUnschedulable(t *testing.T, c *testcluster.Cluster, ns, name string) st
 // 8 is deleted.
 func TestDevicesScheduledPreparedAndSeen(t *testing.T) {
 	c := testcluster.Shared(t)
-	d, ns := draNode(t, c)
+	d, ns := draNode(t, c, false)
 	daemontest.Eventually(t, "the node's ResourceSlice with 8 devices", func() (bool, string) {
 		devs, err := nodeSlices(c, d.Name)
 		if err != nil {
@@ -240,7 +247,7 @@ func TestDevicesScheduledPreparedAndSeen(t *testing.T) {
 // class no slice serves stays Pending with the scheduler's reason.
 func TestDeviceSelectorHealthAndFailures(t *testing.T) {
 	c := testcluster.Shared(t)
-	d, ns := draNode(t, c)
+	d, ns := draNode(t, c, false)
 
 	h200 := []*corev1.Pod{gpuPod("h200-0", d.Name, "one-h200", nil), gpuPod("h200-1", d.Name, "one-h200", nil)}
 	daemontest.CreatePods(t, c.Client, ns, h200...)
@@ -326,7 +333,7 @@ spec:
 // allocated on the node and reserved for it, it runs.
 func TestUnreservedClaimWaits(t *testing.T) {
 	c := testcluster.Shared(t)
-	d, ns := draNode(t, c)
+	d, ns := draNode(t, c, false)
 	ctx := context.Background()
 	pod := gpuPod("bound", d.Name, "one-gpu", nil)
 	pod.Spec.NodeName = d.Name

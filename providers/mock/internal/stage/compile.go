@@ -18,6 +18,27 @@ const (
 // Set is the compiled stages of some files, by the kind they apply to.
 type Set struct {
 	pods, nodes Lifecycle
+	foreign     []Foreign
+}
+
+// Foreign is an object of one of Env.OtherKinds, as a file held it.
+type Foreign struct {
+	// Kind is its kind.
+	Kind string
+	// Where names it for errors: the file and the document's number (and
+	// the item's, in a list), as "stage file F: document N, item M".
+	Where string
+	// JSON is the object.
+	JSON []byte
+}
+
+// Foreign are the objects of Env.OtherKinds the files held, in order; nil
+// for a nil Set.
+func (s *Set) Foreign() []Foreign {
+	if s == nil {
+		return nil
+	}
+	return s.foreign
 }
 
 func (s *Set) add(st *Stage) {

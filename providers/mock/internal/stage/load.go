@@ -20,9 +20,10 @@ const maxFileBytes = 16 << 20
 
 // Load reads and compiles the stage files at paths, for the node env
 // describes. Each file is a multi-document YAML of Stages, a YAML list of
-// them, or a List (kind StageList or List, with items). Every error is one
-// line naming the file, the stage (its name, else its document's number)
-// and the field.
+// them, or a List (kind StageList or List, with items); objects of
+// env.OtherKinds may be among them, and are handed over (Set.Foreign).
+// Every error is one line naming the file, the stage (its name, else its
+// document's number) and the field.
 func Load(paths []string, env Env) (*Set, error) {
 	set := &Set{}
 	names := map[string]string{}
@@ -31,10 +32,11 @@ func Load(paths []string, env Env) (*Set, error) {
 		if err != nil {
 			return nil, fmt.Errorf("stage file %s: %w", path, err)
 		}
-		stages, err := Parse(path, data, env)
+		stages, foreign, err := parseFile(path, data, env)
 		if err != nil {
 			return nil, err
 		}
+		set.foreign = append(set.foreign, foreign...)
 		for _, s := range stages {
 			key := s.kind + "/" + s.name
 			if first, ok := names[key]; ok {
@@ -66,35 +68,48 @@ func readFile(path string) ([]byte, error) {
 // Parse compiles the stages in data, the contents of the file name (which
 // errors name).
 func Parse(name string, data []byte, env Env) ([]*Stage, error) {
-	var out []*Stage
+	stages, _, err := parseFile(name, data, env)
+	return stages, err
+}
+
+// parseFile compiles the stages in data and hands over the objects of
+// env.OtherKinds.
+func parseFile(name string, data []byte, env Env) ([]*Stage, []Foreign, error) {
+	var stages []*Stage
+	var foreign []Foreign
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for doc := 1; ; doc++ {
 		chunk, err := r.Read()
 		if errors.Is(err, io.EOF) {
-			return out, nil
+			return stages, foreign, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("stage file %s: document %d: %v", name, doc, oneLine(err))
+			return nil, nil, fmt.Errorf("stage file %s: document %d: %v", name, doc, oneLine(err))
 		}
-		stages, err := parseDocument(chunk, env)
+		where := fmt.Sprintf("stage file %s: document %d", name, doc)
+		s, f, err := parseDocument(chunk, env, where)
 		if err != nil {
-			return nil, fmt.Errorf("stage file %s: document %d%s", name, doc, err)
+			return nil, nil, fmt.Errorf("%s%s", where, err)
 		}
-		out = append(out, stages...)
+		stages, foreign = append(stages, s...), append(foreign, f...)
 	}
 }
 
-// parseDocument compiles one YAML document: a Stage, a list of them or
-// nothing. Errors start with ": " or " (stage ...)" to follow the
-// document's number.
-func parseDocument(chunk []byte, env Env) ([]*Stage, error) {
+// listKinds are the kinds of a list of objects: kwok's lists of one kind
+// or a List of any.
+var listKinds = map[string]bool{"List": true, "StageList": true, "ResourceUsageList": true, "ClusterResourceUsageList": true}
+
+// parseDocument compiles one YAML document: an object, a list of them or
+// nothing. Errors start with ": " or " (stage ...)" or ", item N" to follow
+// where, the document's name.
+func parseDocument(chunk []byte, env Env, where string) ([]*Stage, []Foreign, error) {
 	js, err := yaml.YAMLToJSON(chunk)
 	if err != nil {
-		return nil, fmt.Errorf(": %v", oneLine(err))
+		return nil, nil, fmt.Errorf(": %v", oneLine(err))
 	}
 	js = bytes.TrimSpace(js)
 	if len(js) == 0 || string(js) == "null" {
-		return nil, nil // an empty document, as after a leading ---
+		return nil, nil, nil // an empty document, as after a leading ---
 	}
 	var items []byte
 	switch js[0] {
@@ -102,40 +117,54 @@ func parseDocument(chunk []byte, env Env) ([]*Stage, error) {
 		items = js
 	case '{':
 		var head struct {
-			APIVersion string          `json:"apiVersion"`
-			Kind       string          `json:"kind"`
-			Items      json.RawMessage `json:"items"`
+			Kind  string          `json:"kind"`
+			Items json.RawMessage `json:"items"`
 		}
 		if err := json.Unmarshal(js, &head); err != nil {
-			return nil, fmt.Errorf(": %v", oneLine(err))
+			return nil, nil, fmt.Errorf(": %v", oneLine(err))
 		}
-		if head.Kind != "List" && head.Kind != "StageList" {
-			s, err := parseStage(js, env)
-			if err != nil {
-				return nil, err
-			}
-			return []*Stage{s}, nil
+		if !listKinds[head.Kind] {
+			return parseObject(js, env, where)
 		}
 		if head.Items == nil {
-			return nil, fmt.Errorf(": a %s has items", head.Kind)
+			return nil, nil, fmt.Errorf(": a %s has items", head.Kind)
 		}
 		items = head.Items
 	default:
-		return nil, fmt.Errorf(": want a Stage (an object) or a list of them, got %.20s", js)
+		return nil, nil, fmt.Errorf(": want a Stage (an object) or a list of them, got %.20s", js)
 	}
 	var list []json.RawMessage
 	if err := json.Unmarshal(items, &list); err != nil {
-		return nil, fmt.Errorf(": items: %v", oneLine(err))
+		return nil, nil, fmt.Errorf(": items: %v", oneLine(err))
 	}
-	out := make([]*Stage, 0, len(list))
+	var stages []*Stage
+	var foreign []Foreign
 	for i, item := range list {
-		s, err := parseStage(item, env)
+		s, f, err := parseObject(item, env, fmt.Sprintf("%s, item %d", where, i+1))
 		if err != nil {
-			return nil, fmt.Errorf(", item %d%s", i+1, err)
+			return nil, nil, fmt.Errorf(", item %d%s", i+1, err)
 		}
-		out = append(out, s)
+		stages, foreign = append(stages, s...), append(foreign, f...)
 	}
-	return out, nil
+	return stages, foreign, nil
+}
+
+// parseObject compiles a Stage, or hands over an object of env.OtherKinds.
+func parseObject(js []byte, env Env, where string) ([]*Stage, []Foreign, error) {
+	var head struct {
+		Kind string `json:"kind"`
+	}
+	_ = json.Unmarshal(js, &head) // parseStage reports a malformed object
+	for _, k := range env.OtherKinds {
+		if head.Kind == k {
+			return nil, []Foreign{{Kind: k, Where: where, JSON: js}}, nil
+		}
+	}
+	s, err := parseStage(js, env)
+	if err != nil {
+		return nil, nil, err
+	}
+	return []*Stage{s}, nil, nil
 }
 
 // parseStage decodes one Stage strictly and compiles it.

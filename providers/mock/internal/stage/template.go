@@ -28,6 +28,10 @@ type Env struct {
 	// PodIPs returns the IPs of a pod of the node, primary first; nil when
 	// it has none.
 	PodIPs func(namespace, name string) []string
+	// OtherKinds are the kinds another package reads from the same files
+	// (kwok's --config mixes them): Load hands their documents over as
+	// they are (Set.Foreign) rather than refusing them.
+	OtherKinds []string
 }
 
 // nodeConditions are kwok's NodeConditions: a healthy node's, as JSON.

@@ -24,12 +24,15 @@ const (
 type document struct {
 	APIVersion string       `json:"apiVersion"`
 	Kind       string       `json:"kind"`
-	Metadata   objectMeta   `json:"metadata"`
+	Metadata   ObjectMeta   `json:"metadata"`
 	Spec       *stageSpec   `json:"spec,omitempty"`
 	Status     *stageStatus `json:"status,omitempty"`
 }
 
-type objectMeta struct {
+// ObjectMeta is the metadata a kwok object in a file may carry: what
+// kubectl get -o yaml prints is accepted, so a file saved from a cluster
+// loads.
+type ObjectMeta struct {
 	Name            string            `json:"name"`
 	Namespace       string            `json:"namespace,omitempty"`
 	Labels          map[string]string `json:"labels,omitempty"`
