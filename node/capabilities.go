@@ -56,6 +56,8 @@ type Capabilities struct {
 	// Devices publishes the node's devices as ResourceSlices and prepares
 	// those allocated to pods (Dynamic Resource Allocation).
 	Devices DeviceProvider
+	// Runtime is a RuntimeFeaturesDeclarer's features, none without one.
+	Runtime RuntimeFeatures
 }
 
 // CapabilitiesOf finds what p can do: the optional interfaces it
@@ -70,6 +72,9 @@ func CapabilitiesOf(p PodLifecycleHandler) Capabilities {
 	c.Capacity, _ = p.(CapacityNotifier)
 	c.Decorator, _ = p.(NodeDecorator)
 	c.IPs, _ = p.(PodIPAssigner)
+	if r, ok := p.(RuntimeFeaturesDeclarer); ok {
+		c.Runtime = r.RuntimeFeatures()
+	}
 	if e, ok := p.(EnvObjectCopier); ok {
 		c.CopiesEnvObjects = e.CopiesEnvObjects()
 	}

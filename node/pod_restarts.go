@@ -17,34 +17,23 @@ const (
 )
 
 // onLoss decides for a pod the provider lost, as a kubelet whose runtime
-// lost a pod's containers does: they are started again unless the restart
-// policy is Never, or OnFailure and every container had exited 0. A pod
-// being deleted is not started again.
+// lost a pod's containers does: they are started again if any of its app
+// containers would be (ContainerRestarts), given the exit code it last
+// terminated with, or that of a container the kubelet cannot find (137)
+// if it was still running. Under the pod's restartPolicy alone that is:
+// Always restarts, Never does not, OnFailure does unless every container
+// had exited 0. A pod being deleted is not started again.
 func onLoss(pod *corev1.Pod, status *corev1.PodStatus) lossOutcome {
 	if pod.DeletionTimestamp != nil {
 		return lossFails
 	}
-	switch pod.Spec.RestartPolicy {
-	case corev1.RestartPolicyNever:
-		return lossFails
-	case corev1.RestartPolicyOnFailure:
-		if allExitedZero(pod, status) {
-			return lossFails
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		if ContainerRestarts(c, &pod.Spec, lastExitCode(containerStatus(status.ContainerStatuses, c.Name))) {
+			return lossRestarts
 		}
 	}
-	return lossRestarts
-}
-
-// allExitedZero reports whether every container of pod last terminated
-// with exit code 0.
-func allExitedZero(pod *corev1.Pod, status *corev1.PodStatus) bool {
-	for _, c := range pod.Spec.Containers {
-		cs := containerStatus(status.ContainerStatuses, c.Name)
-		if cs == nil || cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 {
-			return false
-		}
-	}
-	return len(pod.Spec.Containers) > 0
+	return lossFails
 }
 
 // containerRestarts are, by container name, what the controller adds to the

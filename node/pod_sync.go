@@ -178,6 +178,9 @@ func (pc *PodController) createOrUpdate(ctx context.Context, pod *corev1.Pod, re
 		action = actionCreate
 	}
 	if action == actionCreate {
+		if pc.refuse(ctx, pod, rec) {
+			return nil
+		}
 		if handled, err := pc.prepareDevices(ctx, pod, resolved, rec); handled || err != nil {
 			return err
 		}

@@ -168,6 +168,7 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 	}
 	labels := node.NewNodeLabelGuard(name)
 	spec := nodeSpec(ctx, o, name, p, caps.Decorator, labels)
+	spec.Status.RuntimeHandlers = caps.Runtime.RuntimeHandlers()
 	cfg := nodeutil.Config{
 		Client:               client,
 		Node:                 spec,

@@ -14,6 +14,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/vkubelet/virtual-kubelet/node"
 )
 
 // DefaultCapacity is the node's capacity when no config file is given:
@@ -38,10 +40,12 @@ type config struct {
 	copiedBytes int64
 	// devices are the node's devices (see devices.go); nil without any.
 	devices *deviceSet
+	// runtime is what the simulated runtime gives pods (see runtime.go).
+	runtime node.RuntimeFeatures
 }
 
 // configFields are the keys of a node's entry in its structured form.
-var configFields = []string{"capacity", "stateDir", "faults", "maxCopiedBytes", "devices"}
+var configFields = []string{"capacity", "stateDir", "faults", "maxCopiedBytes", "devices", "runtimeFeatures"}
 
 // matchPattern finds the entry whose key is a shell pattern (path.Match:
 // "vk-*", "gpu-[0-3]") matching nodeName; of several, the longest pattern,
@@ -63,7 +67,7 @@ func matchPattern(nodes map[string]json.RawMessage, nodeName string) (string, js
 //	{"vk0": {"cpu": "32", "memory": "256Gi", "pods": "5000", "nvidia.com/gpu": "8"}}
 //
 // or an object with any of capacity (as above), devices (see
-// parseDevices), stateDir, faults (the
+// parseDevices), runtimeFeatures (see parseRuntimeFeatures), stateDir, faults (the
 // fault annotations' names after "mock.vkubelet.io/", for every pod; GetPods
 // may be named too, and fail-for counts from the provider's start) and
 // maxCopiedBytes (what the node's containers hold together of files copied
@@ -78,7 +82,7 @@ func matchPattern(nodes map[string]json.RawMessage, nodeName string) (string, js
 // Resources the node's entry leaves out keep their defaults. Errors name the
 // file, the node and the field.
 func loadConfig(path, nodeName string) (config, error) {
-	cfg := config{capacity: DefaultCapacity.DeepCopy(), copiedBytes: DefaultNodeCopiedBytes}
+	cfg := config{capacity: DefaultCapacity.DeepCopy(), copiedBytes: DefaultNodeCopiedBytes, runtime: defaultRuntimeFeatures}
 	if path == "" {
 		return cfg, nil
 	}
@@ -164,6 +168,10 @@ func loadConfig(path, nodeName string) (config, error) {
 		case "devices":
 			if cfg.devices, err = parseDevices(value); err != nil {
 				return fail("devices: %v", err)
+			}
+		case "runtimeFeatures":
+			if cfg.runtime, err = parseRuntimeFeatures(value); err != nil {
+				return fail("runtimeFeatures: %v", err)
 			}
 		default:
 			return fail("unknown field %q: a structured entry has %s (resources go under capacity)", key, strings.Join(configFields, ", "))

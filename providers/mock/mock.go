@@ -72,6 +72,8 @@ type Provider struct {
 	// devices of pods about to be created (see devices.go).
 	devices  *deviceSet
 	prepared map[string]preparedDevices
+	// runtime is what the simulated runtime gives pods.
+	runtime node.RuntimeFeatures
 	// interner shares the values the pods repeat: the daemon's, so the
 	// mock's records hold the informer cache's instances.
 	interner *intern.Interner
@@ -94,17 +96,18 @@ type Provider struct {
 }
 
 var (
-	_ node.Provider            = (*Provider)(nil)
-	_ node.LogsProvider        = (*Provider)(nil)
-	_ node.ExecProvider        = (*Provider)(nil)
-	_ node.AttachProvider      = (*Provider)(nil)
-	_ node.PortForwardProvider = (*Provider)(nil)
-	_ node.StatsProvider       = (*Provider)(nil)
-	_ node.PodVolumeHandler    = (*Provider)(nil)
-	_ node.PodIPAssigner       = (*Provider)(nil)
-	_ node.PodResizer          = (*Provider)(nil)
-	_ node.NodeProvider        = (*Provider)(nil)
-	_ node.NodeStatusSimulator = (*Provider)(nil)
+	_ node.Provider                = (*Provider)(nil)
+	_ node.LogsProvider            = (*Provider)(nil)
+	_ node.ExecProvider            = (*Provider)(nil)
+	_ node.AttachProvider          = (*Provider)(nil)
+	_ node.PortForwardProvider     = (*Provider)(nil)
+	_ node.StatsProvider           = (*Provider)(nil)
+	_ node.PodVolumeHandler        = (*Provider)(nil)
+	_ node.PodIPAssigner           = (*Provider)(nil)
+	_ node.PodResizer              = (*Provider)(nil)
+	_ node.NodeProvider            = (*Provider)(nil)
+	_ node.NodeStatusSimulator     = (*Provider)(nil)
+	_ node.RuntimeFeaturesDeclarer = (*Provider)(nil)
 )
 
 // New builds a mock provider from the init config. The config file, if any,
@@ -136,6 +139,7 @@ func New(ctx context.Context, cfg provider.InitConfig) (node.Provider, error) {
 		ctx:        ctx,
 		devices:    conf.devices,
 		prepared:   map[string]preparedDevices{},
+		runtime:    conf.runtime,
 	}
 	if p.stages, err = loadStages(cfg, now, p.stagedIPs); err != nil {
 		return nil, err
@@ -414,8 +418,10 @@ type containerSpec struct {
 	mounts        []corev1.VolumeMount
 	// resources are the resources the container runs with.
 	resources corev1.ResourceRequirements
-	// restartPolicy is set on sidecars: init containers that keep running.
+	// restartPolicy is set on sidecars (init containers that keep
+	// running), and on containers with their own restart rules.
 	restartPolicy *corev1.ContainerRestartPolicy
+	restartRules  []corev1.ContainerRestartRule
 }
 
 // infoOf and specOf keep in's instances of the maps a pod's copy repeats,
@@ -433,11 +439,11 @@ func infoOf(in *intern.Interner, pod *corev1.Pod) *podInfo {
 
 func specOf(in *intern.Interner, c corev1.Container) containerSpec {
 	in.Requirements(&c.Resources)
-	return containerSpec{name: c.Name, image: c.Image, command: c.Command, args: c.Args, env: in.EnvVars(c.Env), ports: c.Ports, mounts: c.VolumeMounts, resources: c.Resources, restartPolicy: c.RestartPolicy}
+	return containerSpec{name: c.Name, image: c.Image, command: c.Command, args: c.Args, env: in.EnvVars(c.Env), ports: c.Ports, mounts: c.VolumeMounts, resources: c.Resources, restartPolicy: c.RestartPolicy, restartRules: c.RestartPolicyRules}
 }
 
 func (c containerSpec) container() corev1.Container {
-	return corev1.Container{Name: c.name, Image: c.image, Command: c.command, Args: c.args, Env: c.env, Ports: c.ports, VolumeMounts: c.mounts, Resources: c.resources, RestartPolicy: c.restartPolicy}
+	return corev1.Container{Name: c.name, Image: c.image, Command: c.command, Args: c.args, Env: c.env, Ports: c.ports, VolumeMounts: c.mounts, Resources: c.resources, RestartPolicy: c.restartPolicy, RestartPolicyRules: c.restartRules}
 }
 
 // String names the provider in logs.

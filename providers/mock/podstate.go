@@ -319,8 +319,8 @@ func (ps *podState) exit(c *containerState, code int32) {
 	ps.terminated(c, code, reason, "", now)
 }
 
-// terminated records the container's end and restarts it if the pod's
-// restartPolicy says so.
+// terminated records the container's end and restarts it if its restart
+// rules, or the pod's restartPolicy, say so.
 func (ps *podState) terminated(c *containerState, code int32, reason, msg string, now time.Time) {
 	started := metav1.NewTime(c.instances[len(c.instances)-1].start)
 	term := &corev1.ContainerStateTerminated{
@@ -337,12 +337,13 @@ func (ps *podState) terminated(c *containerState, code int32, reason, msg string
 		restart = !ps.appsDone()
 	case c.ephemeral:
 		// Ephemeral containers are never restarted.
-	case ps.pod.restartPolicy == corev1.RestartPolicyNever:
-	case ps.pod.restartPolicy == corev1.RestartPolicyOnFailure || init:
+	case init && code == 0:
 		// Init containers that succeeded are done, whatever the policy.
-		restart = code != 0
-	default: // Always, and the API's default
-		restart = true
+	default:
+		// As the kubelet: the container's restart rules and policy, else
+		// the pod's.
+		policy := corev1.Container{RestartPolicy: c.spec.restartPolicy, RestartPolicyRules: c.spec.restartRules}
+		restart = node.ContainerRestarts(&policy, &corev1.PodSpec{RestartPolicy: ps.pod.restartPolicy}, code)
 	}
 	if !restart || ps.deleted {
 		c.done = true

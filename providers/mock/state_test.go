@@ -248,7 +248,7 @@ func TestStructuredConfig(t *testing.T) {
 		`{"vk0": {"capacity": {"cpu": "x"}}}`:                     `node "vk0": capacity: cpu: invalid quantity "x"`,
 		`{"vk0": {"capacity": "big"}}`:                            `node "vk0": capacity: must be an object`,
 		`{"vk0": {"stateDir": ""}}`:                               `node "vk0": stateDir: must be a directory path`,
-		`{"vk0": {"stateDir": "/tmp", "cpu": "8"}}`:               `node "vk0": unknown field "cpu": a structured entry has capacity, stateDir, faults, maxCopiedBytes, devices (resources go under capacity)`,
+		`{"vk0": {"stateDir": "/tmp", "cpu": "8"}}`:               `node "vk0": unknown field "cpu": a structured entry has capacity, stateDir, faults, maxCopiedBytes, devices, runtimeFeatures (resources go under capacity)`,
 		`{"vk0": {"faults": {"fail-calls": "Nope"}}}`:             `node "vk0": faults: fail-calls: "Nope" is not a provider call (a comma list of CreatePod, UpdatePod, DeletePod, GetPodStatus, GetPod, GetPods, or *)`,
 		`{"vk0": {"faults": {"ignore-stop": "true"}}}`:            `node "vk0": faults: unknown setting "ignore-stop"`,
 		`{"vk0": {"faults": {"fail-calls": "*", "fail-for": 3}}}`: `node "vk0": faults: must be an object of strings`,
