@@ -20,7 +20,8 @@ func (s *services) Handshake(_ context.Context, req *pb.HandshakeRequest) (*pb.H
 	if req.GetProtocolVersion() != wire.ProtocolVersion {
 		return nil, status.Errorf(codes.FailedPrecondition, "the daemon speaks plugin protocol version %d, this plugin speaks %d", req.GetProtocolVersion(), wire.ProtocolVersion)
 	}
-	resp := &pb.HandshakeResponse{ProtocolVersion: wire.ProtocolVersion, Capabilities: s.caps, Name: fmt.Sprint(s.p)}
+	resp := &pb.HandshakeResponse{ProtocolVersion: wire.ProtocolVersion, Capabilities: s.caps, Name: fmt.Sprint(s.p),
+		RuntimeFeatures: &pb.RuntimeFeatures{UserNamespaces: s.c.Runtime.UserNamespaces, RecursiveReadOnlyMounts: s.c.Runtime.RecursiveReadOnlyMounts}}
 	if d := s.c.Probes; d != nil {
 		resp.PodNetworkReachable = d.PodNetworkReachable()
 	}

@@ -250,8 +250,11 @@ type HandshakeResponse struct {
 	// With CAPABILITY_PROBES: the daemon's process reaches the pods' IPs, so
 	// it runs their HTTP, TCP and gRPC probes.
 	PodNetworkReachable bool `protobuf:"varint,4,opt,name=pod_network_reachable,json=podNetworkReachable,proto3" json:"pod_network_reachable,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// What the plugin's containers can be given (node.RuntimeFeatures); the
+	// daemon refuses pods that need what is not declared, as a kubelet does.
+	RuntimeFeatures *RuntimeFeatures `protobuf:"bytes,5,opt,name=runtime_features,json=runtimeFeatures,proto3" json:"runtime_features,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *HandshakeResponse) Reset() {
@@ -312,6 +315,68 @@ func (x *HandshakeResponse) GetPodNetworkReachable() bool {
 	return false
 }
 
+func (x *HandshakeResponse) GetRuntimeFeatures() *RuntimeFeatures {
+	if x != nil {
+		return x.RuntimeFeatures
+	}
+	return nil
+}
+
+type RuntimeFeatures struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Pods with hostUsers: false run in a user namespace of their own.
+	UserNamespaces bool `protobuf:"varint,1,opt,name=user_namespaces,json=userNamespaces,proto3" json:"user_namespaces,omitempty"`
+	// Read-only mounts with recursiveReadOnly Enabled are read-only all the
+	// way down.
+	RecursiveReadOnlyMounts bool `protobuf:"varint,2,opt,name=recursive_read_only_mounts,json=recursiveReadOnlyMounts,proto3" json:"recursive_read_only_mounts,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *RuntimeFeatures) Reset() {
+	*x = RuntimeFeatures{}
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RuntimeFeatures) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RuntimeFeatures) ProtoMessage() {}
+
+func (x *RuntimeFeatures) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RuntimeFeatures.ProtoReflect.Descriptor instead.
+func (*RuntimeFeatures) Descriptor() ([]byte, []int) {
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RuntimeFeatures) GetUserNamespaces() bool {
+	if x != nil {
+		return x.UserNamespaces
+	}
+	return false
+}
+
+func (x *RuntimeFeatures) GetRecursiveReadOnlyMounts() bool {
+	if x != nil {
+		return x.RecursiveReadOnlyMounts
+	}
+	return false
+}
+
 type PodRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Pod           []byte                 `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
@@ -321,7 +386,7 @@ type PodRequest struct {
 
 func (x *PodRequest) Reset() {
 	*x = PodRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[2]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -333,7 +398,7 @@ func (x *PodRequest) String() string {
 func (*PodRequest) ProtoMessage() {}
 
 func (x *PodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[2]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -346,7 +411,7 @@ func (x *PodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodRequest.ProtoReflect.Descriptor instead.
 func (*PodRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{2}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PodRequest) GetPod() []byte {
@@ -364,7 +429,7 @@ type PodResponse struct {
 
 func (x *PodResponse) Reset() {
 	*x = PodResponse{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[3]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -376,7 +441,7 @@ func (x *PodResponse) String() string {
 func (*PodResponse) ProtoMessage() {}
 
 func (x *PodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[3]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -389,7 +454,7 @@ func (x *PodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodResponse.ProtoReflect.Descriptor instead.
 func (*PodResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{3}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{4}
 }
 
 type PodRef struct {
@@ -402,7 +467,7 @@ type PodRef struct {
 
 func (x *PodRef) Reset() {
 	*x = PodRef{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[4]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -414,7 +479,7 @@ func (x *PodRef) String() string {
 func (*PodRef) ProtoMessage() {}
 
 func (x *PodRef) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[4]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -427,7 +492,7 @@ func (x *PodRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodRef.ProtoReflect.Descriptor instead.
 func (*PodRef) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{4}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PodRef) GetNamespace() string {
@@ -453,7 +518,7 @@ type GetPodResponse struct {
 
 func (x *GetPodResponse) Reset() {
 	*x = GetPodResponse{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[5]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -465,7 +530,7 @@ func (x *GetPodResponse) String() string {
 func (*GetPodResponse) ProtoMessage() {}
 
 func (x *GetPodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[5]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -478,7 +543,7 @@ func (x *GetPodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPodResponse.ProtoReflect.Descriptor instead.
 func (*GetPodResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{5}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetPodResponse) GetPod() []byte {
@@ -497,7 +562,7 @@ type GetPodStatusResponse struct {
 
 func (x *GetPodStatusResponse) Reset() {
 	*x = GetPodStatusResponse{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[6]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -509,7 +574,7 @@ func (x *GetPodStatusResponse) String() string {
 func (*GetPodStatusResponse) ProtoMessage() {}
 
 func (x *GetPodStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[6]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -522,7 +587,7 @@ func (x *GetPodStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPodStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetPodStatusResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{6}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetPodStatusResponse) GetStatus() []byte {
@@ -540,7 +605,7 @@ type ListPodsRequest struct {
 
 func (x *ListPodsRequest) Reset() {
 	*x = ListPodsRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[7]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -552,7 +617,7 @@ func (x *ListPodsRequest) String() string {
 func (*ListPodsRequest) ProtoMessage() {}
 
 func (x *ListPodsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[7]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -565,7 +630,7 @@ func (x *ListPodsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPodsRequest.ProtoReflect.Descriptor instead.
 func (*ListPodsRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{7}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{8}
 }
 
 type ListPodsResponse struct {
@@ -577,7 +642,7 @@ type ListPodsResponse struct {
 
 func (x *ListPodsResponse) Reset() {
 	*x = ListPodsResponse{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[8]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -589,7 +654,7 @@ func (x *ListPodsResponse) String() string {
 func (*ListPodsResponse) ProtoMessage() {}
 
 func (x *ListPodsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[8]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -602,7 +667,7 @@ func (x *ListPodsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPodsResponse.ProtoReflect.Descriptor instead.
 func (*ListPodsResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{8}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListPodsResponse) GetPods() [][]byte {
@@ -620,7 +685,7 @@ type WatchPodsRequest struct {
 
 func (x *WatchPodsRequest) Reset() {
 	*x = WatchPodsRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[9]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +697,7 @@ func (x *WatchPodsRequest) String() string {
 func (*WatchPodsRequest) ProtoMessage() {}
 
 func (x *WatchPodsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[9]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +710,7 @@ func (x *WatchPodsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPodsRequest.ProtoReflect.Descriptor instead.
 func (*WatchPodsRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{9}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{10}
 }
 
 type PodEvent struct {
@@ -657,7 +722,7 @@ type PodEvent struct {
 
 func (x *PodEvent) Reset() {
 	*x = PodEvent{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[10]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -669,7 +734,7 @@ func (x *PodEvent) String() string {
 func (*PodEvent) ProtoMessage() {}
 
 func (x *PodEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[10]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -682,7 +747,7 @@ func (x *PodEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodEvent.ProtoReflect.Descriptor instead.
 func (*PodEvent) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{10}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PodEvent) GetPod() []byte {
@@ -707,7 +772,7 @@ type SetPodVolumesRequest struct {
 
 func (x *SetPodVolumesRequest) Reset() {
 	*x = SetPodVolumesRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[11]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -719,7 +784,7 @@ func (x *SetPodVolumesRequest) String() string {
 func (*SetPodVolumesRequest) ProtoMessage() {}
 
 func (x *SetPodVolumesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[11]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -732,7 +797,7 @@ func (x *SetPodVolumesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPodVolumesRequest.ProtoReflect.Descriptor instead.
 func (*SetPodVolumesRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{11}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetPodVolumesRequest) GetPod() []byte {
@@ -773,7 +838,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[12]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -785,7 +850,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[12]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -798,7 +863,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{12}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Volume) GetName() string {
@@ -827,7 +892,7 @@ type File struct {
 
 func (x *File) Reset() {
 	*x = File{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[13]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +904,7 @@ func (x *File) String() string {
 func (*File) ProtoMessage() {}
 
 func (x *File) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[13]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +917,7 @@ func (x *File) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use File.ProtoReflect.Descriptor instead.
 func (*File) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{13}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *File) GetPath() string {
@@ -884,7 +949,7 @@ type SetPodVolumesResponse struct {
 
 func (x *SetPodVolumesResponse) Reset() {
 	*x = SetPodVolumesResponse{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[14]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +961,7 @@ func (x *SetPodVolumesResponse) String() string {
 func (*SetPodVolumesResponse) ProtoMessage() {}
 
 func (x *SetPodVolumesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[14]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +974,7 @@ func (x *SetPodVolumesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPodVolumesResponse.ProtoReflect.Descriptor instead.
 func (*SetPodVolumesResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{14}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{15}
 }
 
 type ResizePodRequest struct {
@@ -926,7 +991,7 @@ type ResizePodRequest struct {
 
 func (x *ResizePodRequest) Reset() {
 	*x = ResizePodRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[15]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -938,7 +1003,7 @@ func (x *ResizePodRequest) String() string {
 func (*ResizePodRequest) ProtoMessage() {}
 
 func (x *ResizePodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[15]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -951,7 +1016,7 @@ func (x *ResizePodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResizePodRequest.ProtoReflect.Descriptor instead.
 func (*ResizePodRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{15}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ResizePodRequest) GetPod() []byte {
@@ -988,7 +1053,7 @@ type ContainerResize struct {
 
 func (x *ContainerResize) Reset() {
 	*x = ContainerResize{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[16]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1065,7 @@ func (x *ContainerResize) String() string {
 func (*ContainerResize) ProtoMessage() {}
 
 func (x *ContainerResize) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[16]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1078,7 @@ func (x *ContainerResize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerResize.ProtoReflect.Descriptor instead.
 func (*ContainerResize) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{16}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ContainerResize) GetName() string {
@@ -1049,7 +1114,7 @@ type ResourcesChange struct {
 
 func (x *ResourcesChange) Reset() {
 	*x = ResourcesChange{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[17]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1126,7 @@ func (x *ResourcesChange) String() string {
 func (*ResourcesChange) ProtoMessage() {}
 
 func (x *ResourcesChange) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[17]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1139,7 @@ func (x *ResourcesChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourcesChange.ProtoReflect.Descriptor instead.
 func (*ResourcesChange) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{17}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ResourcesChange) GetFrom() []byte {
@@ -1102,7 +1167,7 @@ type ResizePodResponse struct {
 
 func (x *ResizePodResponse) Reset() {
 	*x = ResizePodResponse{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[18]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1114,7 +1179,7 @@ func (x *ResizePodResponse) String() string {
 func (*ResizePodResponse) ProtoMessage() {}
 
 func (x *ResizePodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[18]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1127,7 +1192,7 @@ func (x *ResizePodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResizePodResponse.ProtoReflect.Descriptor instead.
 func (*ResizePodResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{18}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ResizePodResponse) GetOutcome() ResizeOutcome {
@@ -1157,7 +1222,7 @@ type KillContainerRequest struct {
 
 func (x *KillContainerRequest) Reset() {
 	*x = KillContainerRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[19]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1169,7 +1234,7 @@ func (x *KillContainerRequest) String() string {
 func (*KillContainerRequest) ProtoMessage() {}
 
 func (x *KillContainerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[19]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1182,7 +1247,7 @@ func (x *KillContainerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillContainerRequest.ProtoReflect.Descriptor instead.
 func (*KillContainerRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{19}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *KillContainerRequest) GetNamespace() string {
@@ -1221,7 +1286,7 @@ type KillContainerResponse struct {
 
 func (x *KillContainerResponse) Reset() {
 	*x = KillContainerResponse{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[20]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1298,7 @@ func (x *KillContainerResponse) String() string {
 func (*KillContainerResponse) ProtoMessage() {}
 
 func (x *KillContainerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[20]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1311,7 @@ func (x *KillContainerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillContainerResponse.ProtoReflect.Descriptor instead.
 func (*KillContainerResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{20}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{21}
 }
 
 type PingRequest struct {
@@ -1257,7 +1322,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[21]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1334,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[21]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1347,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{21}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{22}
 }
 
 type PingResponse struct {
@@ -1293,7 +1358,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[22]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1305,7 +1370,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[22]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1318,7 +1383,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{22}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{23}
 }
 
 type GetNodeRequest struct {
@@ -1329,7 +1394,7 @@ type GetNodeRequest struct {
 
 func (x *GetNodeRequest) Reset() {
 	*x = GetNodeRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[23]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1406,7 @@ func (x *GetNodeRequest) String() string {
 func (*GetNodeRequest) ProtoMessage() {}
 
 func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[23]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1419,7 @@ func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{23}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{24}
 }
 
 type GetNodeResponse struct {
@@ -1368,7 +1433,7 @@ type GetNodeResponse struct {
 
 func (x *GetNodeResponse) Reset() {
 	*x = GetNodeResponse{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[24]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1445,7 @@ func (x *GetNodeResponse) String() string {
 func (*GetNodeResponse) ProtoMessage() {}
 
 func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[24]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1458,7 @@ func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeResponse.ProtoReflect.Descriptor instead.
 func (*GetNodeResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{24}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetNodeResponse) GetNode() []byte {
@@ -1411,7 +1476,7 @@ type WatchNodeRequest struct {
 
 func (x *WatchNodeRequest) Reset() {
 	*x = WatchNodeRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[25]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1423,7 +1488,7 @@ func (x *WatchNodeRequest) String() string {
 func (*WatchNodeRequest) ProtoMessage() {}
 
 func (x *WatchNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[25]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1436,7 +1501,7 @@ func (x *WatchNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodeRequest.ProtoReflect.Descriptor instead.
 func (*WatchNodeRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{25}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{26}
 }
 
 type NodeEvent struct {
@@ -1448,7 +1513,7 @@ type NodeEvent struct {
 
 func (x *NodeEvent) Reset() {
 	*x = NodeEvent{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[26]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1525,7 @@ func (x *NodeEvent) String() string {
 func (*NodeEvent) ProtoMessage() {}
 
 func (x *NodeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[26]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1538,7 @@ func (x *NodeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeEvent.ProtoReflect.Descriptor instead.
 func (*NodeEvent) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{26}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *NodeEvent) GetNode() []byte {
@@ -1491,7 +1556,7 @@ type WatchCapacityRequest struct {
 
 func (x *WatchCapacityRequest) Reset() {
 	*x = WatchCapacityRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[27]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1503,7 +1568,7 @@ func (x *WatchCapacityRequest) String() string {
 func (*WatchCapacityRequest) ProtoMessage() {}
 
 func (x *WatchCapacityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[27]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1516,7 +1581,7 @@ func (x *WatchCapacityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCapacityRequest.ProtoReflect.Descriptor instead.
 func (*WatchCapacityRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{27}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{28}
 }
 
 type CapacityEvent struct {
@@ -1530,7 +1595,7 @@ type CapacityEvent struct {
 
 func (x *CapacityEvent) Reset() {
 	*x = CapacityEvent{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[28]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1607,7 @@ func (x *CapacityEvent) String() string {
 func (*CapacityEvent) ProtoMessage() {}
 
 func (x *CapacityEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[28]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1620,7 @@ func (x *CapacityEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapacityEvent.ProtoReflect.Descriptor instead.
 func (*CapacityEvent) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{28}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CapacityEvent) GetCapacity() map[string]string {
@@ -1587,7 +1652,7 @@ type ContainerLogsRequest struct {
 
 func (x *ContainerLogsRequest) Reset() {
 	*x = ContainerLogsRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[29]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1599,7 +1664,7 @@ func (x *ContainerLogsRequest) String() string {
 func (*ContainerLogsRequest) ProtoMessage() {}
 
 func (x *ContainerLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[29]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1612,7 +1677,7 @@ func (x *ContainerLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerLogsRequest.ProtoReflect.Descriptor instead.
 func (*ContainerLogsRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{29}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ContainerLogsRequest) GetNamespace() string {
@@ -1694,7 +1759,7 @@ type ContainerLogsChunk struct {
 
 func (x *ContainerLogsChunk) Reset() {
 	*x = ContainerLogsChunk{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[30]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1706,7 +1771,7 @@ func (x *ContainerLogsChunk) String() string {
 func (*ContainerLogsChunk) ProtoMessage() {}
 
 func (x *ContainerLogsChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[30]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1719,7 +1784,7 @@ func (x *ContainerLogsChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerLogsChunk.ProtoReflect.Descriptor instead.
 func (*ContainerLogsChunk) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{30}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ContainerLogsChunk) GetData() []byte {
@@ -1744,7 +1809,7 @@ type StreamRequest struct {
 
 func (x *StreamRequest) Reset() {
 	*x = StreamRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[31]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +1821,7 @@ func (x *StreamRequest) String() string {
 func (*StreamRequest) ProtoMessage() {}
 
 func (x *StreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[31]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +1834,7 @@ func (x *StreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamRequest.ProtoReflect.Descriptor instead.
 func (*StreamRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{31}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StreamRequest) GetMsg() isStreamRequest_Msg {
@@ -1861,7 +1926,7 @@ type StreamStart struct {
 
 func (x *StreamStart) Reset() {
 	*x = StreamStart{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[32]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +1938,7 @@ func (x *StreamStart) String() string {
 func (*StreamStart) ProtoMessage() {}
 
 func (x *StreamStart) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[32]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +1951,7 @@ func (x *StreamStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamStart.ProtoReflect.Descriptor instead.
 func (*StreamStart) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{32}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StreamStart) GetNamespace() string {
@@ -1955,7 +2020,7 @@ type TermSize struct {
 
 func (x *TermSize) Reset() {
 	*x = TermSize{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[33]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2032,7 @@ func (x *TermSize) String() string {
 func (*TermSize) ProtoMessage() {}
 
 func (x *TermSize) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[33]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2045,7 @@ func (x *TermSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TermSize.ProtoReflect.Descriptor instead.
 func (*TermSize) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{33}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TermSize) GetWidth() uint32 {
@@ -2011,7 +2076,7 @@ type StreamResponse struct {
 
 func (x *StreamResponse) Reset() {
 	*x = StreamResponse{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[34]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2023,7 +2088,7 @@ func (x *StreamResponse) String() string {
 func (*StreamResponse) ProtoMessage() {}
 
 func (x *StreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[34]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2036,7 +2101,7 @@ func (x *StreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamResponse.ProtoReflect.Descriptor instead.
 func (*StreamResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{34}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StreamResponse) GetMsg() isStreamResponse_Msg {
@@ -2107,7 +2172,7 @@ type Exit struct {
 
 func (x *Exit) Reset() {
 	*x = Exit{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[35]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2119,7 +2184,7 @@ func (x *Exit) String() string {
 func (*Exit) ProtoMessage() {}
 
 func (x *Exit) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[35]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2132,7 +2197,7 @@ func (x *Exit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Exit.ProtoReflect.Descriptor instead.
 func (*Exit) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{35}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Exit) GetCode() int32 {
@@ -2163,7 +2228,7 @@ type PortForwardRequest struct {
 
 func (x *PortForwardRequest) Reset() {
 	*x = PortForwardRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[36]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2175,7 +2240,7 @@ func (x *PortForwardRequest) String() string {
 func (*PortForwardRequest) ProtoMessage() {}
 
 func (x *PortForwardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[36]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2188,7 +2253,7 @@ func (x *PortForwardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortForwardRequest.ProtoReflect.Descriptor instead.
 func (*PortForwardRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{36}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PortForwardRequest) GetMsg() isPortForwardRequest_Msg {
@@ -2259,7 +2324,7 @@ type PortForwardStart struct {
 
 func (x *PortForwardStart) Reset() {
 	*x = PortForwardStart{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[37]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2271,7 +2336,7 @@ func (x *PortForwardStart) String() string {
 func (*PortForwardStart) ProtoMessage() {}
 
 func (x *PortForwardStart) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[37]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2284,7 +2349,7 @@ func (x *PortForwardStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortForwardStart.ProtoReflect.Descriptor instead.
 func (*PortForwardStart) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{37}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PortForwardStart) GetNamespace() string {
@@ -2317,7 +2382,7 @@ type PortForwardResponse struct {
 
 func (x *PortForwardResponse) Reset() {
 	*x = PortForwardResponse{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[38]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2329,7 +2394,7 @@ func (x *PortForwardResponse) String() string {
 func (*PortForwardResponse) ProtoMessage() {}
 
 func (x *PortForwardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[38]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2342,7 +2407,7 @@ func (x *PortForwardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortForwardResponse.ProtoReflect.Descriptor instead.
 func (*PortForwardResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{38}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PortForwardResponse) GetData() []byte {
@@ -2360,7 +2425,7 @@ type StatsSummaryRequest struct {
 
 func (x *StatsSummaryRequest) Reset() {
 	*x = StatsSummaryRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[39]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2372,7 +2437,7 @@ func (x *StatsSummaryRequest) String() string {
 func (*StatsSummaryRequest) ProtoMessage() {}
 
 func (x *StatsSummaryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[39]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2385,7 +2450,7 @@ func (x *StatsSummaryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsSummaryRequest.ProtoReflect.Descriptor instead.
 func (*StatsSummaryRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{39}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{40}
 }
 
 type StatsSummaryResponse struct {
@@ -2398,7 +2463,7 @@ type StatsSummaryResponse struct {
 
 func (x *StatsSummaryResponse) Reset() {
 	*x = StatsSummaryResponse{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[40]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2410,7 +2475,7 @@ func (x *StatsSummaryResponse) String() string {
 func (*StatsSummaryResponse) ProtoMessage() {}
 
 func (x *StatsSummaryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[40]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2423,7 +2488,7 @@ func (x *StatsSummaryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsSummaryResponse.ProtoReflect.Descriptor instead.
 func (*StatsSummaryResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{40}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StatsSummaryResponse) GetSummaryJson() []byte {
@@ -2441,7 +2506,7 @@ type WatchDevicesRequest struct {
 
 func (x *WatchDevicesRequest) Reset() {
 	*x = WatchDevicesRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[41]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2453,7 +2518,7 @@ func (x *WatchDevicesRequest) String() string {
 func (*WatchDevicesRequest) ProtoMessage() {}
 
 func (x *WatchDevicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[41]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2466,7 +2531,7 @@ func (x *WatchDevicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchDevicesRequest.ProtoReflect.Descriptor instead.
 func (*WatchDevicesRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{41}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{42}
 }
 
 type DevicesEvent struct {
@@ -2479,7 +2544,7 @@ type DevicesEvent struct {
 
 func (x *DevicesEvent) Reset() {
 	*x = DevicesEvent{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[42]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2491,7 +2556,7 @@ func (x *DevicesEvent) String() string {
 func (*DevicesEvent) ProtoMessage() {}
 
 func (x *DevicesEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[42]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2504,7 +2569,7 @@ func (x *DevicesEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DevicesEvent.ProtoReflect.Descriptor instead.
 func (*DevicesEvent) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{42}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DevicesEvent) GetDrivers() []*DeviceDriver {
@@ -2526,7 +2591,7 @@ type DeviceDriver struct {
 
 func (x *DeviceDriver) Reset() {
 	*x = DeviceDriver{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[43]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2538,7 +2603,7 @@ func (x *DeviceDriver) String() string {
 func (*DeviceDriver) ProtoMessage() {}
 
 func (x *DeviceDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[43]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2551,7 +2616,7 @@ func (x *DeviceDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceDriver.ProtoReflect.Descriptor instead.
 func (*DeviceDriver) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{43}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DeviceDriver) GetName() string {
@@ -2579,7 +2644,7 @@ type DevicePool struct {
 
 func (x *DevicePool) Reset() {
 	*x = DevicePool{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[44]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2591,7 +2656,7 @@ func (x *DevicePool) String() string {
 func (*DevicePool) ProtoMessage() {}
 
 func (x *DevicePool) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[44]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2604,7 +2669,7 @@ func (x *DevicePool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DevicePool.ProtoReflect.Descriptor instead.
 func (*DevicePool) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{44}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DevicePool) GetName() string {
@@ -2636,7 +2701,7 @@ type PrepareDevicesRequest struct {
 
 func (x *PrepareDevicesRequest) Reset() {
 	*x = PrepareDevicesRequest{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[45]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2648,7 +2713,7 @@ func (x *PrepareDevicesRequest) String() string {
 func (*PrepareDevicesRequest) ProtoMessage() {}
 
 func (x *PrepareDevicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[45]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2661,7 +2726,7 @@ func (x *PrepareDevicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareDevicesRequest.ProtoReflect.Descriptor instead.
 func (*PrepareDevicesRequest) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{45}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PrepareDevicesRequest) GetPod() []byte {
@@ -2706,7 +2771,7 @@ type AllocatedDevice struct {
 
 func (x *AllocatedDevice) Reset() {
 	*x = AllocatedDevice{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[46]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2718,7 +2783,7 @@ func (x *AllocatedDevice) String() string {
 func (*AllocatedDevice) ProtoMessage() {}
 
 func (x *AllocatedDevice) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[46]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2731,7 +2796,7 @@ func (x *AllocatedDevice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocatedDevice.ProtoReflect.Descriptor instead.
 func (*AllocatedDevice) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{46}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AllocatedDevice) GetClaim() string {
@@ -2793,7 +2858,7 @@ type ContainerDevices struct {
 
 func (x *ContainerDevices) Reset() {
 	*x = ContainerDevices{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[47]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2805,7 +2870,7 @@ func (x *ContainerDevices) String() string {
 func (*ContainerDevices) ProtoMessage() {}
 
 func (x *ContainerDevices) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[47]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2818,7 +2883,7 @@ func (x *ContainerDevices) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerDevices.ProtoReflect.Descriptor instead.
 func (*ContainerDevices) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{47}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ContainerDevices) GetContainer() string {
@@ -2843,7 +2908,7 @@ type PrepareDevicesResponse struct {
 
 func (x *PrepareDevicesResponse) Reset() {
 	*x = PrepareDevicesResponse{}
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[48]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2855,7 +2920,7 @@ func (x *PrepareDevicesResponse) String() string {
 func (*PrepareDevicesResponse) ProtoMessage() {}
 
 func (x *PrepareDevicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_v1alpha1_provider_proto_msgTypes[48]
+	mi := &file_provider_v1alpha1_provider_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2868,7 +2933,7 @@ func (x *PrepareDevicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareDevicesResponse.ProtoReflect.Descriptor instead.
 func (*PrepareDevicesResponse) Descriptor() ([]byte, []int) {
-	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{48}
+	return file_provider_v1alpha1_provider_proto_rawDescGZIP(), []int{49}
 }
 
 var File_provider_v1alpha1_provider_proto protoreflect.FileDescriptor
@@ -2877,12 +2942,16 @@ const file_provider_v1alpha1_provider_proto_rawDesc = "" +
 	"\n" +
 	" provider/v1alpha1/provider.proto\x12\x1avkubelet.provider.v1alpha1\"=\n" +
 	"\x10HandshakeRequest\x12)\n" +
-	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\"\xd2\x01\n" +
+	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\"\xaa\x02\n" +
 	"\x11HandshakeResponse\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12J\n" +
 	"\fcapabilities\x18\x02 \x03(\x0e2&.vkubelet.provider.v1alpha1.CapabilityR\fcapabilities\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x122\n" +
-	"\x15pod_network_reachable\x18\x04 \x01(\bR\x13podNetworkReachable\"\x1e\n" +
+	"\x15pod_network_reachable\x18\x04 \x01(\bR\x13podNetworkReachable\x12V\n" +
+	"\x10runtime_features\x18\x05 \x01(\v2+.vkubelet.provider.v1alpha1.RuntimeFeaturesR\x0fruntimeFeatures\"w\n" +
+	"\x0fRuntimeFeatures\x12'\n" +
+	"\x0fuser_namespaces\x18\x01 \x01(\bR\x0euserNamespaces\x12;\n" +
+	"\x1arecursive_read_only_mounts\x18\x02 \x01(\bR\x17recursiveReadOnlyMounts\"\x1e\n" +
 	"\n" +
 	"PodRequest\x12\x10\n" +
 	"\x03pod\x18\x01 \x01(\fR\x03pod\"\r\n" +
@@ -3100,127 +3169,129 @@ func file_provider_v1alpha1_provider_proto_rawDescGZIP() []byte {
 }
 
 var file_provider_v1alpha1_provider_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_provider_v1alpha1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_provider_v1alpha1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_provider_v1alpha1_provider_proto_goTypes = []any{
 	(Capability)(0),                // 0: vkubelet.provider.v1alpha1.Capability
 	(ResizeOutcome)(0),             // 1: vkubelet.provider.v1alpha1.ResizeOutcome
 	(*HandshakeRequest)(nil),       // 2: vkubelet.provider.v1alpha1.HandshakeRequest
 	(*HandshakeResponse)(nil),      // 3: vkubelet.provider.v1alpha1.HandshakeResponse
-	(*PodRequest)(nil),             // 4: vkubelet.provider.v1alpha1.PodRequest
-	(*PodResponse)(nil),            // 5: vkubelet.provider.v1alpha1.PodResponse
-	(*PodRef)(nil),                 // 6: vkubelet.provider.v1alpha1.PodRef
-	(*GetPodResponse)(nil),         // 7: vkubelet.provider.v1alpha1.GetPodResponse
-	(*GetPodStatusResponse)(nil),   // 8: vkubelet.provider.v1alpha1.GetPodStatusResponse
-	(*ListPodsRequest)(nil),        // 9: vkubelet.provider.v1alpha1.ListPodsRequest
-	(*ListPodsResponse)(nil),       // 10: vkubelet.provider.v1alpha1.ListPodsResponse
-	(*WatchPodsRequest)(nil),       // 11: vkubelet.provider.v1alpha1.WatchPodsRequest
-	(*PodEvent)(nil),               // 12: vkubelet.provider.v1alpha1.PodEvent
-	(*SetPodVolumesRequest)(nil),   // 13: vkubelet.provider.v1alpha1.SetPodVolumesRequest
-	(*Volume)(nil),                 // 14: vkubelet.provider.v1alpha1.Volume
-	(*File)(nil),                   // 15: vkubelet.provider.v1alpha1.File
-	(*SetPodVolumesResponse)(nil),  // 16: vkubelet.provider.v1alpha1.SetPodVolumesResponse
-	(*ResizePodRequest)(nil),       // 17: vkubelet.provider.v1alpha1.ResizePodRequest
-	(*ContainerResize)(nil),        // 18: vkubelet.provider.v1alpha1.ContainerResize
-	(*ResourcesChange)(nil),        // 19: vkubelet.provider.v1alpha1.ResourcesChange
-	(*ResizePodResponse)(nil),      // 20: vkubelet.provider.v1alpha1.ResizePodResponse
-	(*KillContainerRequest)(nil),   // 21: vkubelet.provider.v1alpha1.KillContainerRequest
-	(*KillContainerResponse)(nil),  // 22: vkubelet.provider.v1alpha1.KillContainerResponse
-	(*PingRequest)(nil),            // 23: vkubelet.provider.v1alpha1.PingRequest
-	(*PingResponse)(nil),           // 24: vkubelet.provider.v1alpha1.PingResponse
-	(*GetNodeRequest)(nil),         // 25: vkubelet.provider.v1alpha1.GetNodeRequest
-	(*GetNodeResponse)(nil),        // 26: vkubelet.provider.v1alpha1.GetNodeResponse
-	(*WatchNodeRequest)(nil),       // 27: vkubelet.provider.v1alpha1.WatchNodeRequest
-	(*NodeEvent)(nil),              // 28: vkubelet.provider.v1alpha1.NodeEvent
-	(*WatchCapacityRequest)(nil),   // 29: vkubelet.provider.v1alpha1.WatchCapacityRequest
-	(*CapacityEvent)(nil),          // 30: vkubelet.provider.v1alpha1.CapacityEvent
-	(*ContainerLogsRequest)(nil),   // 31: vkubelet.provider.v1alpha1.ContainerLogsRequest
-	(*ContainerLogsChunk)(nil),     // 32: vkubelet.provider.v1alpha1.ContainerLogsChunk
-	(*StreamRequest)(nil),          // 33: vkubelet.provider.v1alpha1.StreamRequest
-	(*StreamStart)(nil),            // 34: vkubelet.provider.v1alpha1.StreamStart
-	(*TermSize)(nil),               // 35: vkubelet.provider.v1alpha1.TermSize
-	(*StreamResponse)(nil),         // 36: vkubelet.provider.v1alpha1.StreamResponse
-	(*Exit)(nil),                   // 37: vkubelet.provider.v1alpha1.Exit
-	(*PortForwardRequest)(nil),     // 38: vkubelet.provider.v1alpha1.PortForwardRequest
-	(*PortForwardStart)(nil),       // 39: vkubelet.provider.v1alpha1.PortForwardStart
-	(*PortForwardResponse)(nil),    // 40: vkubelet.provider.v1alpha1.PortForwardResponse
-	(*StatsSummaryRequest)(nil),    // 41: vkubelet.provider.v1alpha1.StatsSummaryRequest
-	(*StatsSummaryResponse)(nil),   // 42: vkubelet.provider.v1alpha1.StatsSummaryResponse
-	(*WatchDevicesRequest)(nil),    // 43: vkubelet.provider.v1alpha1.WatchDevicesRequest
-	(*DevicesEvent)(nil),           // 44: vkubelet.provider.v1alpha1.DevicesEvent
-	(*DeviceDriver)(nil),           // 45: vkubelet.provider.v1alpha1.DeviceDriver
-	(*DevicePool)(nil),             // 46: vkubelet.provider.v1alpha1.DevicePool
-	(*PrepareDevicesRequest)(nil),  // 47: vkubelet.provider.v1alpha1.PrepareDevicesRequest
-	(*AllocatedDevice)(nil),        // 48: vkubelet.provider.v1alpha1.AllocatedDevice
-	(*ContainerDevices)(nil),       // 49: vkubelet.provider.v1alpha1.ContainerDevices
-	(*PrepareDevicesResponse)(nil), // 50: vkubelet.provider.v1alpha1.PrepareDevicesResponse
-	nil,                            // 51: vkubelet.provider.v1alpha1.CapacityEvent.CapacityEntry
+	(*RuntimeFeatures)(nil),        // 4: vkubelet.provider.v1alpha1.RuntimeFeatures
+	(*PodRequest)(nil),             // 5: vkubelet.provider.v1alpha1.PodRequest
+	(*PodResponse)(nil),            // 6: vkubelet.provider.v1alpha1.PodResponse
+	(*PodRef)(nil),                 // 7: vkubelet.provider.v1alpha1.PodRef
+	(*GetPodResponse)(nil),         // 8: vkubelet.provider.v1alpha1.GetPodResponse
+	(*GetPodStatusResponse)(nil),   // 9: vkubelet.provider.v1alpha1.GetPodStatusResponse
+	(*ListPodsRequest)(nil),        // 10: vkubelet.provider.v1alpha1.ListPodsRequest
+	(*ListPodsResponse)(nil),       // 11: vkubelet.provider.v1alpha1.ListPodsResponse
+	(*WatchPodsRequest)(nil),       // 12: vkubelet.provider.v1alpha1.WatchPodsRequest
+	(*PodEvent)(nil),               // 13: vkubelet.provider.v1alpha1.PodEvent
+	(*SetPodVolumesRequest)(nil),   // 14: vkubelet.provider.v1alpha1.SetPodVolumesRequest
+	(*Volume)(nil),                 // 15: vkubelet.provider.v1alpha1.Volume
+	(*File)(nil),                   // 16: vkubelet.provider.v1alpha1.File
+	(*SetPodVolumesResponse)(nil),  // 17: vkubelet.provider.v1alpha1.SetPodVolumesResponse
+	(*ResizePodRequest)(nil),       // 18: vkubelet.provider.v1alpha1.ResizePodRequest
+	(*ContainerResize)(nil),        // 19: vkubelet.provider.v1alpha1.ContainerResize
+	(*ResourcesChange)(nil),        // 20: vkubelet.provider.v1alpha1.ResourcesChange
+	(*ResizePodResponse)(nil),      // 21: vkubelet.provider.v1alpha1.ResizePodResponse
+	(*KillContainerRequest)(nil),   // 22: vkubelet.provider.v1alpha1.KillContainerRequest
+	(*KillContainerResponse)(nil),  // 23: vkubelet.provider.v1alpha1.KillContainerResponse
+	(*PingRequest)(nil),            // 24: vkubelet.provider.v1alpha1.PingRequest
+	(*PingResponse)(nil),           // 25: vkubelet.provider.v1alpha1.PingResponse
+	(*GetNodeRequest)(nil),         // 26: vkubelet.provider.v1alpha1.GetNodeRequest
+	(*GetNodeResponse)(nil),        // 27: vkubelet.provider.v1alpha1.GetNodeResponse
+	(*WatchNodeRequest)(nil),       // 28: vkubelet.provider.v1alpha1.WatchNodeRequest
+	(*NodeEvent)(nil),              // 29: vkubelet.provider.v1alpha1.NodeEvent
+	(*WatchCapacityRequest)(nil),   // 30: vkubelet.provider.v1alpha1.WatchCapacityRequest
+	(*CapacityEvent)(nil),          // 31: vkubelet.provider.v1alpha1.CapacityEvent
+	(*ContainerLogsRequest)(nil),   // 32: vkubelet.provider.v1alpha1.ContainerLogsRequest
+	(*ContainerLogsChunk)(nil),     // 33: vkubelet.provider.v1alpha1.ContainerLogsChunk
+	(*StreamRequest)(nil),          // 34: vkubelet.provider.v1alpha1.StreamRequest
+	(*StreamStart)(nil),            // 35: vkubelet.provider.v1alpha1.StreamStart
+	(*TermSize)(nil),               // 36: vkubelet.provider.v1alpha1.TermSize
+	(*StreamResponse)(nil),         // 37: vkubelet.provider.v1alpha1.StreamResponse
+	(*Exit)(nil),                   // 38: vkubelet.provider.v1alpha1.Exit
+	(*PortForwardRequest)(nil),     // 39: vkubelet.provider.v1alpha1.PortForwardRequest
+	(*PortForwardStart)(nil),       // 40: vkubelet.provider.v1alpha1.PortForwardStart
+	(*PortForwardResponse)(nil),    // 41: vkubelet.provider.v1alpha1.PortForwardResponse
+	(*StatsSummaryRequest)(nil),    // 42: vkubelet.provider.v1alpha1.StatsSummaryRequest
+	(*StatsSummaryResponse)(nil),   // 43: vkubelet.provider.v1alpha1.StatsSummaryResponse
+	(*WatchDevicesRequest)(nil),    // 44: vkubelet.provider.v1alpha1.WatchDevicesRequest
+	(*DevicesEvent)(nil),           // 45: vkubelet.provider.v1alpha1.DevicesEvent
+	(*DeviceDriver)(nil),           // 46: vkubelet.provider.v1alpha1.DeviceDriver
+	(*DevicePool)(nil),             // 47: vkubelet.provider.v1alpha1.DevicePool
+	(*PrepareDevicesRequest)(nil),  // 48: vkubelet.provider.v1alpha1.PrepareDevicesRequest
+	(*AllocatedDevice)(nil),        // 49: vkubelet.provider.v1alpha1.AllocatedDevice
+	(*ContainerDevices)(nil),       // 50: vkubelet.provider.v1alpha1.ContainerDevices
+	(*PrepareDevicesResponse)(nil), // 51: vkubelet.provider.v1alpha1.PrepareDevicesResponse
+	nil,                            // 52: vkubelet.provider.v1alpha1.CapacityEvent.CapacityEntry
 }
 var file_provider_v1alpha1_provider_proto_depIdxs = []int32{
 	0,  // 0: vkubelet.provider.v1alpha1.HandshakeResponse.capabilities:type_name -> vkubelet.provider.v1alpha1.Capability
-	14, // 1: vkubelet.provider.v1alpha1.SetPodVolumesRequest.volumes:type_name -> vkubelet.provider.v1alpha1.Volume
-	15, // 2: vkubelet.provider.v1alpha1.Volume.files:type_name -> vkubelet.provider.v1alpha1.File
-	18, // 3: vkubelet.provider.v1alpha1.ResizePodRequest.containers:type_name -> vkubelet.provider.v1alpha1.ContainerResize
-	19, // 4: vkubelet.provider.v1alpha1.ResizePodRequest.pod_level:type_name -> vkubelet.provider.v1alpha1.ResourcesChange
-	19, // 5: vkubelet.provider.v1alpha1.ContainerResize.change:type_name -> vkubelet.provider.v1alpha1.ResourcesChange
-	1,  // 6: vkubelet.provider.v1alpha1.ResizePodResponse.outcome:type_name -> vkubelet.provider.v1alpha1.ResizeOutcome
-	51, // 7: vkubelet.provider.v1alpha1.CapacityEvent.capacity:type_name -> vkubelet.provider.v1alpha1.CapacityEvent.CapacityEntry
-	34, // 8: vkubelet.provider.v1alpha1.StreamRequest.start:type_name -> vkubelet.provider.v1alpha1.StreamStart
-	35, // 9: vkubelet.provider.v1alpha1.StreamRequest.resize:type_name -> vkubelet.provider.v1alpha1.TermSize
-	37, // 10: vkubelet.provider.v1alpha1.StreamResponse.exit:type_name -> vkubelet.provider.v1alpha1.Exit
-	39, // 11: vkubelet.provider.v1alpha1.PortForwardRequest.start:type_name -> vkubelet.provider.v1alpha1.PortForwardStart
-	45, // 12: vkubelet.provider.v1alpha1.DevicesEvent.drivers:type_name -> vkubelet.provider.v1alpha1.DeviceDriver
-	46, // 13: vkubelet.provider.v1alpha1.DeviceDriver.pools:type_name -> vkubelet.provider.v1alpha1.DevicePool
-	48, // 14: vkubelet.provider.v1alpha1.PrepareDevicesRequest.devices:type_name -> vkubelet.provider.v1alpha1.AllocatedDevice
-	49, // 15: vkubelet.provider.v1alpha1.PrepareDevicesRequest.containers:type_name -> vkubelet.provider.v1alpha1.ContainerDevices
-	2,  // 16: vkubelet.provider.v1alpha1.Plugin.Handshake:input_type -> vkubelet.provider.v1alpha1.HandshakeRequest
-	4,  // 17: vkubelet.provider.v1alpha1.Lifecycle.CreatePod:input_type -> vkubelet.provider.v1alpha1.PodRequest
-	4,  // 18: vkubelet.provider.v1alpha1.Lifecycle.UpdatePod:input_type -> vkubelet.provider.v1alpha1.PodRequest
-	4,  // 19: vkubelet.provider.v1alpha1.Lifecycle.DeletePod:input_type -> vkubelet.provider.v1alpha1.PodRequest
-	6,  // 20: vkubelet.provider.v1alpha1.Lifecycle.GetPod:input_type -> vkubelet.provider.v1alpha1.PodRef
-	6,  // 21: vkubelet.provider.v1alpha1.Lifecycle.GetPodStatus:input_type -> vkubelet.provider.v1alpha1.PodRef
-	9,  // 22: vkubelet.provider.v1alpha1.Lifecycle.ListPods:input_type -> vkubelet.provider.v1alpha1.ListPodsRequest
-	11, // 23: vkubelet.provider.v1alpha1.Lifecycle.WatchPods:input_type -> vkubelet.provider.v1alpha1.WatchPodsRequest
-	13, // 24: vkubelet.provider.v1alpha1.Lifecycle.SetPodVolumes:input_type -> vkubelet.provider.v1alpha1.SetPodVolumesRequest
-	17, // 25: vkubelet.provider.v1alpha1.Lifecycle.ResizePod:input_type -> vkubelet.provider.v1alpha1.ResizePodRequest
-	21, // 26: vkubelet.provider.v1alpha1.Lifecycle.KillContainer:input_type -> vkubelet.provider.v1alpha1.KillContainerRequest
-	47, // 27: vkubelet.provider.v1alpha1.Lifecycle.PrepareDevices:input_type -> vkubelet.provider.v1alpha1.PrepareDevicesRequest
-	23, // 28: vkubelet.provider.v1alpha1.Node.Ping:input_type -> vkubelet.provider.v1alpha1.PingRequest
-	25, // 29: vkubelet.provider.v1alpha1.Node.GetNode:input_type -> vkubelet.provider.v1alpha1.GetNodeRequest
-	27, // 30: vkubelet.provider.v1alpha1.Node.WatchNode:input_type -> vkubelet.provider.v1alpha1.WatchNodeRequest
-	29, // 31: vkubelet.provider.v1alpha1.Node.WatchCapacity:input_type -> vkubelet.provider.v1alpha1.WatchCapacityRequest
-	43, // 32: vkubelet.provider.v1alpha1.Node.WatchDevices:input_type -> vkubelet.provider.v1alpha1.WatchDevicesRequest
-	31, // 33: vkubelet.provider.v1alpha1.Kubelet.ContainerLogs:input_type -> vkubelet.provider.v1alpha1.ContainerLogsRequest
-	33, // 34: vkubelet.provider.v1alpha1.Kubelet.Exec:input_type -> vkubelet.provider.v1alpha1.StreamRequest
-	33, // 35: vkubelet.provider.v1alpha1.Kubelet.Attach:input_type -> vkubelet.provider.v1alpha1.StreamRequest
-	38, // 36: vkubelet.provider.v1alpha1.Kubelet.PortForward:input_type -> vkubelet.provider.v1alpha1.PortForwardRequest
-	41, // 37: vkubelet.provider.v1alpha1.Kubelet.StatsSummary:input_type -> vkubelet.provider.v1alpha1.StatsSummaryRequest
-	3,  // 38: vkubelet.provider.v1alpha1.Plugin.Handshake:output_type -> vkubelet.provider.v1alpha1.HandshakeResponse
-	5,  // 39: vkubelet.provider.v1alpha1.Lifecycle.CreatePod:output_type -> vkubelet.provider.v1alpha1.PodResponse
-	5,  // 40: vkubelet.provider.v1alpha1.Lifecycle.UpdatePod:output_type -> vkubelet.provider.v1alpha1.PodResponse
-	5,  // 41: vkubelet.provider.v1alpha1.Lifecycle.DeletePod:output_type -> vkubelet.provider.v1alpha1.PodResponse
-	7,  // 42: vkubelet.provider.v1alpha1.Lifecycle.GetPod:output_type -> vkubelet.provider.v1alpha1.GetPodResponse
-	8,  // 43: vkubelet.provider.v1alpha1.Lifecycle.GetPodStatus:output_type -> vkubelet.provider.v1alpha1.GetPodStatusResponse
-	10, // 44: vkubelet.provider.v1alpha1.Lifecycle.ListPods:output_type -> vkubelet.provider.v1alpha1.ListPodsResponse
-	12, // 45: vkubelet.provider.v1alpha1.Lifecycle.WatchPods:output_type -> vkubelet.provider.v1alpha1.PodEvent
-	16, // 46: vkubelet.provider.v1alpha1.Lifecycle.SetPodVolumes:output_type -> vkubelet.provider.v1alpha1.SetPodVolumesResponse
-	20, // 47: vkubelet.provider.v1alpha1.Lifecycle.ResizePod:output_type -> vkubelet.provider.v1alpha1.ResizePodResponse
-	22, // 48: vkubelet.provider.v1alpha1.Lifecycle.KillContainer:output_type -> vkubelet.provider.v1alpha1.KillContainerResponse
-	50, // 49: vkubelet.provider.v1alpha1.Lifecycle.PrepareDevices:output_type -> vkubelet.provider.v1alpha1.PrepareDevicesResponse
-	24, // 50: vkubelet.provider.v1alpha1.Node.Ping:output_type -> vkubelet.provider.v1alpha1.PingResponse
-	26, // 51: vkubelet.provider.v1alpha1.Node.GetNode:output_type -> vkubelet.provider.v1alpha1.GetNodeResponse
-	28, // 52: vkubelet.provider.v1alpha1.Node.WatchNode:output_type -> vkubelet.provider.v1alpha1.NodeEvent
-	30, // 53: vkubelet.provider.v1alpha1.Node.WatchCapacity:output_type -> vkubelet.provider.v1alpha1.CapacityEvent
-	44, // 54: vkubelet.provider.v1alpha1.Node.WatchDevices:output_type -> vkubelet.provider.v1alpha1.DevicesEvent
-	32, // 55: vkubelet.provider.v1alpha1.Kubelet.ContainerLogs:output_type -> vkubelet.provider.v1alpha1.ContainerLogsChunk
-	36, // 56: vkubelet.provider.v1alpha1.Kubelet.Exec:output_type -> vkubelet.provider.v1alpha1.StreamResponse
-	36, // 57: vkubelet.provider.v1alpha1.Kubelet.Attach:output_type -> vkubelet.provider.v1alpha1.StreamResponse
-	40, // 58: vkubelet.provider.v1alpha1.Kubelet.PortForward:output_type -> vkubelet.provider.v1alpha1.PortForwardResponse
-	42, // 59: vkubelet.provider.v1alpha1.Kubelet.StatsSummary:output_type -> vkubelet.provider.v1alpha1.StatsSummaryResponse
-	38, // [38:60] is the sub-list for method output_type
-	16, // [16:38] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	4,  // 1: vkubelet.provider.v1alpha1.HandshakeResponse.runtime_features:type_name -> vkubelet.provider.v1alpha1.RuntimeFeatures
+	15, // 2: vkubelet.provider.v1alpha1.SetPodVolumesRequest.volumes:type_name -> vkubelet.provider.v1alpha1.Volume
+	16, // 3: vkubelet.provider.v1alpha1.Volume.files:type_name -> vkubelet.provider.v1alpha1.File
+	19, // 4: vkubelet.provider.v1alpha1.ResizePodRequest.containers:type_name -> vkubelet.provider.v1alpha1.ContainerResize
+	20, // 5: vkubelet.provider.v1alpha1.ResizePodRequest.pod_level:type_name -> vkubelet.provider.v1alpha1.ResourcesChange
+	20, // 6: vkubelet.provider.v1alpha1.ContainerResize.change:type_name -> vkubelet.provider.v1alpha1.ResourcesChange
+	1,  // 7: vkubelet.provider.v1alpha1.ResizePodResponse.outcome:type_name -> vkubelet.provider.v1alpha1.ResizeOutcome
+	52, // 8: vkubelet.provider.v1alpha1.CapacityEvent.capacity:type_name -> vkubelet.provider.v1alpha1.CapacityEvent.CapacityEntry
+	35, // 9: vkubelet.provider.v1alpha1.StreamRequest.start:type_name -> vkubelet.provider.v1alpha1.StreamStart
+	36, // 10: vkubelet.provider.v1alpha1.StreamRequest.resize:type_name -> vkubelet.provider.v1alpha1.TermSize
+	38, // 11: vkubelet.provider.v1alpha1.StreamResponse.exit:type_name -> vkubelet.provider.v1alpha1.Exit
+	40, // 12: vkubelet.provider.v1alpha1.PortForwardRequest.start:type_name -> vkubelet.provider.v1alpha1.PortForwardStart
+	46, // 13: vkubelet.provider.v1alpha1.DevicesEvent.drivers:type_name -> vkubelet.provider.v1alpha1.DeviceDriver
+	47, // 14: vkubelet.provider.v1alpha1.DeviceDriver.pools:type_name -> vkubelet.provider.v1alpha1.DevicePool
+	49, // 15: vkubelet.provider.v1alpha1.PrepareDevicesRequest.devices:type_name -> vkubelet.provider.v1alpha1.AllocatedDevice
+	50, // 16: vkubelet.provider.v1alpha1.PrepareDevicesRequest.containers:type_name -> vkubelet.provider.v1alpha1.ContainerDevices
+	2,  // 17: vkubelet.provider.v1alpha1.Plugin.Handshake:input_type -> vkubelet.provider.v1alpha1.HandshakeRequest
+	5,  // 18: vkubelet.provider.v1alpha1.Lifecycle.CreatePod:input_type -> vkubelet.provider.v1alpha1.PodRequest
+	5,  // 19: vkubelet.provider.v1alpha1.Lifecycle.UpdatePod:input_type -> vkubelet.provider.v1alpha1.PodRequest
+	5,  // 20: vkubelet.provider.v1alpha1.Lifecycle.DeletePod:input_type -> vkubelet.provider.v1alpha1.PodRequest
+	7,  // 21: vkubelet.provider.v1alpha1.Lifecycle.GetPod:input_type -> vkubelet.provider.v1alpha1.PodRef
+	7,  // 22: vkubelet.provider.v1alpha1.Lifecycle.GetPodStatus:input_type -> vkubelet.provider.v1alpha1.PodRef
+	10, // 23: vkubelet.provider.v1alpha1.Lifecycle.ListPods:input_type -> vkubelet.provider.v1alpha1.ListPodsRequest
+	12, // 24: vkubelet.provider.v1alpha1.Lifecycle.WatchPods:input_type -> vkubelet.provider.v1alpha1.WatchPodsRequest
+	14, // 25: vkubelet.provider.v1alpha1.Lifecycle.SetPodVolumes:input_type -> vkubelet.provider.v1alpha1.SetPodVolumesRequest
+	18, // 26: vkubelet.provider.v1alpha1.Lifecycle.ResizePod:input_type -> vkubelet.provider.v1alpha1.ResizePodRequest
+	22, // 27: vkubelet.provider.v1alpha1.Lifecycle.KillContainer:input_type -> vkubelet.provider.v1alpha1.KillContainerRequest
+	48, // 28: vkubelet.provider.v1alpha1.Lifecycle.PrepareDevices:input_type -> vkubelet.provider.v1alpha1.PrepareDevicesRequest
+	24, // 29: vkubelet.provider.v1alpha1.Node.Ping:input_type -> vkubelet.provider.v1alpha1.PingRequest
+	26, // 30: vkubelet.provider.v1alpha1.Node.GetNode:input_type -> vkubelet.provider.v1alpha1.GetNodeRequest
+	28, // 31: vkubelet.provider.v1alpha1.Node.WatchNode:input_type -> vkubelet.provider.v1alpha1.WatchNodeRequest
+	30, // 32: vkubelet.provider.v1alpha1.Node.WatchCapacity:input_type -> vkubelet.provider.v1alpha1.WatchCapacityRequest
+	44, // 33: vkubelet.provider.v1alpha1.Node.WatchDevices:input_type -> vkubelet.provider.v1alpha1.WatchDevicesRequest
+	32, // 34: vkubelet.provider.v1alpha1.Kubelet.ContainerLogs:input_type -> vkubelet.provider.v1alpha1.ContainerLogsRequest
+	34, // 35: vkubelet.provider.v1alpha1.Kubelet.Exec:input_type -> vkubelet.provider.v1alpha1.StreamRequest
+	34, // 36: vkubelet.provider.v1alpha1.Kubelet.Attach:input_type -> vkubelet.provider.v1alpha1.StreamRequest
+	39, // 37: vkubelet.provider.v1alpha1.Kubelet.PortForward:input_type -> vkubelet.provider.v1alpha1.PortForwardRequest
+	42, // 38: vkubelet.provider.v1alpha1.Kubelet.StatsSummary:input_type -> vkubelet.provider.v1alpha1.StatsSummaryRequest
+	3,  // 39: vkubelet.provider.v1alpha1.Plugin.Handshake:output_type -> vkubelet.provider.v1alpha1.HandshakeResponse
+	6,  // 40: vkubelet.provider.v1alpha1.Lifecycle.CreatePod:output_type -> vkubelet.provider.v1alpha1.PodResponse
+	6,  // 41: vkubelet.provider.v1alpha1.Lifecycle.UpdatePod:output_type -> vkubelet.provider.v1alpha1.PodResponse
+	6,  // 42: vkubelet.provider.v1alpha1.Lifecycle.DeletePod:output_type -> vkubelet.provider.v1alpha1.PodResponse
+	8,  // 43: vkubelet.provider.v1alpha1.Lifecycle.GetPod:output_type -> vkubelet.provider.v1alpha1.GetPodResponse
+	9,  // 44: vkubelet.provider.v1alpha1.Lifecycle.GetPodStatus:output_type -> vkubelet.provider.v1alpha1.GetPodStatusResponse
+	11, // 45: vkubelet.provider.v1alpha1.Lifecycle.ListPods:output_type -> vkubelet.provider.v1alpha1.ListPodsResponse
+	13, // 46: vkubelet.provider.v1alpha1.Lifecycle.WatchPods:output_type -> vkubelet.provider.v1alpha1.PodEvent
+	17, // 47: vkubelet.provider.v1alpha1.Lifecycle.SetPodVolumes:output_type -> vkubelet.provider.v1alpha1.SetPodVolumesResponse
+	21, // 48: vkubelet.provider.v1alpha1.Lifecycle.ResizePod:output_type -> vkubelet.provider.v1alpha1.ResizePodResponse
+	23, // 49: vkubelet.provider.v1alpha1.Lifecycle.KillContainer:output_type -> vkubelet.provider.v1alpha1.KillContainerResponse
+	51, // 50: vkubelet.provider.v1alpha1.Lifecycle.PrepareDevices:output_type -> vkubelet.provider.v1alpha1.PrepareDevicesResponse
+	25, // 51: vkubelet.provider.v1alpha1.Node.Ping:output_type -> vkubelet.provider.v1alpha1.PingResponse
+	27, // 52: vkubelet.provider.v1alpha1.Node.GetNode:output_type -> vkubelet.provider.v1alpha1.GetNodeResponse
+	29, // 53: vkubelet.provider.v1alpha1.Node.WatchNode:output_type -> vkubelet.provider.v1alpha1.NodeEvent
+	31, // 54: vkubelet.provider.v1alpha1.Node.WatchCapacity:output_type -> vkubelet.provider.v1alpha1.CapacityEvent
+	45, // 55: vkubelet.provider.v1alpha1.Node.WatchDevices:output_type -> vkubelet.provider.v1alpha1.DevicesEvent
+	33, // 56: vkubelet.provider.v1alpha1.Kubelet.ContainerLogs:output_type -> vkubelet.provider.v1alpha1.ContainerLogsChunk
+	37, // 57: vkubelet.provider.v1alpha1.Kubelet.Exec:output_type -> vkubelet.provider.v1alpha1.StreamResponse
+	37, // 58: vkubelet.provider.v1alpha1.Kubelet.Attach:output_type -> vkubelet.provider.v1alpha1.StreamResponse
+	41, // 59: vkubelet.provider.v1alpha1.Kubelet.PortForward:output_type -> vkubelet.provider.v1alpha1.PortForwardResponse
+	43, // 60: vkubelet.provider.v1alpha1.Kubelet.StatsSummary:output_type -> vkubelet.provider.v1alpha1.StatsSummaryResponse
+	39, // [39:61] is the sub-list for method output_type
+	17, // [17:39] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_provider_v1alpha1_provider_proto_init() }
@@ -3228,18 +3299,18 @@ func file_provider_v1alpha1_provider_proto_init() {
 	if File_provider_v1alpha1_provider_proto != nil {
 		return
 	}
-	file_provider_v1alpha1_provider_proto_msgTypes[31].OneofWrappers = []any{
+	file_provider_v1alpha1_provider_proto_msgTypes[32].OneofWrappers = []any{
 		(*StreamRequest_Start)(nil),
 		(*StreamRequest_Stdin)(nil),
 		(*StreamRequest_StdinEof)(nil),
 		(*StreamRequest_Resize)(nil),
 	}
-	file_provider_v1alpha1_provider_proto_msgTypes[34].OneofWrappers = []any{
+	file_provider_v1alpha1_provider_proto_msgTypes[35].OneofWrappers = []any{
 		(*StreamResponse_Stdout)(nil),
 		(*StreamResponse_Stderr)(nil),
 		(*StreamResponse_Exit)(nil),
 	}
-	file_provider_v1alpha1_provider_proto_msgTypes[36].OneofWrappers = []any{
+	file_provider_v1alpha1_provider_proto_msgTypes[37].OneofWrappers = []any{
 		(*PortForwardRequest_Start)(nil),
 		(*PortForwardRequest_Data)(nil),
 		(*PortForwardRequest_Close)(nil),
@@ -3250,7 +3321,7 @@ func file_provider_v1alpha1_provider_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_provider_v1alpha1_provider_proto_rawDesc), len(file_provider_v1alpha1_provider_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   50,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -88,3 +88,21 @@ func TestDevicesThroughPlugin(t *testing.T) {
 		t.Error("a plugin without devices is a DeviceProvider")
 	}
 }
+
+// TestRuntimeFeaturesThroughPlugin: the runtime features a plugin's
+// provider declares reach the daemon's side in the handshake, so its pods
+// with hostUsers: false are not refused; a provider declaring none
+// declares none through the plugin either.
+func TestRuntimeFeaturesThroughPlugin(t *testing.T) {
+	dir := socketDir(t)
+	sock := filepath.Join(dir, "p.sock")
+	servePlugin(t, sock, newMock(t, dir, ""))
+	if got := node.CapabilitiesOf(dial(t, dir, sock)).Runtime; !got.UserNamespaces || !got.RecursiveReadOnlyMounts {
+		t.Errorf("the mock's runtime features through a plugin: %+v, want both", got)
+	}
+	bareSock := filepath.Join(dir, "bare.sock")
+	servePlugin(t, bareSock, struct{ node.Provider }{newMock(t, dir, "")})
+	if got := node.CapabilitiesOf(dial(t, dir, bareSock)).Runtime; got != (node.RuntimeFeatures{}) {
+		t.Errorf("a provider without runtime features declares %+v through a plugin", got)
+	}
+}

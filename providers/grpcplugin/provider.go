@@ -46,26 +46,29 @@ type Provider struct {
 	caps map[pb.Capability]bool
 	// podNetwork: the plugin said this process reaches its pods' IPs.
 	podNetwork bool
+	// runtime is what the plugin said its containers can be given.
+	runtime node.RuntimeFeatures
 	// node is the node the plugin described at the start.
 	node *corev1.Node
 }
 
 var (
-	_ node.Provider            = (*Provider)(nil)
-	_ node.PodNotifier         = (*Provider)(nil)
-	_ node.NodeProvider        = (*Provider)(nil)
-	_ node.NodeDecorator       = (*Provider)(nil)
-	_ node.EnvObjectCopier     = (*Provider)(nil)
-	_ node.PodVolumeHandler    = (*Provider)(nil)
-	_ node.LogsProvider        = (*Provider)(nil)
-	_ node.ExecProvider        = (*Provider)(nil)
-	_ node.AttachProvider      = (*Provider)(nil)
-	_ node.PortForwardProvider = (*Provider)(nil)
-	_ node.StatsProvider       = (*Provider)(nil)
-	_ node.CapabilityDeclarer  = (*Provider)(nil)
-	_ node.ProbeDelegator      = (*Provider)(nil)
-	_ node.ContainerKiller     = (*Provider)(nil)
-	_ node.PodResizer          = (*Provider)(nil)
+	_ node.Provider                = (*Provider)(nil)
+	_ node.PodNotifier             = (*Provider)(nil)
+	_ node.NodeProvider            = (*Provider)(nil)
+	_ node.NodeDecorator           = (*Provider)(nil)
+	_ node.EnvObjectCopier         = (*Provider)(nil)
+	_ node.PodVolumeHandler        = (*Provider)(nil)
+	_ node.LogsProvider            = (*Provider)(nil)
+	_ node.ExecProvider            = (*Provider)(nil)
+	_ node.AttachProvider          = (*Provider)(nil)
+	_ node.PortForwardProvider     = (*Provider)(nil)
+	_ node.StatsProvider           = (*Provider)(nil)
+	_ node.CapabilityDeclarer      = (*Provider)(nil)
+	_ node.ProbeDelegator          = (*Provider)(nil)
+	_ node.ContainerKiller         = (*Provider)(nil)
+	_ node.PodResizer              = (*Provider)(nil)
+	_ node.RuntimeFeaturesDeclarer = (*Provider)(nil)
 )
 
 // New connects to the plugin the config file names, waiting up to its
@@ -114,6 +117,10 @@ func (p *Provider) connect(ctx context.Context, wait time.Duration) error {
 		return fmt.Errorf("plugin at %s speaks protocol version %d; this daemon speaks %d", p.endpoint, v, wire.ProtocolVersion)
 	}
 	p.name, p.podNetwork = hs.GetName(), hs.GetPodNetworkReachable()
+	p.runtime = node.RuntimeFeatures{
+		UserNamespaces:          hs.GetRuntimeFeatures().GetUserNamespaces(),
+		RecursiveReadOnlyMounts: hs.GetRuntimeFeatures().GetRecursiveReadOnlyMounts(),
+	}
 	p.caps = map[pb.Capability]bool{}
 	for _, c := range hs.GetCapabilities() {
 		p.caps[c] = true // values this daemon does not know are never looked up
@@ -171,6 +178,10 @@ func (p *Provider) Declares(c node.Capability) bool {
 // PodNetworkReachable implements node.ProbeDelegator (used only when the
 // plugin declared CAPABILITY_PROBES): what its handshake said.
 func (p *Provider) PodNetworkReachable() bool { return p.podNetwork }
+
+// RuntimeFeatures implements node.RuntimeFeaturesDeclarer: what the
+// plugin's handshake said its containers can be given.
+func (p *Provider) RuntimeFeatures() node.RuntimeFeatures { return p.runtime }
 
 // Capacity is the capacity the plugin declared at the start.
 func (p *Provider) Capacity(context.Context) corev1.ResourceList {
