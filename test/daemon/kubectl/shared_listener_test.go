@@ -84,15 +84,7 @@ func TestSharedKubeletListener(t *testing.T) {
 	}
 	time.Sleep(500 * time.Millisecond) // a few log lines
 
-	kubectl := func(stdin string, args ...string) (string, error) {
-		t.Helper()
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(cctx, filepath.Join(c.Info.BinDir, "kubectl"), append([]string{"--kubeconfig", c.Info.Kubeconfig, "-n", ns}, args...)...)
-		cmd.Stdin = strings.NewReader(stdin)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	kubectl := func(stdin string, args ...string) (string, error) { return kubectlIn(c, ns, stdin, args...) }
 	local := t.TempDir()
 	for i, name := range names {
 		pod := fmt.Sprintf("web-%d", i)
@@ -165,6 +157,17 @@ func TestSharedKubeletListener(t *testing.T) {
 			t.Errorf("metrics-server: %s", line)
 		}
 	}
+}
+
+// kubectlIn runs the cluster's kubectl as admin in namespace ns, with
+// stdin, for up to 30 s, and returns its combined output.
+func kubectlIn(c *testcluster.Cluster, ns, stdin string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(c.Info.BinDir, "kubectl"), append([]string{"--kubeconfig", c.Info.Kubeconfig, "-n", ns}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
 
 // attachFirstLine runs kubectl attach to pod's container and returns the
