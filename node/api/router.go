@@ -140,6 +140,7 @@ func (rt *NodeRouter) node(name string) *routedNode {
 	return rt.nodes[name]
 }
 
+// ServeHTTP hands r to the node it is for (see NodeRouter).
 func (rt *NodeRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt.routes.ServeHTTP(w, r)
 }
