@@ -100,7 +100,7 @@ func (n *NodeOptions) addFlags(fs *pflag.FlagSet) {
 	hostname, _ := os.Hostname()
 	fs.StringVar(&n.NodeName, "nodename", strings.ToLower(hostname), "name of the Node to register; with --node-count above 1, the prefix of the nodes' names")
 	_ = fs.SetAnnotation("nodename", DocDefaultAnnotation, []string{"the host name, in lower case"})
-	fs.IntVar(&n.NodeCount, "node-count", 1, "register this many nodes from one process, named NODENAME-0 ... NODENAME-(N-1), each with its own provider, lease and kubelet API on --listen-port + i")
+	fs.IntVar(&n.NodeCount, "node-count", 1, "register this many nodes from one process, named NODENAME-0 ... NODENAME-(N-1), each with its own provider, lease and kubelet API (on --listen-port + i, or all on --listen-port with --kubelet-listener shared)")
 	fs.StringVar(&n.OperatingSystem, "os", "linux", "operating system the node runs pods for (kubernetes.io/os label)")
 	fs.StringVar(&n.NodeIP, "node-ip", "", "the Node's InternalIP, where the API server reaches the kubelet API; default: the address of the default route's interface")
 	fs.BoolVar(&n.DisableTaint, "disable-taint", false, "register the Node without a taint, so any pod may be scheduled to it")
@@ -126,7 +126,9 @@ func (c *ClientOptions) addFlags(fs *pflag.FlagSet) {
 
 func (s *ServerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.ListenAddress, "listen-address", "0.0.0.0", "address the kubelet API listens on")
-	fs.Int32Var(&s.ListenPort, "listen-port", 10250, "port the kubelet API listens on")
+	fs.Int32Var(&s.ListenPort, "listen-port", 10250, "port the kubelet API listens on; with --node-count N and --kubelet-listener per-node, the first of N")
+	fs.StringVar(&s.KubeletListener, "kubelet-listener", ListenerPerNode, "with --node-count above 1: "+ListenerPerNode+" (each node its own listener on --listen-port + i, as many kubelets) or "+
+		ListenerShared+" (one listener on --listen-port for every node, which finds a request's node from its pod, or its /nodes/NODE/ path; less memory; see docs/many-nodes.md)")
 	fs.StringVar(&s.TLSCertFile, "tls-cert-file", "", "serving certificate of the kubelet API; without it a self-signed one is made")
 	fs.StringVar(&s.TLSKeyFile, "tls-private-key-file", "", "private key of the serving certificate")
 	fs.BoolVar(&s.RotateServerCerts, "rotate-server-certificates", false, "request the serving certificate from the certificates API (signer kubernetes.io/kubelet-serving) and renew it before it expires; an operator approves the CSR")

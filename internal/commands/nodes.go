@@ -46,6 +46,10 @@ type shared struct {
 	done <-chan struct{}
 	// stops undo what startShared started, in reverse order.
 	stops []func()
+
+	// boundPods is the cache of the bound pods that pods dispatches,
+	// where the shared listener finds a pod's node.
+	boundPods corev1listers.PodLister
 }
 
 // startShared starts what the nodes share: the ConfigMap, Secret and
@@ -73,7 +77,8 @@ func startShared(ctx context.Context, o *Options, client kubernetes.Interface) (
 		sh.stop()
 		return nil, err
 	}
-	metrics.RegisterPodPhases(podFactory.Core().V1().Pods().Lister())
+	sh.boundPods = podFactory.Core().V1().Pods().Lister()
+	metrics.RegisterPodPhases(sh.boundPods)
 	sh.nodes = nodeFactory.Core().V1().Nodes().Lister()
 	if sh.nodeWatch, err = nodeutil.NewNodeWatch(nodeFactory.Core().V1().Nodes()); err != nil {
 		sh.stop()
@@ -213,7 +218,8 @@ func nodeSpec(ctx context.Context, o *Options, name string, p node.Provider, d n
 	capacity := p.Capacity(ctx)
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: name,
+			Name:        name,
+			Annotations: o.nodeAnnotations(name),
 			Labels: map[string]string{
 				nodeTypeLabel:                      nodeTypeValue,
 				"kubernetes.io/role":               "agent",

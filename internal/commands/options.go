@@ -90,6 +90,10 @@ type ServerOptions struct {
 	StreamCreationTimeout time.Duration
 	MetricsAddr           string
 	EnableProfiling       bool
+
+	// KubeletListener is the shape of the kubelet APIs' listeners:
+	// ListenerPerNode or ListenerShared.
+	KubeletListener string
 }
 
 // LeaderElectionOptions let replicas of the daemon share its nodes: each
@@ -143,13 +147,19 @@ func (o *Options) Validate() error {
 			return err
 		}
 	}
-	if last := int(o.Server.ListenPort) + o.Node.NodeCount - 1; last > 65535 {
+	ports := o.kubeletPorts()
+	if last := int(o.Server.ListenPort) + ports - 1; last > 65535 {
 		return fmt.Errorf("--listen-port %d with --node-count %d needs ports up to %d, past 65535", o.Server.ListenPort, o.Node.NodeCount, last)
 	}
 	if o.Server.MetricsAddr != "" {
 		host, p, _ := net.SplitHostPort(o.Server.MetricsAddr) // checked by ServerOptions.validate
 		port, err := strconv.Atoi(p)
-		if err == nil && sameInterface(host, o.Server.ListenAddress) && port >= int(o.Server.ListenPort) && port < int(o.Server.ListenPort)+o.Node.NodeCount {
+		switch {
+		case err != nil || !sameInterface(host, o.Server.ListenAddress) || port < int(o.Server.ListenPort) || port >= int(o.Server.ListenPort)+ports:
+		case o.sharedListener():
+			return fmt.Errorf("--metrics-addr %q is on the kubelet API port of every node (--listen-port %d, --kubelet-listener %s): move one or the other",
+				o.Server.MetricsAddr, o.Server.ListenPort, ListenerShared)
+		default:
 			return fmt.Errorf("--metrics-addr %q is on the kubelet API port of node %s (--listen-port %d + %d): move one or the other",
 				o.Server.MetricsAddr, o.Node.NodeNames()[port-int(o.Server.ListenPort)], o.Server.ListenPort, port-int(o.Server.ListenPort))
 		}
@@ -237,6 +247,9 @@ func (s *ServerOptions) validate() error {
 	}
 	if s.RotateServerCerts && s.CertDir == "" {
 		return errors.New("--rotate-server-certificates needs a --cert-dir")
+	}
+	if s.KubeletListener != ListenerPerNode && s.KubeletListener != ListenerShared {
+		return fmt.Errorf("--kubelet-listener %q must be %s or %s", s.KubeletListener, ListenerPerNode, ListenerShared)
 	}
 	if s.AuthorizationMode != AuthzWebhook && s.AuthorizationMode != AuthzAlwaysAllow {
 		return fmt.Errorf("--authorization-mode %q must be %s or %s", s.AuthorizationMode, AuthzWebhook, AuthzAlwaysAllow)

@@ -45,7 +45,7 @@ func runReplica(ctx context.Context, cancel context.CancelFunc, o *Options, clie
 	if err != nil {
 		return err
 	}
-	servers, err := startServers(ctx, &o.Server, &o.Node, client, restCfg)
+	servers, err := startServers(ctx, &o.Server, &o.Node, client, restCfg, nodeIP, o.podRouting(sh))
 	if err != nil {
 		cancel()
 		members.Wait()
@@ -63,7 +63,7 @@ func runReplica(ctx context.Context, cancel context.CancelFunc, o *Options, clie
 		members.Wait()
 	}()
 	for i, name := range names {
-		port := o.Server.ListenPort + int32(i)
+		port := o.kubeletPort(i)
 		holders.Add(1)
 		go func() {
 			defer holders.Done()

@@ -68,20 +68,20 @@ func Run(ctx context.Context, o *Options) error {
 	nodes := make([]*nodeutil.Node, len(names))
 	caps := make([]node.Capabilities, len(names))
 	for i, name := range names {
-		if nodes[i], caps[i], err = buildNode(withNode(ctx, name), o, name, o.Server.ListenPort+int32(i), nodeIP, sh); err != nil {
+		if nodes[i], caps[i], err = buildNode(withNode(ctx, name), o, name, o.kubeletPort(i), nodeIP, sh); err != nil {
 			return err
 		}
 	}
 	if sh.pods == nil {
 		metrics.RegisterPodPhases(nodes[0].PodLister())
 	}
-	servers, err := startServers(ctx, &o.Server, &o.Node, client, restCfg)
+	servers, err := startServers(ctx, &o.Server, &o.Node, client, restCfg, nodeIP, o.podRouting(sh))
 	if err != nil {
 		return err
 	}
 	defer servers.shutdown(shutdownTimeout)
 	for i, name := range names {
-		if _, err := servers.kubeletAPI(withNode(ctx, name), name, o.Server.ListenPort+int32(i), nodeIP, caps[i]); err != nil {
+		if _, err := servers.kubeletAPI(withNode(ctx, name), name, o.kubeletPort(i), nodeIP, caps[i]); err != nil {
 			return err
 		}
 	}

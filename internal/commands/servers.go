@@ -47,8 +47,13 @@ type servers struct {
 	nodes  *NodeOptions
 	client kubernetes.Interface
 	// auth authenticates and authorizes the requests of every node's
-	// kubelet API; each node maps requests to its own name.
-	auth api.Auth
+	// kubelet API; each node maps requests to its own name. authz is
+	// the authorizer of --authorization-mode.
+	auth  api.Auth
+	authz authorizer.Authorizer
+	// router, with --kubelet-listener shared, is the one listener's, set
+	// by startServers: nodes join and leave it.
+	router *api.NodeRouter
 	// selfSigned is the serving certificate of every node when none is
 	// given, made once, under certMu (nodes of replicas start at any time).
 	certMu     sync.Mutex
@@ -104,7 +109,10 @@ func shutdownServer(ctx context.Context, srv *http.Server) {
 // startServers starts the metrics server and prepares what every node's
 // kubelet API server shares: the client, and one authenticator and
 // authorizer with their caches.
-func startServers(ctx context.Context, o *ServerOptions, nodes *NodeOptions, client kubernetes.Interface, restCfg *rest.Config) (*servers, error) {
+//
+// With podNode, one listener serves every node's kubelet API (see
+// serveShared), its serving certificate for nodeIP.
+func startServers(ctx context.Context, o *ServerOptions, nodes *NodeOptions, client kubernetes.Interface, restCfg *rest.Config, nodeIP string, podNode api.PodNodeFunc) (*servers, error) {
 	s := &servers{errs: make(chan error, 2), opts: o, nodes: nodes, client: client}
 	clientCA, err := defaultClientCA(ctx, o, restCfg)
 	if err != nil {
@@ -119,6 +127,15 @@ func startServers(ctx context.Context, o *ServerOptions, nodes *NodeOptions, cli
 		NodeName:                  nodes.NodeName,
 	}); err != nil {
 		return nil, err
+	}
+	s.authz = s.auth
+	if o.AuthorizationMode == AuthzAlwaysAllow {
+		s.authz = authorizerfactory.NewAlwaysAllowAuthorizer()
+	}
+	if podNode != nil {
+		if err := s.serveShared(ctx, nodeIP, podNode); err != nil {
+			return nil, err
+		}
 	}
 
 	if o.MetricsAddr != "" {
@@ -146,13 +163,19 @@ func servePprof(mux *http.ServeMux) {
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 }
 
-// kubeletAPI serves node name's kubelet API on port: the provider's
-// capabilities caps, behind the kubelet's authentication and authorization. It
-// runs until shutdown, or until the returned func stops it (a node moving
-// to another replica).
+// kubeletAPI serves node name's kubelet API on port, or with the shared
+// listener joins it: the provider's capabilities caps, behind the kubelet's
+// authentication and authorization. It runs until shutdown, or until the
+// returned func stops it (a node moving to another replica), which with
+// the shared listener takes the node off it.
 func (s *servers) kubeletAPI(ctx context.Context, name string, port int32, nodeIP string, caps node.Capabilities) (stop func(), err error) {
 	o := s.opts
-	tlsConfig, stopTLS, err := s.servingTLS(ctx, name, nodeIP)
+	routes := caps.PodHandlerConfig()
+	routes.StreamIdleTimeout, routes.StreamCreationTimeout = o.StreamIdleTimeout, o.StreamCreationTimeout
+	if s.router != nil {
+		return s.router.Register(name, api.PodHandler(routes, true))
+	}
+	tlsConfig, stopTLS, err := s.servingTLS(ctx, name, []string{name}, nodeIP)
 	if err != nil {
 		return nil, err
 	}
@@ -165,13 +188,7 @@ func (s *servers) kubeletAPI(ctx context.Context, name string, port int32, nodeI
 		stopTLS()
 		return nil, err
 	}
-	routes := caps.PodHandlerConfig()
-	routes.StreamIdleTimeout, routes.StreamCreationTimeout = o.StreamIdleTimeout, o.StreamCreationTimeout
-	var authz authorizer.Authorizer = s.auth
-	if o.AuthorizationMode == AuthzAlwaysAllow {
-		authz = authorizerfactory.NewAlwaysAllowAuthorizer()
-	}
-	handler := api.WithAuth(api.PodHandler(routes, true), api.NewAuthFrom(s.auth, authz, name))
+	handler := api.WithAuth(api.PodHandler(routes, true), api.NewAuthFrom(s.auth, s.authz, name))
 	srv := &http.Server{
 		Handler:           handler,
 		TLSConfig:         tlsConfig,
@@ -212,17 +229,19 @@ func defaultClientCA(ctx context.Context, o *ServerOptions, restCfg *rest.Config
 	return ca, nil
 }
 
-// servingTLS is the kubelet API's TLS configuration: a certificate from the
-// certificates API (--rotate-server-certificates), the given one, or a
-// self-signed one for the node's name and address. Client certificates are
-// requested, and verified by the authenticator against --client-ca-file. The
-// returned function stops certificate rotation.
-func (s *servers) servingTLS(ctx context.Context, name string, nodeIP string) (*tls.Config, func(), error) {
+// servingTLS is the TLS configuration of the kubelet API of node name (or
+// of the shared listener, named --nodename): a certificate from the
+// certificates API (--rotate-server-certificates) for dnsNames and the
+// address, the given one, or a self-signed one for every node's name and
+// the address. Client certificates are requested, and verified by the
+// authenticator against --client-ca-file. The returned function stops
+// certificate rotation.
+func (s *servers) servingTLS(ctx context.Context, name string, dnsNames []string, nodeIP string) (*tls.Config, func(), error) {
 	o := s.opts
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert}
 	switch {
 	case o.RotateServerCerts:
-		m, err := s.servingCertManager(name, nodeIP)
+		m, err := s.servingCertManager(name, dnsNames, nodeIP)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -268,9 +287,10 @@ func (s *servers) servingTLS(ctx context.Context, name string, nodeIP string) (*
 }
 
 // servingCertManager requests the kubelet serving certificate the way the
-// kubelet does (subject system:node:<name> in system:nodes, the node's name
-// and IP as SANs), keeps it in --cert-dir and renews it before it expires.
-func (s *servers) servingCertManager(name string, nodeIP string) (certificate.Manager, error) {
+// kubelet does (subject system:node:<name> in system:nodes, the node's
+// names and IP as SANs), keeps it in --cert-dir and renews it before it
+// expires.
+func (s *servers) servingCertManager(name string, dnsNames []string, nodeIP string) (certificate.Manager, error) {
 	pair := "kubelet-server" // the kubelet's name, for a single node
 	if name != s.nodes.NodeName {
 		pair += "-" + name
@@ -281,7 +301,7 @@ func (s *servers) servingCertManager(name string, nodeIP string) (certificate.Ma
 	}
 	template := &x509.CertificateRequest{
 		Subject:     pkix.Name{CommonName: "system:node:" + name, Organization: []string{"system:nodes"}},
-		DNSNames:    []string{name},
+		DNSNames:    dnsNames,
 		IPAddresses: []net.IP{net.ParseIP(nodeIP)},
 	}
 	return certificate.NewManager(&certificate.Config{

@@ -69,4 +69,12 @@
 //
 // Requests without valid credentials get 401, denied ones 403; /healthz is
 // served to anyone.
+//
+// # Many nodes on one listener
+//
+// A NodeRouter serves the kubelet APIs of many nodes from one listener:
+// each node's handler is registered by name, pod routes go to the pod's
+// node and node routes are under NodeRoutesPrefix(name), which the Node
+// announces to metrics-server in ResourceMetricsPathAnnotation. Each
+// request is authorized for the node it goes to.
 package api

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -50,15 +49,7 @@ func testKubectlAgainstVirtualNode(t *testing.T, via daemontest.Transport) {
 	daemontest.WaitPod(t, c.Client, ns, "web", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	time.Sleep(500 * time.Millisecond) // a few log lines
 
-	kubectl := func(stdin string, args ...string) (string, error) {
-		t.Helper()
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(cctx, filepath.Join(c.Info.BinDir, "kubectl"), append([]string{"--kubeconfig", c.Info.Kubeconfig, "-n", ns}, args...)...)
-		cmd.Stdin = strings.NewReader(stdin)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	kubectl := func(stdin string, args ...string) (string, error) { return kubectlIn(c, ns, stdin, args...) }
 
 	out, err := kubectl("", "logs", "web", "--tail=2")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
