@@ -58,6 +58,8 @@ type NodeOptions struct {
 	StatusReportFrequency time.Duration
 	StartupTimeout        time.Duration
 	SharedPodWatch        bool
+	// Managed chooses Nodes created by others to manage instead.
+	Managed ManagedNodeOptions
 }
 
 // ClientOptions configure the client of the API server and the controllers
@@ -200,6 +202,9 @@ func (n *NodeOptions) validate() error {
 	}
 	if n.StatusReportFrequency <= 0 {
 		return fmt.Errorf("--node-status-report-frequency must be positive, got %s", n.StatusReportFrequency)
+	}
+	if err := n.Managed.validate(n); err != nil {
+		return err
 	}
 	return notNegative("startup-timeout", n.StartupTimeout)
 }
@@ -357,6 +362,9 @@ func (o *Options) scaleClientLimits(fs *pflag.FlagSet) {
 // workersPerNode shares --pod-sync-workers out among the nodes, at least two
 // each: a thousand idle nodes need not hold 150,000 goroutines.
 func (o *Options) workersPerNode() int {
+	if o.Node.Managed.Enabled() {
+		return managedNodeWorkers
+	}
 	return max(2, o.Client.PodSyncWorkers/max(1, o.Node.NodeCount))
 }
 
