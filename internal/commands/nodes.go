@@ -42,8 +42,8 @@ type shared struct {
 	// manages.
 	nodes        corev1listers.NodeLister
 	nodeInformer cache.SharedIndexInformer
-	objects *nodeutil.ObjectInformers
-	events  record.EventBroadcaster
+	objects      *nodeutil.ObjectInformers
+	events       record.EventBroadcaster
 	// done ends the process's informers; those a node asks for after
 	// they started (ResourceClaims, for a provider with devices) start
 	// with it.
