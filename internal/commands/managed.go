@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -52,18 +53,22 @@ func nodeListOptions(n *NodeOptions) func(*metav1.ListOptions) {
 // managedSpec is what the daemon writes of from, a Node someone else
 // created: the status only (node.WithExistingNode), the provider's
 // conditions, node info and kubelet endpoint, and capacity, allocatable
-// and addresses only where from has none, so that the creator's stay
-// theirs. Its node info names the architecture and OS of from's labels.
+// and addresses only where another manager did not set them, so that the
+// creator's stay theirs. A replica taking the node over writes what the
+// last one wrote, under the same field manager: were it to leave a field
+// out because the Node has it, server-side apply would remove it. Its node
+// info names the architecture and OS of from's labels. from must have its
+// managed fields (a Get, not the informer's trimmed copy).
 func managedSpec(ctx context.Context, from *corev1.Node, p node.Provider) *corev1.Node {
 	status := nodeStatus(ctx, p)
-	if len(from.Status.Capacity) > 0 {
+	if len(from.Status.Capacity) > 0 && setByOthers(from, "f:capacity") {
 		status.Capacity = nil
 	}
-	if len(from.Status.Allocatable) > 0 || len(from.Status.Capacity) > 0 {
+	if (len(from.Status.Allocatable) > 0 && setByOthers(from, "f:allocatable")) || status.Capacity == nil {
 		// The API server defaults allocatable to capacity.
 		status.Allocatable = nil
 	}
-	if len(from.Status.Addresses) > 0 {
+	if len(from.Status.Addresses) > 0 && setByOthers(from, "f:addresses") {
 		status.Addresses = nil
 	}
 	if arch := from.Labels[corev1.LabelArchStable]; arch != "" {
@@ -73,6 +78,30 @@ func managedSpec(ctx context.Context, from *corev1.Node, p node.Provider) *corev
 		status.NodeInfo.OperatingSystem = os
 	}
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: from.Name}, Status: status}
+}
+
+// setByOthers reports whether a field manager other than the daemon's set
+// status field (such as "f:addresses") of n. Without managed fields to
+// tell, a field present is taken for another's.
+func setByOthers(n *corev1.Node, field string) bool {
+	if len(n.ManagedFields) == 0 {
+		return true
+	}
+	for _, m := range n.ManagedFields {
+		if m.Manager == node.FieldManager || m.FieldsV1 == nil {
+			continue
+		}
+		var fields struct {
+			Status map[string]json.RawMessage `json:"f:status"`
+		}
+		if err := json.Unmarshal(m.FieldsV1.Raw, &fields); err != nil {
+			return true
+		}
+		if _, ok := fields.Status[field]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // runManaged runs the daemon for the Nodes others create (--manage-*):
@@ -104,7 +133,15 @@ func runManaged(ctx context.Context, cancel context.CancelFunc, o *Options, clie
 
 	starts := make(startGate, maxConcurrentStarts)
 	serve := func(ctx context.Context, n *corev1.Node, port int32) error {
-		return serveNode(withNode(ctx, n.Name), o, n.Name, port, nodeIP, sh, servers, starts, n)
+		// Read afresh, with the managed fields that say what is whose.
+		fresh, err := client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err) || err == nil && fresh.UID != n.UID:
+			return fmt.Errorf("node %s: %w", n.Name, node.ErrNodeDeleted)
+		case err != nil:
+			return err
+		}
+		return serveNode(withNode(ctx, n.Name), o, n.Name, port, nodeIP, sh, servers, starts, fresh)
 	}
 	if members != nil {
 		serve = holdManaged(members, client, serve)

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/provider"
 	"github.com/vkubelet/virtual-kubelet/providers/mock"
 )
@@ -116,6 +117,7 @@ func TestManagedSpecLeavesTheCreatorsFields(t *testing.T) {
 		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: "karpenter.sh/unregistered", Effect: corev1.TaintEffectNoExecute}}},
 		Status:     corev1.NodeStatus{Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}},
 	}
+	from.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "karpenter", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:capacity":{"f:cpu":{}},"f:addresses":{}}}`)}}}
 	spec := managedSpec(context.Background(), from, p)
 	if spec.Status.Capacity != nil || spec.Status.Allocatable != nil {
 		t.Errorf("capacity %v allocatable %v: the Node's own must stay", spec.Status.Capacity, spec.Status.Allocatable)
@@ -136,6 +138,16 @@ func TestManagedSpecLeavesTheCreatorsFields(t *testing.T) {
 	from.Status = corev1.NodeStatus{}
 	if spec := managedSpec(context.Background(), from, p); spec.Status.Capacity.Cpu().IsZero() || spec.Status.Allocatable.Cpu().IsZero() {
 		t.Errorf("a Node without capacity gets the provider's: %v / %v", spec.Status.Capacity, spec.Status.Allocatable)
+	}
+	// What the daemon wrote (another replica, before) it writes again:
+	// leaving it out of the apply would remove it.
+	from.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.1.2.4"}}
+	from.ManagedFields = []metav1.ManagedFieldsEntry{
+		{Manager: "karpenter", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{}}}`)}},
+		{Manager: node.FieldManager, Subresource: "status", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:addresses":{}}}`)}},
+	}
+	if spec := managedSpec(context.Background(), from, p); len(spec.Status.Addresses) == 0 {
+		t.Error("addresses the daemon set are left out: the next apply would remove them")
 	}
 }
 
