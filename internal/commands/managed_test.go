@@ -4,10 +4,14 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/provider"
@@ -174,5 +178,69 @@ func TestPortPool(t *testing.T) {
 	}
 	if _, err := full.take(); err == nil || !strings.Contains(err.Error(), "no kubelet API port left from --listen-port 65535") {
 		t.Errorf("exhausted pool: %v", err)
+	}
+}
+
+// TestManagedNodesFollowTheCache: a Node that matches is served, one that
+// does not is not; a Node deleted, or replaced by another of its name,
+// stops being served (and the new one is served); its port goes back.
+func TestManagedNodesFollowTheCache(t *testing.T) {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	type call struct {
+		uid  types.UID
+		port int32
+	}
+	started, stopped := make(chan call, 10), make(chan call, 10)
+	serve := func(ctx context.Context, n *corev1.Node, port int32) error {
+		started <- call{n.UID, port}
+		<-ctx.Done()
+		stopped <- call{n.UID, port}
+		return nil
+	}
+	selector := managedSelector(t, ManagedNodeOptions{AnnotationSelector: "kwok.x-k8s.io/node=fake"})
+	m := newManagedNodes(selector, corev1listers.NewNodeLister(indexer), newPortPool(&ServerOptions{ListenAddress: "127.0.0.1", ListenPort: 10250}), serve)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kwokNode := func(name string, uid types.UID) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: uid, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}}}
+	}
+	expect := func(ch chan call, want call, what string) {
+		t.Helper()
+		select {
+		case got := <-ch:
+			if got != want {
+				t.Errorf("%s: %+v, want %+v", what, got, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: nothing", what)
+		}
+	}
+	_ = indexer.Add(kwokNode("a", "a1"))
+	_ = indexer.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "real", UID: "r1"}})
+	m.sync(ctx, "a")
+	m.sync(ctx, "real")
+	expect(started, call{"a1", 10250}, "a matching Node")
+	m.sync(ctx, "a") // again: still served, once
+	select {
+	case c := <-started:
+		t.Errorf("served twice: %+v", c)
+	default:
+	}
+
+	_ = indexer.Update(kwokNode("a", "a2")) // deleted and created again
+	m.sync(ctx, "a")
+	expect(stopped, call{"a1", 10250}, "the old Node")
+	expect(started, call{"a2", 10250}, "the new Node, on the port given back")
+
+	_ = indexer.Delete(kwokNode("a", "a2"))
+	m.sync(ctx, "a")
+	expect(stopped, call{"a2", 10250}, "the deleted Node")
+	if len(started) != 0 {
+		t.Errorf("%d more started; the Node that does not match must not be", len(started))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.running) != 0 {
+		t.Errorf("still running: %v", m.running)
 	}
 }
