@@ -53,22 +53,22 @@ func nodeListOptions(n *NodeOptions) func(*metav1.ListOptions) {
 // managedSpec is what the daemon writes of from, a Node someone else
 // created: the status only (node.WithExistingNode), the provider's
 // conditions, node info and kubelet endpoint, and capacity, allocatable
-// and addresses only where another manager did not set them, so that the
-// creator's stay theirs. A replica taking the node over writes what the
+// and addresses only where the Node has none or has the daemon's, so that
+// the creator's stay theirs. A replica taking the node over writes what the
 // last one wrote, under the same field manager: were it to leave a field
 // out because the Node has it, server-side apply would remove it. Its node
 // info names the architecture and OS of from's labels. from must have its
 // managed fields (a Get, not the informer's trimmed copy).
 func managedSpec(ctx context.Context, from *corev1.Node, p node.Provider) *corev1.Node {
 	status := nodeStatus(ctx, p)
-	if len(from.Status.Capacity) > 0 && setByOthers(from, "f:capacity") {
+	if len(from.Status.Capacity) > 0 && !ownedByUs(from, "f:capacity") {
 		status.Capacity = nil
 	}
-	if (len(from.Status.Allocatable) > 0 && setByOthers(from, "f:allocatable")) || status.Capacity == nil {
+	if (len(from.Status.Allocatable) > 0 && !ownedByUs(from, "f:allocatable")) || status.Capacity == nil {
 		// The API server defaults allocatable to capacity.
 		status.Allocatable = nil
 	}
-	if len(from.Status.Addresses) > 0 && setByOthers(from, "f:addresses") {
+	if len(from.Status.Addresses) > 0 && !ownedByUs(from, "f:addresses") {
 		status.Addresses = nil
 	}
 	if arch := from.Labels[corev1.LabelArchStable]; arch != "" {
@@ -80,22 +80,21 @@ func managedSpec(ctx context.Context, from *corev1.Node, p node.Provider) *corev
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: from.Name}, Status: status}
 }
 
-// setByOthers reports whether a field manager other than the daemon's set
-// status field (such as "f:addresses") of n. Without managed fields to
-// tell, a field present is taken for another's.
-func setByOthers(n *corev1.Node, field string) bool {
-	if len(n.ManagedFields) == 0 {
-		return true
-	}
+// ownedByUs reports whether the daemon's field manager set status field
+// (such as "f:addresses") of n. A field the creator set when it created
+// the Node has no manager at all (the API server resets status fields
+// on create, and records none), so a field present is another's unless
+// it is ours.
+func ownedByUs(n *corev1.Node, field string) bool {
 	for _, m := range n.ManagedFields {
-		if m.Manager == node.FieldManager || m.FieldsV1 == nil {
+		if m.Manager != node.FieldManager || m.FieldsV1 == nil {
 			continue
 		}
 		var fields struct {
 			Status map[string]json.RawMessage `json:"f:status"`
 		}
 		if err := json.Unmarshal(m.FieldsV1.Raw, &fields); err != nil {
-			return true
+			continue
 		}
 		if _, ok := fields.Status[field]; ok {
 			return true

@@ -55,8 +55,8 @@ func TestKarpenterNodesManaged(t *testing.T) {
 		if !maps(n.Labels, want.Labels) || n.Annotations[kwokKey] != kwokValue || n.Spec.ProviderID != want.Spec.ProviderID {
 			t.Errorf("%s: labels %v annotations %v providerID %q: the creator's must stay as they were", name, n.Labels, n.Annotations, n.Spec.ProviderID)
 		}
-		if len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != unregisteredTaint {
-			t.Errorf("%s: taints %v, want only Karpenter's %s", name, n.Spec.Taints, unregisteredTaint)
+		if taints := notControlPlanes(n.Spec.Taints); len(taints) != 1 || taints[0].Key != unregisteredTaint {
+			t.Errorf("%s: taints %v, want only Karpenter's %s (and the control plane's)", name, n.Spec.Taints, unregisteredTaint)
 		}
 		if n.Status.Capacity.Cpu().String() != "4" || n.Status.Allocatable.Cpu().String() != "3920m" {
 			t.Errorf("%s: capacity %v allocatable %v: the Node's own are the template", name, n.Status.Capacity, n.Status.Allocatable)
@@ -99,8 +99,8 @@ func TestKarpenterNodesManaged(t *testing.T) {
 		t.Errorf("%s's /pods does not list %s: %.300s", victim, pods[0].Name, out)
 	}
 	for _, name := range names {
-		if p := taintsOf(t, c, name); len(p) != 1 || p[0].Key != poolTaintKey {
-			t.Errorf("%s: taints %v after Karpenter's registration, want only its NodePool's", name, p)
+		if p := notControlPlanes(taintsOf(t, c, name)); len(p) != 1 || p[0].Key != poolTaintKey {
+			t.Errorf("%s: taints %v after Karpenter's registration, want only its NodePool's (and the control plane's)", name, p)
 		}
 	}
 
@@ -261,6 +261,12 @@ func taintsOf(t *testing.T, c *testcluster.Cluster, name string) []corev1.Taint 
 		t.Fatal(err)
 	}
 	return n.Spec.Taints
+}
+
+// notControlPlanes are the taints but the node lifecycle controller's
+// (node.kubernetes.io/not-ready until a Node is first seen Ready).
+func notControlPlanes(taints []corev1.Taint) []corev1.Taint {
+	return slices.DeleteFunc(slices.Clone(taints), func(t corev1.Taint) bool { return strings.HasPrefix(t.Key, "node.kubernetes.io/") })
 }
 
 func ready(n *corev1.Node) bool {
