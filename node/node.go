@@ -60,6 +60,8 @@ type NodeController struct { //nolint:revive
 	reported atomic.Pointer[corev1.Node]
 	// uid of the registered Node, owner of the lease.
 	uid types.UID
+	// existing: the Node is someone else's (WithExistingNode).
+	existing bool
 
 	statusUpdates chan *corev1.Node
 	nodeDeleted   chan struct{}
@@ -305,6 +307,9 @@ func (n *NodeController) controlLoop(ctx context.Context) error {
 		case <-n.nodeStale:
 			stale = true
 		case <-n.nodeDeleted:
+			if n.existing {
+				return fmt.Errorf("node %s: %w", n.name, ErrNodeDeleted)
+			}
 			log.G(ctx).Warn("node was deleted from the API server; registering it again")
 			if err := n.register(ctx); err != nil {
 				log.G(ctx).WithError(err).Error("registering the node again")

@@ -29,7 +29,7 @@ func (n *NodeController) register(ctx context.Context) error {
 		if err == nil {
 			return nil
 		}
-		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || n.existingGone(err) {
 			return fmt.Errorf("registering node %s: %w", n.name, err)
 		}
 		log.G(ctx).WithError(err).Warnf("registering the node failed; retrying in %s", backoff)
@@ -76,6 +76,9 @@ var applyOptions = metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
 // applyObject applies the desired labels, annotations and spec, creating the
 // Node if there is none, then its taints. It returns the Node as written.
 func (n *NodeController) applyObject(ctx context.Context) (*corev1.Node, error) {
+	if n.existing {
+		return n.adoptObject(ctx)
+	}
 	spec := n.desired.Spec.DeepCopy()
 	spec.Taints = nil // written by writeTaints
 	specApply, err := asApplyConfiguration[corev1ac.NodeSpecApplyConfiguration](spec)
@@ -175,6 +178,9 @@ func (n *NodeController) handleWriteError(ctx context.Context, span trace.Span, 
 		return nil
 	}
 	span.SetStatus(err)
+	if n.existingGone(err) {
+		return fmt.Errorf("%s: %w", what, ErrNodeDeleted)
+	}
 	if n.errorHandler != nil {
 		if herr := n.errorHandler(ctx, err); herr != nil {
 			return fmt.Errorf("%s: %w", what, herr)

@@ -40,7 +40,7 @@ func TestReplicaNodeCallsAreFenced(t *testing.T) {
 	}
 	build := func(ctx context.Context, name string) node.Capabilities {
 		t.Helper()
-		_, caps, err := buildNode(ctx, o, name, 10250, "127.0.0.1", sh)
+		_, caps, err := buildNode(ctx, o, name, 10250, "127.0.0.1", sh, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -111,6 +111,7 @@ func (n *NodeOptions) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&n.StatusReportFrequency, "node-status-report-frequency", statusReportFrequency, "with --enable-node-lease, how often the node status is written when nothing in it changed, as the kubelet's nodeStatusReportFrequency; a change, or a condition someone else overwrote (Ready Unknown after an outage), is written at once")
 	fs.DurationVar(&n.StartupTimeout, "startup-timeout", 0, "give up if the node is not up within this time (0: wait forever); with --leader-elect, each node from its takeover: a node not up in time is handed over")
 	fs.BoolVar(&n.SharedPodWatch, "shared-pod-watch", false, "watch all bound pods once for the process (spec.nodeName!=) instead of each node its own (spec.nodeName=NODE), as with --node-count above 1 or --leader-elect: needs list and watch of all pods, which a node's own credentials do not give, but the API server then buffers up to 1,000 events for the watch instead of 10 and does not cut it off under a burst of thousands of pods (see BENCHMARKS.md)")
+	n.Managed.addFlags(fs)
 }
 
 func (c *ClientOptions) addFlags(fs *pflag.FlagSet) {

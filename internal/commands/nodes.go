@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/vkubelet/virtual-kubelet/internal/ha"
@@ -36,10 +37,13 @@ type shared struct {
 	// With one node, nil: it watches its own pods and Node.
 	pods      *nodeutil.PodsByNode
 	nodeWatch *nodeutil.NodeWatch
-	// nodes is the cache of the process's Nodes that nodeWatch watches.
-	nodes   corev1listers.NodeLister
-	objects *nodeutil.ObjectInformers
-	events  record.EventBroadcaster
+	// nodes is the cache of the process's Nodes that nodeWatch watches,
+	// from nodeInformer: those it registers or, with --manage-*, those it
+	// manages.
+	nodes        corev1listers.NodeLister
+	nodeInformer cache.SharedIndexInformer
+	objects      *nodeutil.ObjectInformers
+	events       record.EventBroadcaster
 	// done ends the process's informers; those a node asks for after
 	// they started (ResourceClaims, for a provider with devices) start
 	// with it.
@@ -63,14 +67,14 @@ func startShared(ctx context.Context, o *Options, client kubernetes.Interface) (
 	events := record.NewBroadcaster()
 	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	sh := &shared{client: client, factory: nodeutil.NewInformerFactory(client, o.Client.FullResyncPeriod), interner: intern.New(), events: events, stops: []func(){events.Shutdown}}
-	if o.Node.NodeCount <= 1 && !o.LeaderElect.LeaderElect && !o.Node.SharedPodWatch {
+	if o.Node.NodeCount <= 1 && !o.LeaderElect.LeaderElect && !o.Node.SharedPodWatch && !o.Node.Managed.Enabled() {
 		return sh, nil
 	}
 	podFactory := informers.NewSharedInformerFactoryWithOptions(client, o.Client.FullResyncPeriod,
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.FieldSelector = "spec.nodeName!=" }),
 		informers.WithTransform(nodeutil.TrimPodsWith(sh.interner)))
 	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = nodeTypeLabel + "=" + nodeTypeValue }),
+		informers.WithTweakListOptions(nodeListOptions(&o.Node)),
 		informers.WithTransform(nodeutil.DropManagedFields))
 	var err error
 	if sh.pods, err = nodeutil.NewPodsByNode(podFactory.Core().V1().Pods()); err != nil {
@@ -80,6 +84,7 @@ func startShared(ctx context.Context, o *Options, client kubernetes.Interface) (
 	sh.boundPods = podFactory.Core().V1().Pods().Lister()
 	metrics.RegisterPodPhases(sh.boundPods)
 	sh.nodes = nodeFactory.Core().V1().Nodes().Lister()
+	sh.nodeInformer = nodeFactory.Core().V1().Nodes().Informer()
 	if sh.nodeWatch, err = nodeutil.NewNodeWatch(nodeFactory.Core().V1().Nodes()); err != nil {
 		sh.stop()
 		return nil, err
@@ -118,7 +123,11 @@ func (sh *shared) stop() {
 // buildNode makes one virtual node: its provider (whose kubelet API will
 // listen on port), its Node controller and pod controller. What the
 // provider can do is found once, here, and returned for its kubelet API.
-func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP string, sh *shared) (*nodeutil.Node, node.Capabilities, error) {
+//
+// With from, a Node someone else created (managed nodes), the node is
+// that one: its spec is managedSpec's, and the controller writes only its
+// status (node.WithExistingNode).
+func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP string, sh *shared, from *corev1.Node) (*nodeutil.Node, node.Capabilities, error) {
 	client := sh.client
 	core := sh.factory.Core().V1()
 	// The node's pods: the provider reads the informer its pod controller
@@ -172,7 +181,12 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		caps = caps.Guarded(fence.Guard)
 	}
 	labels := node.NewNodeLabelGuard(name)
-	spec := nodeSpec(ctx, o, name, p, caps.Decorator, labels)
+	var spec *corev1.Node
+	if from != nil {
+		spec = managedSpec(ctx, from, p)
+	} else {
+		spec = nodeSpec(ctx, o, name, p, caps.Decorator, labels)
+	}
 	spec.Status.RuntimeHandlers = caps.Runtime.RuntimeHandlers()
 	cfg := nodeutil.Config{
 		Client:               client,
@@ -196,6 +210,9 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		},
 	}
 	cfg.NodeOptions = append(cfg.NodeOptions, node.WithNodeStatusUpdateInterval(o.Node.StatusReportFrequency), node.WithNodeLabelGuard(labels))
+	if from != nil {
+		cfg.NodeOptions = append(cfg.NodeOptions, node.WithExistingNode())
+	}
 	if sh.pods != nil {
 		cfg.PodInformer = pods
 		cfg.NodeOptions = append(cfg.NodeOptions, node.WithNodeWatch(sh.nodeWatch))
@@ -215,7 +232,6 @@ const (
 // select on, what the provider says the node has (with a decorator d, its
 // labels as labels allows, and its taints), and where its kubelet API is.
 func nodeSpec(ctx context.Context, o *Options, name string, p node.Provider, d node.NodeDecorator, labels *node.NodeLabelGuard) *corev1.Node {
-	capacity := p.Capacity(ctx)
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
@@ -229,25 +245,7 @@ func nodeSpec(ctx context.Context, o *Options, name string, p node.Provider, d n
 				"node.kubernetes.io/instance-type": "virtual-kubelet",
 			},
 		},
-		Status: corev1.NodeStatus{
-			Capacity:    capacity,
-			Allocatable: capacity.DeepCopy(),
-			Conditions:  p.NodeConditions(ctx),
-			Addresses:   p.NodeAddresses(ctx),
-			// Our kubelet API speaks WebSocket for exec, attach and
-			// port-forward: the API server need not translate to SPDY.
-			// The pod controller resizes pod-level resources in place.
-			// The API server wants the list sorted.
-			DeclaredFeatures: []string{"ExtendWebSocketsToKubelet", "InPlacePodLevelResourcesVerticalScaling"},
-			NodeInfo: corev1.NodeSystemInfo{
-				OperatingSystem: p.OperatingSystem(),
-				Architecture:    runtime.GOARCH,
-				KubeletVersion:  version.KubeletVersion(),
-			},
-		},
-	}
-	if ep := p.NodeDaemonEndpoints(ctx); ep != nil {
-		n.Status.DaemonEndpoints = *ep
+		Status: nodeStatus(ctx, p),
 	}
 	if !o.Node.DisableTaint {
 		value := o.Node.TaintValue
@@ -264,4 +262,30 @@ func nodeSpec(ctx context.Context, o *Options, name string, p node.Provider, d n
 	}
 	n.Labels[nodeTypeLabel] = nodeTypeValue // ours: the daemon finds its Nodes by it
 	return n
+}
+
+// nodeStatus is the status the daemon writes for a node of provider p:
+// what the provider says the node has and where its kubelet API is.
+func nodeStatus(ctx context.Context, p node.Provider) corev1.NodeStatus {
+	capacity := p.Capacity(ctx)
+	status := corev1.NodeStatus{
+		Capacity:    capacity,
+		Allocatable: capacity.DeepCopy(),
+		Conditions:  p.NodeConditions(ctx),
+		Addresses:   p.NodeAddresses(ctx),
+		// Our kubelet API speaks WebSocket for exec, attach and
+		// port-forward: the API server need not translate to SPDY.
+		// The pod controller resizes pod-level resources in place.
+		// The API server wants the list sorted.
+		DeclaredFeatures: []string{"ExtendWebSocketsToKubelet", "InPlacePodLevelResourcesVerticalScaling"},
+		NodeInfo: corev1.NodeSystemInfo{
+			OperatingSystem: p.OperatingSystem(),
+			Architecture:    runtime.GOARCH,
+			KubeletVersion:  version.KubeletVersion(),
+		},
+	}
+	if ep := p.NodeDaemonEndpoints(ctx); ep != nil {
+		status.DaemonEndpoints = *ep
+	}
+	return status
 }

@@ -58,6 +58,8 @@ type NodeOptions struct {
 	StatusReportFrequency time.Duration
 	StartupTimeout        time.Duration
 	SharedPodWatch        bool
+	// Managed chooses Nodes created by others to manage instead.
+	Managed ManagedNodeOptions
 }
 
 // ClientOptions configure the client of the API server and the controllers
@@ -147,6 +149,11 @@ func (o *Options) Validate() error {
 			return err
 		}
 	}
+	if o.Node.Managed.Enabled() && o.Server.KubeletListener == ListenerShared {
+		// Its node routes need an annotation on each Node, which the
+		// daemon does not write on Nodes others created.
+		return fmt.Errorf("--kubelet-listener %s serves the nodes of --node-count; managed nodes (--manage-*) have a listener each", ListenerShared)
+	}
 	ports := o.kubeletPorts()
 	if last := int(o.Server.ListenPort) + ports - 1; last > 65535 {
 		return fmt.Errorf("--listen-port %d with --node-count %d needs ports up to %d, past 65535", o.Server.ListenPort, o.Node.NodeCount, last)
@@ -210,6 +217,9 @@ func (n *NodeOptions) validate() error {
 	}
 	if n.StatusReportFrequency <= 0 {
 		return fmt.Errorf("--node-status-report-frequency must be positive, got %s", n.StatusReportFrequency)
+	}
+	if err := n.Managed.validate(n); err != nil {
+		return err
 	}
 	return notNegative("startup-timeout", n.StartupTimeout)
 }
@@ -370,6 +380,9 @@ func (o *Options) scaleClientLimits(fs *pflag.FlagSet) {
 // workersPerNode shares --pod-sync-workers out among the nodes, at least two
 // each: a thousand idle nodes need not hold 150,000 goroutines.
 func (o *Options) workersPerNode() int {
+	if o.Node.Managed.Enabled() {
+		return managedNodeWorkers
+	}
 	return max(2, o.Client.PodSyncWorkers/max(1, o.Node.NodeCount))
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/informers"
@@ -68,7 +69,7 @@ func runReplica(ctx context.Context, cancel context.CancelFunc, o *Options, clie
 		go func() {
 			defer holders.Done()
 			ha.Hold(ctx, members, name, func(ctx context.Context) error {
-				return serveNode(withNode(ctx, name), o, name, port, nodeIP, sh, servers, starts)
+				return serveNode(withNode(ctx, name), o, name, port, nodeIP, sh, servers, starts, nil)
 			})
 		}()
 	}
@@ -121,8 +122,8 @@ func (g startGate) enter(ctx context.Context) (leave func(), err error) {
 // controllers, and its kubelet API on port. It returns once they have all
 // stopped. The node is brought up through starts. With --startup-timeout,
 // a node not up within it from the takeover is an error, which hands the
-// node over.
-func serveNode(ctx context.Context, o *Options, name string, port int32, nodeIP string, sh *shared, servers *servers, starts startGate) error {
+// node over. from is the Node of a managed node (buildNode), else nil.
+func serveNode(ctx context.Context, o *Options, name string, port int32, nodeIP string, sh *shared, servers *servers, starts startGate, from *corev1.Node) error {
 	var deadline time.Time
 	if t := o.Node.StartupTimeout; t > 0 {
 		deadline = time.Now().Add(t)
@@ -132,7 +133,7 @@ func serveNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		return err
 	}
 	defer leave()
-	n, caps, err := buildNode(ctx, o, name, port, nodeIP, sh)
+	n, caps, err := buildNode(ctx, o, name, port, nodeIP, sh, from)
 	if err != nil {
 		return err
 	}

@@ -61,6 +61,9 @@ func Run(ctx context.Context, o *Options) error {
 		sh.stop()
 	}()
 
+	if o.Node.Managed.Enabled() {
+		return runManaged(ctx, cancel, o, client, restCfg, nodeIP, sh)
+	}
 	if o.LeaderElect.LeaderElect {
 		return runReplica(ctx, cancel, o, client, restCfg, nodeIP, sh)
 	}
@@ -68,7 +71,7 @@ func Run(ctx context.Context, o *Options) error {
 	nodes := make([]*nodeutil.Node, len(names))
 	caps := make([]node.Capabilities, len(names))
 	for i, name := range names {
-		if nodes[i], caps[i], err = buildNode(withNode(ctx, name), o, name, o.kubeletPort(i), nodeIP, sh); err != nil {
+		if nodes[i], caps[i], err = buildNode(withNode(ctx, name), o, name, o.kubeletPort(i), nodeIP, sh, nil); err != nil {
 			return err
 		}
 	}

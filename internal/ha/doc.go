@@ -5,7 +5,9 @@
 // preferred replica it is in an assignment of the nodes to the live
 // replicas (Assign: rendezvous hashing, bounded to an even share each), so
 // the nodes spread evenly and a dead replica's nodes go to the next replica
-// in each node's order.
+// in each node's order. The node set may change while the replicas run
+// (Members.AddNode and RemoveNode, for Nodes that others create): each
+// node added gets a Hold of its own, ended when it leaves.
 //
 // A replica that stops renewing a node's lease stops serving it before the
 // lease can expire for the others: the Fence of a holding ends RenewDeadline

@@ -89,6 +89,8 @@ type Members struct {
 	assignedTo []string
 	// seen is when each replica's lease last changed, by our clock.
 	seen map[string]seenLease
+	// added are the nodes AddNode added, sorted.
+	added []string
 }
 
 type seenLease struct {
@@ -269,8 +271,8 @@ func (m *Members) Preferred(node string) string {
 	slices.Sort(live)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !slices.Equal(live, m.assignedTo) {
-		m.assignment, m.assignedTo = Assign(m.cfg.Nodes, live), live
+	if m.assignedTo == nil || !slices.Equal(live, m.assignedTo) {
+		m.assignment, m.assignedTo = Assign(m.nodes(), live), live
 	}
 	return m.assignment[node]
 }
