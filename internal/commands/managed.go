@@ -93,7 +93,7 @@ func ownedByUs(n *corev1.Node, field string) bool {
 		var fields struct {
 			Status map[string]json.RawMessage `json:"f:status"`
 		}
-		if err := json.Unmarshal(m.FieldsV1.Raw, &fields); err != nil {
+		if err := json.Unmarshal(m.FieldsV1.GetRawBytes(), &fields); err != nil {
 			continue
 		}
 		if _, ok := fields.Status[field]; ok {

@@ -121,7 +121,7 @@ func TestManagedSpecLeavesTheCreatorsFields(t *testing.T) {
 		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: "karpenter.sh/unregistered", Effect: corev1.TaintEffectNoExecute}}},
 		Status:     corev1.NodeStatus{Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}},
 	}
-	from.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "karpenter", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:capacity":{"f:cpu":{}},"f:addresses":{}}}`)}}}
+	from.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "karpenter", FieldsV1: metav1.NewFieldsV1(`{"f:status":{"f:capacity":{"f:cpu":{}},"f:addresses":{}}}`)}}
 	spec := managedSpec(context.Background(), from, p)
 	if spec.Status.Capacity != nil || spec.Status.Allocatable != nil {
 		t.Errorf("capacity %v allocatable %v: the Node's own must stay", spec.Status.Capacity, spec.Status.Allocatable)
@@ -147,8 +147,8 @@ func TestManagedSpecLeavesTheCreatorsFields(t *testing.T) {
 	// leaving it out of the apply would remove it.
 	from.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.1.2.4"}}
 	from.ManagedFields = []metav1.ManagedFieldsEntry{
-		{Manager: "karpenter", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{}}}`)}},
-		{Manager: node.FieldManager, Subresource: "status", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:addresses":{}}}`)}},
+		{Manager: "karpenter", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{}}}`)},
+		{Manager: node.FieldManager, Subresource: "status", FieldsV1: metav1.NewFieldsV1(`{"f:status":{"f:addresses":{}}}`)},
 	}
 	if spec := managedSpec(context.Background(), from, p); len(spec.Status.Addresses) == 0 {
 		t.Error("addresses the daemon set are left out: the next apply would remove them")
