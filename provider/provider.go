@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -44,6 +45,10 @@ type InitConfig struct {
 	// StageConfigs are the --stage-config files: kwok's Stages, which the
 	// mock provider runs its pods and node by.
 	StageConfigs []string
+	// WatchStages is --watch-stages: the mock provider also runs by the
+	// kwok Stages (and usage objects) in the cluster, through
+	// DynamicInformers, as they change.
+	WatchStages bool
 	// NodeName is the name of the Node the provider backs.
 	NodeName string
 	// OperatingSystem is the --os flag.
@@ -61,6 +66,12 @@ type InitConfig struct {
 	ResourceManager *ResourceManager
 	// KubeClient talks to the API server.
 	KubeClient kubernetes.Interface
+	// DynamicInformers gives informers of any resource, shared by the
+	// providers of all the process's nodes: one watch of a kind however
+	// many nodes read it. Its Start starts the informers asked for so far,
+	// for the life of the process, not of the provider. Nil in a plugin
+	// process.
+	DynamicInformers dynamicinformer.DynamicSharedInformerFactory
 	// EventRecorder records Events on the node's pods, as the pod
 	// controller does, for what a provider refuses outside a provider call
 	// (a copy into a container, say); nil in a plugin process.

@@ -27,7 +27,7 @@ func TestReplicaNodeCallsAreFenced(t *testing.T) {
 	o.Node.TaintKey, o.Node.TaintEffect = "virtual-kubelet.io/provider", string(corev1.TaintEffectNoSchedule)
 	o.Node.StatusReportFrequency = time.Minute
 	ctx, cancel := context.WithCancel(t.Context())
-	sh, err := startShared(ctx, o, fake.NewClientset())
+	sh, err := startShared(ctx, o, fake.NewClientset(), nil)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -94,6 +94,7 @@ func (p *ProviderOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&p.Name, "provider", "", "provider that runs the node's pods (list them with: virtual-kubelet providers); required")
 	fs.StringVar(&p.Config, "provider-config", "", "provider configuration file")
 	fs.StringArrayVar(&p.StageConfigs, "stage-config", nil, "with --provider mock, a file of kwok Stages (kwok.x-k8s.io/v1alpha1; several documents or a list) that run the node's unannotated pods and the node's status, and ResourceUsage/ClusterResourceUsage objects that give those pods' CPU and memory (repeatable; see docs/providers/mock.md)")
+	fs.BoolVar(&p.WatchStages, "watch-stages", false, "with --provider mock, also run by the kwok Stage, ResourceUsage and ClusterResourceUsage objects in the cluster (kwok.x-k8s.io/v1alpha1; its CRDs must be installed), as they are created, changed and deleted; the --stage-config files win over a cluster object of the same name")
 }
 
 func (n *NodeOptions) addFlags(fs *pflag.FlagSet) {

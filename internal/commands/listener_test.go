@@ -101,7 +101,7 @@ func TestSharedListenerServesEveryNode(t *testing.T) {
 	client := fake.NewClientset(pods[0], pods[1], pods[2])
 
 	ctx, cancel := context.WithCancel(t.Context())
-	sh, err := startShared(ctx, o, client)
+	sh, err := startShared(ctx, o, client, nil)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

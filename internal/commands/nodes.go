@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	corev1informers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -51,6 +53,10 @@ type shared struct {
 	// stops undo what startShared started, in reverse order.
 	stops []func()
 
+	// dynamic gives the informers of other kinds the providers ask for
+	// (the mock's kwok objects), started for the process's life.
+	dynamic processDynamicInformers
+
 	// boundPods is the cache of the bound pods that pods dispatches,
 	// where the shared listener finds a pod's node.
 	boundPods corev1listers.PodLister
@@ -61,12 +67,18 @@ type shared struct {
 // replicas, whose nodes come and go, or --shared-pod-watch) one watch of
 // their pods, dispatched by node name, and one of their Nodes. Otherwise
 // the informers' factory starts with the node.
-func startShared(ctx context.Context, o *Options, client kubernetes.Interface) (*shared, error) {
+// dyn serves the informers of other kinds that providers ask for.
+func startShared(ctx context.Context, o *Options, client kubernetes.Interface, dyn dynamic.Interface) (*shared, error) {
 	// One event broadcaster for all nodes: each has its own watchers and
 	// a thousand-event queue, 70 MB and 2,000 goroutines at 1,000 nodes.
 	events := record.NewBroadcaster()
 	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	sh := &shared{client: client, factory: nodeutil.NewInformerFactory(client, o.Client.FullResyncPeriod), interner: intern.New(), events: events, stops: []func(){events.Shutdown}}
+	dynamicFactory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	sh := &shared{
+		client: client, factory: nodeutil.NewInformerFactory(client, o.Client.FullResyncPeriod), interner: intern.New(), events: events,
+		dynamic: processDynamicInformers{dynamicFactory, ctx.Done()},
+		stops:   []func(){events.Shutdown, dynamicFactory.Shutdown},
+	}
 	if o.Node.NodeCount <= 1 && !o.LeaderElect.LeaderElect && !o.Node.SharedPodWatch && !o.Node.Managed.Enabled() {
 		return sh, nil
 	}
@@ -150,6 +162,7 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 	p, err := initProvider(ctx, provider.InitConfig{
 		ConfigPath:      o.Provider.Config,
 		StageConfigs:    o.Provider.StageConfigs,
+		WatchStages:     o.Provider.WatchStages,
 		NodeName:        name,
 		OperatingSystem: o.Node.OperatingSystem,
 		InternalIP:      nodeIP,
@@ -162,10 +175,11 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 			Secrets:    core.Secrets().Lister(),
 			Services:   core.Services().Lister(),
 		},
-		KubeClient:     client,
-		EventRecorder:  recorder,
-		PodSyncWorkers: o.workersPerNode(),
-		Interner:       sh.interner,
+		KubeClient:       client,
+		DynamicInformers: sh.dynamic,
+		EventRecorder:    recorder,
+		PodSyncWorkers:   o.workersPerNode(),
+		Interner:         sh.interner,
 	})
 	if err != nil {
 		if o.Node.NodeCount > 1 {

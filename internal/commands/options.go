@@ -40,6 +40,8 @@ type ProviderOptions struct {
 	Config string
 	// StageConfigs are kwok Stage files, for the mock.
 	StageConfigs []string
+	// WatchStages runs the mock by the kwok objects in the cluster too.
+	WatchStages bool
 }
 
 // NodeOptions describe the Nodes to register.
@@ -189,6 +191,9 @@ func (p *ProviderOptions) validate() error {
 	}
 	if len(p.StageConfigs) > 0 && p.Name != "mock" {
 		return fmt.Errorf("--stage-config: kwok's Stages run in the mock provider only, not in --provider %s", p.Name)
+	}
+	if p.WatchStages && p.Name != "mock" {
+		return fmt.Errorf("--watch-stages: kwok's Stages run in the mock provider only, not in --provider %s", p.Name)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"os"
 	"strings"
 	"sync"
@@ -228,3 +229,14 @@ type processInformers struct {
 
 func (f processInformers) Start(<-chan struct{}) { f.SharedInformerFactory.Start(f.done) }
 func (processInformers) Shutdown()               {}
+
+// processDynamicInformers is the dynamic informer factory as providers see
+// it, for the same reason: the process starts its informers, for its
+// lifetime, and shuts them down.
+type processDynamicInformers struct {
+	dynamicinformer.DynamicSharedInformerFactory
+	done <-chan struct{}
+}
+
+func (f processDynamicInformers) Start(<-chan struct{}) { f.DynamicSharedInformerFactory.Start(f.done) }
+func (processDynamicInformers) Shutdown()               {}

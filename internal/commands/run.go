@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vkubelet/virtual-kubelet/internal/ha"
@@ -51,7 +52,11 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	openConnection(ctx, client)
-	sh, err := startShared(ctx, o, client)
+	dyn, err := dynamic.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	sh, err := startShared(ctx, o, client, dyn)
 	if err != nil {
 		return err
 	}

@@ -62,7 +62,7 @@ func TestSharedPodWatchIsChosenByFlag(t *testing.T) {
 			o.Node.NodeCount = 1
 			tc.set(o)
 			ctx, cancel := context.WithCancel(t.Context())
-			sh, err := startShared(ctx, o, fake.NewClientset())
+			sh, err := startShared(ctx, o, fake.NewClientset(), nil)
 			if err != nil {
 				cancel()
 				t.Fatal(err)

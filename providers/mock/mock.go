@@ -78,13 +78,14 @@ type Provider struct {
 	// mock's records hold the informer cache's instances.
 	interner *intern.Interner
 
-	// stages are kwok's Stages from --stage-config, nil without (see
-	// stages.go); rnd is their chance, guarded by mu.
+	// stages are kwok's Stages from --stage-config, and with
+	// --watch-stages the cluster's (stagewatch.go), nil without (see
+	// stages.go); rnd is their chance. Both are guarded by mu.
 	stages *stage.Set
 	rnd    *rand.Rand
 	// usage is kwok's ResourceUsage and ClusterResourceUsage objects from
-	// the stage files, nil without; usageNode the node as their
-	// expressions see it (see usage.go).
+	// the stage files (and the cluster), nil without, guarded by mu;
+	// usageNode the node as their expressions see it (see usage.go).
 	usage     *usage.Set
 	usageNode map[string]any
 	// nodeStages run the node's stages (nodestages.go).
@@ -141,16 +142,22 @@ func New(ctx context.Context, cfg provider.InitConfig) (node.Provider, error) {
 		prepared:   map[string]preparedDevices{},
 		runtime:    conf.runtime,
 	}
-	if p.stages, err = loadStages(cfg, now, p.stagedIPs); err != nil {
+	env := stageEnv(cfg, now, p.stagedIPs)
+	if p.stages, err = loadStages(cfg, env); err != nil {
 		return nil, err
 	}
 	if p.usage, err = loadUsage(ctx, p.stages.Foreign()); err != nil {
 		return nil, err
 	}
-	if p.usage != nil {
+	if p.usage != nil || cfg.WatchStages {
 		p.usageNode = usageNode(cfg, p.capacity, now)
 	}
 	p.nodeStages = newNodeStages(p, cfg)
+	if cfg.WatchStages {
+		if err := watchClusterObjects(ctx, p, cfg, env, p.stages); err != nil {
+			return nil, err
+		}
+	}
 	if p.interner == nil {
 		p.interner = intern.New()
 	}

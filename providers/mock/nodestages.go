@@ -26,10 +26,10 @@ import (
 // on the Node being registered (SimulateFrom). With node stages the node
 // reports status.phase Running, as kwok's nodes do and its stages expect.
 
-// nodeStages runs the node's stages; nil without node stages.
+// nodeStages runs the node's stages; nil without node stages (and
+// without --watch-stages, which may bring some).
 type nodeStages struct {
 	name     string
-	stages   stage.Lifecycle
 	kube     kubernetes.Interface
 	events   podEvents
 	capacity corev1.ResourceList
@@ -39,13 +39,34 @@ type nodeStages struct {
 	// registered is the Node being registered, the base of those
 	// reported.
 	registered *corev1.Node
+	// stages are the node's stages; restaged tells run they changed.
+	stages   stage.Lifecycle
+	restaged chan struct{}
 }
 
 func newNodeStages(p *Provider, cfg provider.InitConfig) *nodeStages {
-	if len(p.stages.Nodes()) == 0 {
+	if len(p.stages.Nodes()) == 0 && !cfg.WatchStages {
 		return nil
 	}
-	return &nodeStages{name: cfg.NodeName, stages: p.stages.Nodes(), kube: cfg.KubeClient, events: p.events, capacity: p.capacity, since: p.startedAt}
+	return &nodeStages{name: cfg.NodeName, stages: p.stages.Nodes(), restaged: make(chan struct{}, 1), kube: cfg.KubeClient, events: p.events, capacity: p.capacity, since: p.startedAt}
+}
+
+// restage makes l the node's stages.
+func (ns *nodeStages) restage(l stage.Lifecycle) {
+	ns.mu.Lock()
+	ns.stages = l
+	ns.mu.Unlock()
+	select {
+	case ns.restaged <- struct{}{}:
+	default:
+	}
+}
+
+// current are the node's stages.
+func (ns *nodeStages) current() stage.Lifecycle {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	return ns.stages
 }
 
 // Ping implements node.NodeProvider: the mock's backend is this process.
@@ -169,7 +190,7 @@ func (ns *nodeStages) run(ctx context.Context, cb func(*corev1.Node)) {
 			fail(err)
 			return
 		}
-		st, err := ns.stages.Match(obj, rnd)
+		st, err := ns.current().Match(obj, rnd)
 		if err != nil {
 			fail(err)
 			return
@@ -247,6 +268,8 @@ func (ns *nodeStages) run(ctx context.Context, cb func(*corev1.Node)) {
 		case n := <-updates:
 			api = n
 			instant = 0
+			schedule()
+		case <-ns.restaged:
 			schedule()
 		case <-due:
 			st := next

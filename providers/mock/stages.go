@@ -43,16 +43,21 @@ const maxInstantStages = 64
 // apiTimeout bounds a stage's request to the API server.
 const apiTimeout = 30 * time.Second
 
-// loadStages compiles the stage files for the node cfg describes.
-func loadStages(cfg provider.InitConfig, started time.Time, podIPs func(namespace, name string) []string) (*stage.Set, error) {
-	if len(cfg.StageConfigs) == 0 {
-		return nil, nil
-	}
-	return stage.Load(cfg.StageConfigs, stage.Env{
+// stageEnv is what the stages of the node cfg describes see.
+func stageEnv(cfg provider.InitConfig, started time.Time, podIPs func(namespace, name string) []string) stage.Env {
+	return stage.Env{
 		NodeName: cfg.NodeName, NodeIP: cfg.InternalIP, NodePort: cfg.DaemonPort,
 		Version: version.Version, StartTime: started, PodIPs: podIPs,
 		OtherKinds: usage.Kinds, // see usage.go
-	})
+	}
+}
+
+// loadStages compiles the stage files for the node env describes.
+func loadStages(cfg provider.InitConfig, env stage.Env) (*stage.Set, error) {
+	if len(cfg.StageConfigs) == 0 {
+		return nil, nil
+	}
+	return stage.Load(cfg.StageConfigs, env)
 }
 
 // stagedIPs are a pod's IPs, for the templates' PodIPWith.
@@ -223,6 +228,10 @@ func (ps *podState) setStatus(status map[string]any) error {
 				}
 			}
 		}
+	}
+	// Its containers started once a stage ran one: the pod has stats.
+	for _, c := range ps.containers {
+		ps.started = ps.started || c.ran
 	}
 	return nil
 }

@@ -101,6 +101,45 @@ func (p *Provider) attachUsage(ps *podState, pod *corev1.Pod) {
 	}
 }
 
+// reattachUsage gives the running containers of the pod the usage the
+// objects give them now (--watch-stages: they changed), keeping the CPU
+// time each has used so far: a counter never goes back. p.mu must be held.
+func (p *Provider) reattachUsage(ps *podState, pod *corev1.Pod, now time.Time) {
+	ps.usageObj = nil
+	expressions := false
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			c := ps.container(list[i].Name)
+			if c == nil || len(c.instances) == 0 || !c.instances[len(c.instances)-1].end.IsZero() {
+				continue // not running: its figures are final
+			}
+			var u usage.Container
+			if p.usage != nil {
+				u = p.usage.For(pod.Namespace, pod.Name, c.spec.name)
+			}
+			if c.meter == nil && u.CPU == nil && u.Memory == nil {
+				continue
+			}
+			last := len(c.instances) - 1
+			m := &usageMeter{cpu: u.CPU, mem: u.Memory, nanoCores: c.script.nanoCores, memory: c.script.memory, banked: c.instanceCPU(last, now), since: now}
+			if last > 0 {
+				m.previous = c.instanceCPU(last-1, now)
+			}
+			if c.meter != nil {
+				m.nanoCores = c.meter.nanoCores
+			}
+			if u.CPU.IsExpression() || u.Memory.IsExpression() {
+				m.container = jsonMap(&list[i])
+				expressions = true
+			}
+			c.meter = m
+		}
+	}
+	if expressions {
+		ps.usageObj = usagePod(pod)
+	}
+}
+
 // refreshUsage takes the pod's new object for its expressions, and tries
 // again those that failed; p.mu must be held.
 func (ps *podState) refreshUsage(pod *corev1.Pod) {

@@ -3,6 +3,7 @@ package stage
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -52,6 +53,33 @@ func (s *Set) add(st *Stage) {
 	}
 }
 
+// With is a Set of s's stages and objects with more stages added, s left
+// as it is. A stage of more whose kind and name one of s's has is not
+// added but returned: s, the files, wins.
+func (s *Set) With(more []*Stage) (*Set, []*Stage) {
+	out := &Set{}
+	have := map[string]bool{}
+	if s != nil {
+		out.pods = slices.Clone(s.pods)
+		out.nodes = slices.Clone(s.nodes)
+		out.foreign = s.foreign
+		for _, l := range []Lifecycle{s.pods, s.nodes} {
+			for _, st := range l {
+				have[st.kind+"/"+st.name] = true
+			}
+		}
+	}
+	var clashes []*Stage
+	for _, st := range more {
+		if have[st.kind+"/"+st.name] {
+			clashes = append(clashes, st)
+			continue
+		}
+		out.add(st)
+	}
+	return out, clashes
+}
+
 // Pods are the stages that apply to pods; nil for a nil Set.
 func (s *Set) Pods() Lifecycle {
 	if s == nil {
@@ -86,6 +114,9 @@ type Stage struct {
 
 // Name is the stage's metadata.name.
 func (s *Stage) Name() string { return s.name }
+
+// Kind is the kind of object the stage applies to, KindPod or KindNode.
+func (s *Stage) Kind() string { return s.kind }
 
 // ImmediateNextStage says the stage after it is matched at once, not on
 // the next change of the object.

@@ -72,6 +72,16 @@ func Parse(name string, data []byte, env Env) ([]*Stage, error) {
 	return stages, err
 }
 
+// ParseStage compiles one Stage object, JSON as the API server serves it;
+// its errors start with where, which names the object for them.
+func ParseStage(where string, js []byte, env Env) (*Stage, error) {
+	s, err := parseStage(js, env)
+	if err != nil {
+		return nil, fmt.Errorf("%s%s", where, err)
+	}
+	return s, nil
+}
+
 // parseFile compiles the stages in data and hands over the objects of
 // env.OtherKinds.
 func parseFile(name string, data []byte, env Env) ([]*Stage, []Foreign, error) {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -519,5 +520,34 @@ func TestTemplatesAreBounded(t *testing.T) {
 		if _, err := st[0].Steps()[0].Patch.Apply(objectOf(t, webPod(nil)), KindPod); err == nil || !strings.Contains(err.Error(), "at most 10000") {
 			t.Errorf("%s: %v", tmpl, err)
 		}
+	}
+}
+
+// TestSetWith: stages added to a file's set join it by kind, and one with
+// the kind and name of a file's stage is returned, the file's kept.
+func TestSetWith(t *testing.T) {
+	files := load(t, "pod-fast.yaml")
+	extra := `{"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": %q},
+		"spec": {"resourceRef": {"apiGroup": "v1", "kind": %q}, "selector": {}}}`
+	var more []*Stage
+	for _, s := range []struct{ name, kind string }{{"pod-run", KindPod}, {"pod-extra", KindPod}, {"node-extra", KindNode}} {
+		st, err := ParseStage("the cluster", []byte(fmt.Sprintf(extra, s.name, s.kind)), testEnv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		more = append(more, st)
+	}
+	set, clashes := files.With(more)
+	if len(clashes) != 1 || clashes[0] != more[0] {
+		t.Fatalf("clashes %v, want the cluster's pod-run", clashes)
+	}
+	if len(set.Pods()) != len(files.Pods())+1 || len(set.Nodes()) != len(files.Nodes())+1 {
+		t.Errorf("%d pod and %d node stages, want %d and %d", len(set.Pods()), len(set.Nodes()), len(files.Pods())+1, len(files.Nodes())+1)
+	}
+	if !slices.Contains(set.Pods(), stageNamed(t, files.Pods(), "pod-run")) {
+		t.Error("the file's pod-run is not in the set")
+	}
+	if _, clashes := (*Set)(nil).With(more); len(clashes) != 0 {
+		t.Errorf("a nil set clashes with %v", clashes)
 	}
 }
