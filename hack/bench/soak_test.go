@@ -26,7 +26,7 @@ func TestLeastSquares(t *testing.T) {
 		{"mismatched", []float64{1, 2}, []float64{1}, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			slope, ok := leastSquares(tc.xs, tc.ys)
+			slope, _, ok := leastSquares(tc.xs, tc.ys)
 			if ok != tc.ok || math.Abs(slope-tc.slope) > 1e-9 {
 				t.Errorf("leastSquares = %v, %v; want %v, %v", slope, ok, tc.slope, tc.ok)
 			}
@@ -59,7 +59,10 @@ func TestSoakTrend(t *testing.T) {
 		// The leak: 100, 103, 106, 110 over minutes 1 to 4 fit 3.3 a minute.
 		{"within 5 %", []float64{50, 100, 200, 202, 204}, 2 * time.Minute, 200, 204, 120, true, "ok (+2.0 %)"},
 		{"exactly 5 %", []float64{100, 100, 105}, time.Minute, 100, 105, 300, true, "ok (+5.0 %)"},
-		{"leak", []float64{100, 100, 103, 106, 110}, time.Minute, 100, 110, 198, false, "**up +10.0 %** (over 5 %)"},
+		{"leak", []float64{100, 100, 103, 106, 110}, time.Minute, 100, 110, 198, false, "**up +9.9 %** (over 5 %)"},
+		// Noise around a flat line: the last sample is 20 % over the
+		// first, the fitted line does not rise.
+		{"noise", []float64{100, 100, 130, 90, 80, 100, 120}, time.Minute, 100, 120, 0, true, "ok (+0.0 %)"},
 		{"falls", []float64{500, 400, 300}, time.Minute, 400, 300, -6000, true, "ok (down 25.0 %)"},
 		// The first sample at or after the warm-up is the baseline.
 		{"warm-up between samples", []float64{1, 2, 10, 10}, 90 * time.Second, 10, 10, 0, true, "ok (+0.0 %)"},
@@ -135,7 +138,7 @@ func TestSoakTrendsTable(t *testing.T) {
 	ok, _ := soakTrendOf(samples(qHeap, 0, 100<<20, 101<<20), time.Minute, qHeap)
 	up, _ := soakTrendOf(samples(qGoroutines, 0, 100, 120), time.Minute, qGoroutines)
 	soakTrendsTable(&b, 10*time.Minute, []string{"a", "b"}, map[string][]soakTrend{"a": {ok}, "b": {up}})
-	want := "| daemon | quantity | at 10 min | at end | slope after 10 min (per hour) | end vs 10 min | verdict |\n" +
+	want := "| daemon | quantity | at 10 min | at end | slope after 10 min (per hour) | fitted change | verdict |\n" +
 		"|---|---|---:|---:|---:|---:|---|\n" +
 		"| a | Go heap (live) | 100.0 MiB | 101.0 MiB | +60.0 MiB | +1.0 % | ok (+1.0 %) |\n" +
 		"| b | goroutines | 100 | 120 | +1200 | +20.0 % | **up +20.0 %** (over 5 %) |\n"

@@ -57,12 +57,12 @@ func parseSoakMetrics(r io.Reader) (goroutines, fds, heap float64, err error) {
 	return out[0], out[1], out[2], nil
 }
 
-// leastSquares is the slope of the least-squares line through (xs, ys);
-// ok is false with fewer than two distinct xs.
-func leastSquares(xs, ys []float64) (slope float64, ok bool) {
+// leastSquares is the least-squares line through (xs, ys), y = slope·x +
+// intercept; ok is false with fewer than two distinct xs.
+func leastSquares(xs, ys []float64) (slope, intercept float64, ok bool) {
 	n := float64(len(xs))
 	if len(xs) < 2 || len(xs) != len(ys) {
-		return 0, false
+		return 0, 0, false
 	}
 	var sx, sy float64
 	for i := range xs {
@@ -77,13 +77,17 @@ func leastSquares(xs, ys []float64) (slope float64, ok bool) {
 		sxy += dx * (ys[i] - my)
 	}
 	if sxx == 0 {
-		return 0, false
+		return 0, 0, false
 	}
-	return sxy / sxx, true
+	slope = sxy / sxx
+	return slope, my - slope*mx, true
 }
 
-// soakTolerance is how far above its value after the warm-up a quantity
-// may end: more is an upward trend, a leak's sign.
+// soakTolerance is how far the line fitted to a quantity's samples from
+// the warm-up on may rise over the run: more is an upward trend, a leak's
+// sign. The fitted line, not the first and last samples, decides: a
+// quantity such as the live heap moves by a fifth from one sample to the
+// next, which two samples alone read as a trend.
 const soakTolerance = 0.05
 
 // soakTrend is one quantity of one daemon over the soak.
@@ -95,9 +99,10 @@ type soakTrend struct {
 	// PerHour is the least-squares slope of the samples from the warm-up
 	// on, in the quantity's units per hour.
 	PerHour float64
-	// Change is (AtEnd - AtWarmup) / AtWarmup.
+	// Change is the fitted line's rise from the warm-up to the end over
+	// its value at the warm-up.
 	Change float64
-	// OK: AtEnd is at most soakTolerance above AtWarmup.
+	// OK: Change is at most soakTolerance.
 	OK bool
 }
 
@@ -122,14 +127,15 @@ func soakTrendOf(samples []soakSample, warmup time.Duration, q soakQuantity) (so
 			ys = append(ys, s.Values[q])
 		}
 	}
-	slope, ok := leastSquares(xs, ys)
+	slope, intercept, ok := leastSquares(xs, ys)
 	if !ok {
 		return soakTrend{}, fmt.Errorf("%s: %d samples from %s on; a slope needs 2 (run longer than the warm-up plus a sample interval)", q, len(xs), warmup)
 	}
 	t := soakTrend{Quantity: q, AtWarmup: ys[0], AtEnd: ys[len(ys)-1], PerHour: slope}
-	if t.AtWarmup != 0 {
-		t.Change = (t.AtEnd - t.AtWarmup) / t.AtWarmup
-	} else if t.AtEnd > 0 {
+	from, to := slope*xs[0]+intercept, slope*xs[len(xs)-1]+intercept
+	if from > 0 {
+		t.Change = (to - from) / from
+	} else if to > from {
 		t.Change = math.Inf(1)
 	}
 	t.OK = t.Change <= soakTolerance
@@ -140,7 +146,7 @@ func soakTrendOf(samples []soakSample, warmup time.Duration, q soakQuantity) (so
 // per daemon and quantity, in the daemons' order.
 func soakTrendsTable(b *strings.Builder, warmup time.Duration, daemons []string, trends map[string][]soakTrend) {
 	w := fmtMinutes(warmup)
-	fmt.Fprintf(b, "| daemon | quantity | at %s | at end | slope after %s (per hour) | end vs %s | verdict |\n", w, w, w)
+	fmt.Fprintf(b, "| daemon | quantity | at %s | at end | slope after %s (per hour) | fitted change | verdict |\n", w, w)
 	b.WriteString("|---|---|---:|---:|---:|---:|---|\n")
 	for _, d := range daemons {
 		for _, t := range trends[d] {
