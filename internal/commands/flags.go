@@ -128,7 +128,7 @@ func (c *ClientOptions) addFlags(fs *pflag.FlagSet) {
 func (s *ServerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.ListenAddress, "listen-address", "0.0.0.0", "address the kubelet API listens on")
 	fs.Int32Var(&s.ListenPort, "listen-port", 10250, "port the kubelet API listens on; with --node-count N and --kubelet-listener per-node, the first of N")
-	fs.StringVar(&s.KubeletListener, "kubelet-listener", ListenerPerNode, "with --node-count above 1: "+ListenerPerNode+" (each node its own listener on --listen-port + i, as many kubelets) or "+
+	fs.StringVar(&s.KubeletListener, "kubelet-listener", ListenerPerNode, "with --node-count above 1 or --manage-*: "+ListenerPerNode+" (each node its own listener on --listen-port + i, as many kubelets) or "+
 		ListenerShared+" (one listener on --listen-port for every node, which finds a request's node from its pod, or its /nodes/NODE/ path; less memory; see docs/many-nodes.md)")
 	fs.StringVar(&s.TLSCertFile, "tls-cert-file", "", "serving certificate of the kubelet API; without it a self-signed one is made")
 	fs.StringVar(&s.TLSKeyFile, "tls-private-key-file", "", "private key of the serving certificate")

@@ -140,12 +140,19 @@ func runManaged(ctx context.Context, cancel context.CancelFunc, o *Options, clie
 		case err != nil:
 			return err
 		}
+		if annotations := o.nodeAnnotations(n.Name); annotations != nil {
+			remove, err := applyListenerAnnotations(ctx, client, fresh, annotations)
+			if err != nil {
+				return err
+			}
+			defer remove()
+		}
 		return serveNode(withNode(ctx, n.Name), o, n.Name, port, nodeIP, sh, servers, starts, fresh)
 	}
 	if members != nil {
 		serve = holdManaged(members, client, serve)
 	}
-	m := newManagedNodes(selector, sh.nodes, newPortPool(&o.Server), serve)
+	m := newManagedNodes(selector, sh.nodes, o.managedPorts(), serve)
 	if _, err := sh.nodeInformer.AddEventHandler(m.handler()); err != nil {
 		return err
 	}
@@ -368,11 +375,13 @@ func (r *managedNode) ended() bool {
 
 // portPool hands out the managed nodes' kubelet API ports: the lowest free
 // one from --listen-port up, past the metrics port when that would
-// collide.
+// collide; with the shared listener, its port to every node.
 type portPool struct {
 	mu   sync.Mutex
 	base int
 	used map[int]bool
+	// shared: every node gets base, the shared listener's port.
+	shared bool
 }
 
 func newPortPool(o *ServerOptions) *portPool {
@@ -387,6 +396,9 @@ func newPortPool(o *ServerOptions) *portPool {
 
 // take reserves the lowest free port.
 func (p *portPool) take() (int32, error) {
+	if p.shared {
+		return int32(p.base), nil
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for port := p.base; port <= 65535; port++ {
@@ -400,6 +412,9 @@ func (p *portPool) take() (int32, error) {
 
 // give returns port to the pool.
 func (p *portPool) give(port int32) {
+	if p.shared {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.used, int(port))

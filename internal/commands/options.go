@@ -149,11 +149,6 @@ func (o *Options) Validate() error {
 			return err
 		}
 	}
-	if o.Node.Managed.Enabled() && o.Server.KubeletListener == ListenerShared {
-		// Its node routes need an annotation on each Node, which the
-		// daemon does not write on Nodes others created.
-		return fmt.Errorf("--kubelet-listener %s serves the nodes of --node-count; managed nodes (--manage-*) have a listener each", ListenerShared)
-	}
 	ports := o.kubeletPorts()
 	if last := int(o.Server.ListenPort) + ports - 1; last > 65535 {
 		return fmt.Errorf("--listen-port %d with --node-count %d needs ports up to %d, past 65535", o.Server.ListenPort, o.Node.NodeCount, last)
