@@ -116,8 +116,8 @@ func (n *NodeOptions) addFlags(fs *pflag.FlagSet) {
 
 func (c *ClientOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file (a list is merged, as kubectl does); without one, the in-cluster config")
-	fs.Float32Var(&c.KubeAPIQPS, "kube-api-qps", DefaultKubeAPIQPS, "queries per second to the API server (0: no client-side limit); by default at least 50 per node of --node-count")
-	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", DefaultKubeAPIBurst, "burst of queries to the API server; by default at least 100 per node of --node-count")
+	fs.Float32Var(&c.KubeAPIQPS, "kube-api-qps", DefaultKubeAPIQPS, "queries per second to the API server (0: no client-side limit); by default at least 50 per node of --node-count or managed node")
+	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", DefaultKubeAPIBurst, "burst of queries to the API server; by default at least 100 per node of --node-count or managed node")
 	fs.IntVar(&c.KubeAPIMaxInFlight, "kube-api-max-in-flight", 1000, "requests in flight to the API server at once, watches aside, and as many lease renewals besides (0: no bound); more wait in the daemon (see BENCHMARKS.md)")
 	fs.StringVar(&c.KubeAPIContentType, "kube-api-content-type", runtime.ContentTypeProtobuf, "content type of requests to the API server: "+runtime.ContentTypeProtobuf+" (as the kubelet; smaller and cheaper to decode) or "+runtime.ContentTypeJSON)
 	fs.IntVar(&c.PodSyncWorkers, "pod-sync-workers", 50, "workers for each of the pod controller's queues (status writes wait on the API server: see BENCHMARKS.md)")

@@ -108,7 +108,8 @@ func ownedByUs(n *corev1.Node, field string) bool {
 // is deleted, by this process alone or, with --leader-elect, by the
 // replica holding it. It returns once ctx ends or a server fails, after
 // every node has stopped; cancel ends ctx.
-func runManaged(ctx context.Context, cancel context.CancelFunc, o *Options, client kubernetes.Interface, restCfg *rest.Config, nodeIP string, sh *shared) error {
+// limiter, when not nil, scales the client's limits with the nodes served.
+func runManaged(ctx context.Context, cancel context.CancelFunc, o *Options, client kubernetes.Interface, restCfg *rest.Config, nodeIP string, sh *shared, limiter *managedLimiter) error {
 	selector, err := o.Node.Managed.selector()
 	if err != nil {
 		return err
@@ -153,6 +154,7 @@ func runManaged(ctx context.Context, cancel context.CancelFunc, o *Options, clie
 		serve = holdManaged(members, client, serve)
 	}
 	m := newManagedNodes(selector, sh.nodes, o.managedPorts(), serve)
+	m.served = limiter.setNodes
 	if _, err := sh.nodeInformer.AddEventHandler(m.handler()); err != nil {
 		return err
 	}
@@ -229,6 +231,9 @@ type managedNodes struct {
 	serve    managedServe
 	ports    *portPool
 	queue    workqueue.TypedRateLimitingInterface[string]
+	// served, when set, is told how many nodes are served after each
+	// change.
+	served func(int)
 
 	mu      sync.Mutex
 	running map[string]*managedNode
@@ -317,6 +322,7 @@ func (m *managedNodes) sync(ctx context.Context, name string) {
 		<-r.done
 		m.mu.Lock()
 		delete(m.running, name)
+		m.countServed()
 		m.mu.Unlock()
 		if !want {
 			log.G(ctx).WithField("node", name).Info("stopped serving the managed node: it is gone or no longer matches")
@@ -342,6 +348,7 @@ func (m *managedNodes) start(ctx context.Context, n *corev1.Node, port int32) {
 	r := &managedNode{uid: n.UID, cancel: cancel, done: make(chan struct{})}
 	m.mu.Lock()
 	m.running[n.Name] = r
+	m.countServed()
 	m.mu.Unlock()
 	log.G(ctx).WithFields(log.Fields{"node": n.Name, "port": port}).Info("serving the managed node")
 	go func() {
@@ -361,6 +368,13 @@ func (m *managedNodes) start(ctx context.Context, n *corev1.Node, port int32) {
 		}
 		m.queue.AddRateLimited(n.Name)
 	}()
+}
+
+// countServed tells served how many nodes are served; m.mu is held.
+func (m *managedNodes) countServed() {
+	if m.served != nil {
+		m.served(len(m.running))
+	}
 }
 
 // ended reports whether serving has returned.

@@ -75,6 +75,10 @@ type ClientOptions struct {
 	PodSyncWorkers     int
 	FullResyncPeriod   time.Duration
 	ClusterDomain      string
+	// qpsScales and burstScales: with managed nodes, the limits were
+	// left at their defaults and scale with the nodes served
+	// (managedLimiter).
+	qpsScales, burstScales bool
 }
 
 // ServerOptions configure the kubelet API and metrics servers.
@@ -363,12 +367,17 @@ const (
 
 // scaleClientLimits raises the client limits that were left at their
 // defaults to what NodeCount kubelets would have.
+// With managed nodes, whose number is known only as they come, those
+// defaults scale as they come and go (managedLimiter).
 func (o *Options) scaleClientLimits(fs *pflag.FlagSet) {
+	managed := o.Node.Managed.Enabled()
 	if f := fs.Lookup("kube-api-qps"); f != nil && !f.Changed {
 		o.Client.KubeAPIQPS = max(o.Client.KubeAPIQPS, float32(kubeAPIQPSPerNode*o.Node.NodeCount))
+		o.Client.qpsScales = managed
 	}
 	if f := fs.Lookup("kube-api-burst"); f != nil && !f.Changed {
 		o.Client.KubeAPIBurst = max(o.Client.KubeAPIBurst, kubeAPIBurstPerNode*o.Node.NodeCount)
+		o.Client.burstScales = managed
 	}
 }
 
