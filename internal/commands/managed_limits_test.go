@@ -3,7 +3,6 @@ package commands
 import (
 	"testing"
 
-	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 )
 
@@ -23,15 +22,7 @@ func TestManagedLimiterScalesWithNodes(t *testing.T) {
 		{[]string{"--manage-all-nodes", "--kube-api-qps", "0"}, 1000, -1, 0},
 		{[]string{"--node-count", "3"}, 1000, -1, 0}, // registered nodes: scaled at start
 	} {
-		o := &Options{}
-		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
-		for _, g := range o.flagGroups() {
-			fs.AddFlagSet(g.fs)
-		}
-		if err := fs.Parse(c.args); err != nil {
-			t.Fatal(err)
-		}
-		o.scaleClientLimits(fs)
+		o := scaledOptions(t, c.args...)
 		cfg := &rest.Config{}
 		m := o.managedLimiter(cfg)
 		if c.qps < 0 {
