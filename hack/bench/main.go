@@ -17,6 +17,13 @@
 // Every figure of the daemon pass is also given as a ratio to the floor's
 // and to kwok's, measured in the same run on the same machine.
 //
+// With -managed-nodes M the pods are spread over M nodes that kwok and the
+// daemon do not register: in each of their passes the bench creates M
+// Nodes with kwok's annotation, as Karpenter's kwok provider does, and
+// kwok (--manage-nodes-with-annotation-selector) or the daemon (--manage-*
+// and --kubelet-listener shared) takes them over (managed.go); the floor
+// registers its own as with -nodes.
+//
 // With -remote-cluster (`make bench-ab`) it measures A→B: the floor pass
 // runs on A and on B; the daemon pass runs the daemon in A with the
 // kubernetes provider, which puts A's pods in B, where B's scheduler binds
