@@ -47,14 +47,16 @@ func applyListenerAnnotations(ctx context.Context, client kubernetes.Interface, 
 	} else if err != nil {
 		return nil, fmt.Errorf("node %s: applying the shared listener's annotations: %w", n.Name, err)
 	}
+	// What remove needs, not the Node: a thousand nodes' would stay live.
+	name, uid := n.Name, n.UID
 	return func() {
 		// The node's context has ended; its values (the replica's fence)
 		// still apply.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		_, err := client.CoreV1().Nodes().Apply(ctx, corev1apply.Node(n.Name).WithUID(n.UID), opts)
+		_, err := client.CoreV1().Nodes().Apply(ctx, corev1apply.Node(name).WithUID(uid), opts)
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			log.G(ctx).WithField("node", n.Name).WithError(err).Warn("taking the shared listener's annotations off the node")
+			log.G(ctx).WithField("node", name).WithError(err).Warn("taking the shared listener's annotations off the node")
 		}
 	}, nil
 }
