@@ -36,7 +36,7 @@ func kwokPass(ctx context.Context, c config, cl *cluster, n, nodes int) (*kwokRe
 		return nil, err
 	}
 	defer cleanup(cl.client, ns, names)
-	if err := registerKwokNodes(ctx, cl.client, names); err != nil {
+	if err := registerKwokNodes(ctx, cl.client, prefix, names); err != nil {
 		return nil, err
 	}
 	started := time.Now()
@@ -73,14 +73,19 @@ func kwokPass(ctx context.Context, c config, cl *cluster, n, nodes int) (*kwokRe
 	return r, nil
 }
 
-// registerKwokNodes creates the Nodes kwok manages: bare objects with the
-// annotation it selects by; its node-initialize stage fills their status.
-func registerKwokNodes(ctx context.Context, client kubernetes.Interface, names []string) error {
+// passLabel names the pass whose Nodes the bench created: the daemon
+// manages those of its own pass alone.
+const passLabel = "bench.vkubelet.io/pass"
+
+// registerKwokNodes creates the Nodes kwok (or the daemon, managing Nodes)
+// manages: bare objects with the annotation kwok selects by, and pass's
+// label; kwok's node-initialize stage, or the daemon, fills their status.
+func registerKwokNodes(ctx context.Context, client kubernetes.Interface, pass string, names []string) error {
 	return parallel(ctx, len(names), 50, func(i int) error {
 		_, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 			Name:        names[i],
 			Annotations: map[string]string{kwokAnnotation: "fake"},
-			Labels:      map[string]string{"type": "kwok", corev1.LabelHostname: names[i]},
+			Labels:      map[string]string{"type": "kwok", corev1.LabelHostname: names[i], passLabel: pass},
 		}}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("registering kwok node %s: %w", names[i], err)

@@ -17,6 +17,13 @@
 // Every figure of the daemon pass is also given as a ratio to the floor's
 // and to kwok's, measured in the same run on the same machine.
 //
+// With -managed-nodes M the pods are spread over M nodes that kwok and the
+// daemon do not register: in each of their passes the bench creates M
+// Nodes with kwok's annotation, as Karpenter's kwok provider does, and
+// kwok (--manage-nodes-with-annotation-selector) or the daemon (--manage-*
+// and --kubelet-listener shared) takes them over (managed.go); the floor
+// registers its own as with -nodes.
+//
 // With -remote-cluster (`make bench-ab`) it measures A→B: the floor pass
 // runs on A and on B; the daemon pass runs the daemon in A with the
 // kubernetes provider, which puts A's pods in B, where B's scheduler binds
@@ -72,13 +79,16 @@ type config struct {
 	remoteBurst int
 	sizes       []int
 	nodes       int
-	replicas    int // > 1: the daemon pass is that many --leader-elect replicas
-	workers     int
-	steady      time.Duration
-	binary      string
-	kwokDir     string // hack/kwok/build.sh's output; empty: no kwok pass
-	plugin      bool   // also run the mock out of process, behind --provider grpc
-	outDir      string
+	// managed: the nodes are Nodes the bench creates, which kwok and the
+	// daemon (--manage-*, --kubelet-listener shared) take over (managed.go).
+	managed  bool
+	replicas int // > 1: the daemon pass is that many --leader-elect replicas
+	workers  int
+	steady   time.Duration
+	binary   string
+	kwokDir  string // hack/kwok/build.sh's output; empty: no kwok pass
+	plugin   bool   // also run the mock out of process, behind --provider grpc
+	outDir   string
 	// cpuProfile, with outDir: profile each measured process's CPU over
 	// the first cpuProfile of its pods pass.
 	cpuProfile time.Duration
@@ -106,6 +116,8 @@ func main() {
 	flag.IntVar(&c.remoteBurst, "remote-burst", 0, "with -remote-cluster: remote.burst in the provider config (0: the provider's default)")
 	flag.StringVar(&sizes, "n", "1000,5000,10000", "comma-separated pod counts")
 	flag.IntVar(&c.nodes, "nodes", 1, "nodes the pods are spread over: the daemon runs them with --node-count, the floor registers as many")
+	var managedNodes int
+	flag.IntVar(&managedNodes, "managed-nodes", 0, "instead of -nodes: this many Nodes the bench creates (as Karpenter's kwok provider does), which kwok and the daemon (--manage-nodes-with-..., --kubelet-listener shared) manage in their passes; the pods are spread over them")
 	flag.IntVar(&c.replicas, "replicas", 1, "daemons sharing the nodes with --leader-elect (more than 1: the pass measures node readiness, lease writes, memory per replica and a failover instead of the single daemon's figures)")
 	flag.IntVar(&c.workers, "workers", 50, "the bench's own concurrency (pod creation, the floor's kubelet)")
 	flag.DurationVar(&c.steady, "steady", 30*time.Second, "idle window to measure the daemon's steady-state CPU with all pods Running (0: skip)")
@@ -158,6 +170,17 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: -nodes must be at least 1, got %d\n", c.nodes)
 		os.Exit(2)
 	}
+	if managedNodes != 0 {
+		if managedNodes < 1 || c.nodes != 1 {
+			fmt.Fprintf(os.Stderr, "bench: -managed-nodes must be at least 1 and replaces -nodes, got %d with -nodes %d\n", managedNodes, c.nodes)
+			os.Exit(2)
+		}
+		if c.remoteDir != "" || c.replicas != 1 || c.plugin {
+			fmt.Fprintln(os.Stderr, "bench: -managed-nodes measures one daemon on one cluster: not with -remote-cluster, -replicas or -plugin")
+			os.Exit(2)
+		}
+		c.nodes, c.managed = managedNodes, true
+	}
 	if c.remoteDir != "" && c.nodes != 1 {
 		fmt.Fprintf(os.Stderr, "bench: -remote-cluster runs one virtual node; -nodes must be 1, got %d\n", c.nodes)
 		os.Exit(2)
@@ -202,6 +225,8 @@ func main() {
 type result struct {
 	N     int
 	Nodes int
+	// Managed: the nodes are Nodes the bench created (-managed-nodes).
+	Managed bool
 	// Run is the run's number with -repeat, else 0; DaemonFirst says its
 	// passes went in the reverse order.
 	Run         int
@@ -384,7 +409,7 @@ func floorPass(ctx context.Context, c config, client kubernetes.Interface, label
 // runSize measures n pods: the floor on A (and on B in A→B mode), kwok,
 // then the daemon; or in the reverse order when daemonFirst.
 func runSize(ctx context.Context, c config, a, b *cluster, n int, daemonFirst bool) (*result, error) {
-	r := &result{N: n, Nodes: max(1, c.nodes), DaemonFirst: daemonFirst}
+	r := &result{N: n, Nodes: max(1, c.nodes), Managed: c.managed, DaemonFirst: daemonFirst}
 	timeout := 10*time.Minute + time.Duration(n)*100*time.Millisecond
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -444,6 +469,12 @@ func daemonPass(ctx context.Context, c config, a, b *cluster, r *result) error {
 	prefix := fmt.Sprintf("bench-vk-%d", n)
 	vkNodes := nodeNames(prefix, r.Nodes)
 	spec := daemonSpec{name: prefix, nodes: r.Nodes, kubeconfig: a.info.Kubeconfig, provider: []string{"--provider", "mock"}, measured: true}
+	if c.managed {
+		if spec, err = managedDaemon(ctx, a.client, spec, vkNodes); err != nil {
+			return err
+		}
+		defer cleanup(a.client, "", vkNodes)
+	}
 	var remote *remoteSide
 	if b != nil {
 		if remote, err = startRemote(ctx, c, b, n); err != nil {
@@ -619,7 +650,9 @@ func namespace(ctx context.Context, client kubernetes.Interface, name string) (s
 
 func cleanup(client kubernetes.Interface, ns string, nodes []string) {
 	ctx := context.Background()
-	_ = client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+	if ns != "" {
+		_ = client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+	}
 	_ = parallel(ctx, len(nodes), 50, func(i int) error {
 		_ = client.CoreV1().Nodes().Delete(ctx, nodes[i], metav1.DeleteOptions{})
 		return nil

@@ -24,6 +24,9 @@ func report(results []*result) string {
 	if len(results) > 0 && results[0].Remote != nil {
 		twoClusterTable(&b, results)
 	} else {
+		if results[0].Managed {
+			b.WriteString("The nodes are Nodes the bench created with kwok's annotation: kwok and the daemon (--manage-*, --kubelet-listener shared) each manage those of their pass; the floor registers its own.\n\n")
+		}
 		oneClusterTable(&b, results)
 		if results[0].Kwok != nil {
 			kwokTable(&b, results)

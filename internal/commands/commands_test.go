@@ -168,6 +168,22 @@ func TestVersionAndProviders(t *testing.T) {
 	}
 }
 
+// scaledOptions are the options args give, with the client limits scaled
+// as the command does before it runs.
+func scaledOptions(t *testing.T, args ...string) *Options {
+	t.Helper()
+	o := &Options{}
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	for _, g := range o.flagGroups() {
+		fs.AddFlagSet(g.fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	o.scaleClientLimits(fs)
+	return o
+}
+
 // TestClientLimitsScaleWithNodes: N nodes of one process may talk to the
 // API server as much as N kubelets, unless a limit was set.
 func TestClientLimitsScaleWithNodes(t *testing.T) {
@@ -181,15 +197,7 @@ func TestClientLimitsScaleWithNodes(t *testing.T) {
 		{[]string{"--node-count", "1000", "--kube-api-qps", "100"}, 100, 100_000},
 		{[]string{"--node-count", "1000", "--kube-api-qps", "0"}, 0, 100_000}, // 0 stays "no limit"
 	} {
-		o := &Options{}
-		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
-		for _, g := range o.flagGroups() {
-			fs.AddFlagSet(g.fs)
-		}
-		if err := fs.Parse(c.args); err != nil {
-			t.Fatal(err)
-		}
-		o.scaleClientLimits(fs)
+		o := scaledOptions(t, c.args...)
 		if o.Client.KubeAPIQPS != c.qps || o.Client.KubeAPIBurst != c.burst {
 			t.Errorf("%v: qps %v burst %d, want %v and %d", c.args, o.Client.KubeAPIQPS, o.Client.KubeAPIBurst, c.qps, c.burst)
 		}

@@ -117,8 +117,8 @@ func (n *NodeOptions) addFlags(fs *pflag.FlagSet) {
 
 func (c *ClientOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file (a list is merged, as kubectl does); without one, the in-cluster config")
-	fs.Float32Var(&c.KubeAPIQPS, "kube-api-qps", DefaultKubeAPIQPS, "queries per second to the API server (0: no client-side limit); by default at least 50 per node of --node-count")
-	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", DefaultKubeAPIBurst, "burst of queries to the API server; by default at least 100 per node of --node-count")
+	fs.Float32Var(&c.KubeAPIQPS, "kube-api-qps", DefaultKubeAPIQPS, "queries per second to the API server (0: no client-side limit); by default at least 50 per node of --node-count or managed node")
+	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", DefaultKubeAPIBurst, "burst of queries to the API server; by default at least 100 per node of --node-count or managed node")
 	fs.IntVar(&c.KubeAPIMaxInFlight, "kube-api-max-in-flight", 1000, "requests in flight to the API server at once, watches aside, and as many lease renewals besides (0: no bound); more wait in the daemon (see BENCHMARKS.md)")
 	fs.StringVar(&c.KubeAPIContentType, "kube-api-content-type", runtime.ContentTypeProtobuf, "content type of requests to the API server: "+runtime.ContentTypeProtobuf+" (as the kubelet; smaller and cheaper to decode) or "+runtime.ContentTypeJSON)
 	fs.IntVar(&c.PodSyncWorkers, "pod-sync-workers", 50, "workers for each of the pod controller's queues (status writes wait on the API server: see BENCHMARKS.md)")
@@ -129,7 +129,7 @@ func (c *ClientOptions) addFlags(fs *pflag.FlagSet) {
 func (s *ServerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.ListenAddress, "listen-address", "0.0.0.0", "address the kubelet API listens on")
 	fs.Int32Var(&s.ListenPort, "listen-port", 10250, "port the kubelet API listens on; with --node-count N and --kubelet-listener per-node, the first of N")
-	fs.StringVar(&s.KubeletListener, "kubelet-listener", ListenerPerNode, "with --node-count above 1: "+ListenerPerNode+" (each node its own listener on --listen-port + i, as many kubelets) or "+
+	fs.StringVar(&s.KubeletListener, "kubelet-listener", ListenerPerNode, "with --node-count above 1 or --manage-*: "+ListenerPerNode+" (each node its own listener on --listen-port + i, as many kubelets) or "+
 		ListenerShared+" (one listener on --listen-port for every node, which finds a request's node from its pod, or its /nodes/NODE/ path; less memory; see docs/many-nodes.md)")
 	fs.StringVar(&s.TLSCertFile, "tls-cert-file", "", "serving certificate of the kubelet API; without it a self-signed one is made")
 	fs.StringVar(&s.TLSKeyFile, "tls-private-key-file", "", "private key of the serving certificate")

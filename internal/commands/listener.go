@@ -24,10 +24,11 @@ const (
 )
 
 // sharedListener reports whether one listener serves the kubelet APIs of
-// every node: with --kubelet-listener shared and more than one node (one
-// node has one listener either way).
+// every node: with --kubelet-listener shared and more than one node, or
+// managed nodes, however many there are (one registered node has one
+// listener either way).
 func (o *Options) sharedListener() bool {
-	return o.Server.KubeletListener == ListenerShared && o.Node.NodeCount > 1
+	return o.Server.KubeletListener == ListenerShared && (o.Node.NodeCount > 1 || o.Node.Managed.Enabled())
 }
 
 // kubeletPorts is how many ports the kubelet APIs take from --listen-port.

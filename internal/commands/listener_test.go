@@ -31,7 +31,9 @@ func TestKubeletListenerFlag(t *testing.T) {
 		{[]string{"--kubelet-listener", "both"}, `--kubelet-listener "both" must be per-node or shared`},
 		{[]string{"--node-count", "30", "--kubelet-listener", "shared", "--metrics-addr", ":10250"},
 			`--metrics-addr ":10250" is on the kubelet API port of every node (--listen-port 10250, --kubelet-listener shared)`},
-		{[]string{"--manage-all-nodes", "--kubelet-listener", "shared"}, `--kubelet-listener shared serves the nodes of --node-count; managed nodes (--manage-*) have a listener each`},
+		// Managed nodes, however many, share the one port too.
+		{[]string{"--manage-all-nodes", "--kubelet-listener", "shared", "--metrics-addr", "127.0.0.1:10250"},
+			`--metrics-addr "127.0.0.1:10250" is on the kubelet API port of every node (--listen-port 10250, --kubelet-listener shared)`},
 		// Per node, the port range is the nodes'; shared, one port.
 		{[]string{"--node-count", "30", "--metrics-addr", ":10279"}, "is on the kubelet API port of node vk-29 (--listen-port 10250 + 29)"},
 	} {

@@ -108,7 +108,8 @@ func ownedByUs(n *corev1.Node, field string) bool {
 // is deleted, by this process alone or, with --leader-elect, by the
 // replica holding it. It returns once ctx ends or a server fails, after
 // every node has stopped; cancel ends ctx.
-func runManaged(ctx context.Context, cancel context.CancelFunc, o *Options, client kubernetes.Interface, restCfg *rest.Config, nodeIP string, sh *shared) error {
+// limiter, when not nil, scales the client's limits with the nodes served.
+func runManaged(ctx context.Context, cancel context.CancelFunc, o *Options, client kubernetes.Interface, restCfg *rest.Config, nodeIP string, sh *shared, limiter *managedLimiter) error {
 	selector, err := o.Node.Managed.selector()
 	if err != nil {
 		return err
@@ -140,12 +141,20 @@ func runManaged(ctx context.Context, cancel context.CancelFunc, o *Options, clie
 		case err != nil:
 			return err
 		}
+		if annotations := o.nodeAnnotations(n.Name); annotations != nil {
+			remove, err := applyListenerAnnotations(ctx, client, fresh, annotations)
+			if err != nil {
+				return err
+			}
+			defer remove()
+		}
 		return serveNode(withNode(ctx, n.Name), o, n.Name, port, nodeIP, sh, servers, starts, fresh)
 	}
 	if members != nil {
 		serve = holdManaged(members, client, serve)
 	}
-	m := newManagedNodes(selector, sh.nodes, newPortPool(&o.Server), serve)
+	m := newManagedNodes(selector, sh.nodes, o.managedPorts(), serve)
+	m.served = limiter.setNodes
 	if _, err := sh.nodeInformer.AddEventHandler(m.handler()); err != nil {
 		return err
 	}
@@ -222,6 +231,9 @@ type managedNodes struct {
 	serve    managedServe
 	ports    *portPool
 	queue    workqueue.TypedRateLimitingInterface[string]
+	// served, when set, is told how many nodes are served after each
+	// change.
+	served func(int)
 
 	mu      sync.Mutex
 	running map[string]*managedNode
@@ -310,6 +322,7 @@ func (m *managedNodes) sync(ctx context.Context, name string) {
 		<-r.done
 		m.mu.Lock()
 		delete(m.running, name)
+		m.countServed()
 		m.mu.Unlock()
 		if !want {
 			log.G(ctx).WithField("node", name).Info("stopped serving the managed node: it is gone or no longer matches")
@@ -335,6 +348,7 @@ func (m *managedNodes) start(ctx context.Context, n *corev1.Node, port int32) {
 	r := &managedNode{uid: n.UID, cancel: cancel, done: make(chan struct{})}
 	m.mu.Lock()
 	m.running[n.Name] = r
+	m.countServed()
 	m.mu.Unlock()
 	log.G(ctx).WithFields(log.Fields{"node": n.Name, "port": port}).Info("serving the managed node")
 	go func() {
@@ -356,6 +370,13 @@ func (m *managedNodes) start(ctx context.Context, n *corev1.Node, port int32) {
 	}()
 }
 
+// countServed tells served how many nodes are served; m.mu is held.
+func (m *managedNodes) countServed() {
+	if m.served != nil {
+		m.served(len(m.running))
+	}
+}
+
 // ended reports whether serving has returned.
 func (r *managedNode) ended() bool {
 	select {
@@ -368,11 +389,13 @@ func (r *managedNode) ended() bool {
 
 // portPool hands out the managed nodes' kubelet API ports: the lowest free
 // one from --listen-port up, past the metrics port when that would
-// collide.
+// collide; with the shared listener, its port to every node.
 type portPool struct {
 	mu   sync.Mutex
 	base int
 	used map[int]bool
+	// shared: every node gets base, the shared listener's port.
+	shared bool
 }
 
 func newPortPool(o *ServerOptions) *portPool {
@@ -387,6 +410,9 @@ func newPortPool(o *ServerOptions) *portPool {
 
 // take reserves the lowest free port.
 func (p *portPool) take() (int32, error) {
+	if p.shared {
+		return int32(p.base), nil
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for port := p.base; port <= 65535; port++ {
@@ -400,6 +426,9 @@ func (p *portPool) take() (int32, error) {
 
 // give returns port to the pool.
 func (p *portPool) give(port int32) {
+	if p.shared {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.used, int(port))

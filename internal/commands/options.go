@@ -77,6 +77,10 @@ type ClientOptions struct {
 	PodSyncWorkers     int
 	FullResyncPeriod   time.Duration
 	ClusterDomain      string
+	// qpsScales and burstScales: with managed nodes, the limits were
+	// left at their defaults and scale with the nodes served
+	// (managedLimiter).
+	qpsScales, burstScales bool
 }
 
 // ServerOptions configure the kubelet API and metrics servers.
@@ -150,11 +154,6 @@ func (o *Options) Validate() error {
 		if err := check(); err != nil {
 			return err
 		}
-	}
-	if o.Node.Managed.Enabled() && o.Server.KubeletListener == ListenerShared {
-		// Its node routes need an annotation on each Node, which the
-		// daemon does not write on Nodes others created.
-		return fmt.Errorf("--kubelet-listener %s serves the nodes of --node-count; managed nodes (--manage-*) have a listener each", ListenerShared)
 	}
 	ports := o.kubeletPorts()
 	if last := int(o.Server.ListenPort) + ports - 1; last > 65535 {
@@ -373,12 +372,17 @@ const (
 
 // scaleClientLimits raises the client limits that were left at their
 // defaults to what NodeCount kubelets would have.
+// With managed nodes, whose number is known only as they come, those
+// defaults scale as they come and go (managedLimiter).
 func (o *Options) scaleClientLimits(fs *pflag.FlagSet) {
+	managed := o.Node.Managed.Enabled()
 	if f := fs.Lookup("kube-api-qps"); f != nil && !f.Changed {
 		o.Client.KubeAPIQPS = max(o.Client.KubeAPIQPS, float32(kubeAPIQPSPerNode*o.Node.NodeCount))
+		o.Client.qpsScales = managed
 	}
 	if f := fs.Lookup("kube-api-burst"); f != nil && !f.Changed {
 		o.Client.KubeAPIBurst = max(o.Client.KubeAPIBurst, kubeAPIBurstPerNode*o.Node.NodeCount)
+		o.Client.burstScales = managed
 	}
 }
 

@@ -90,6 +90,7 @@ func runReplica(ctx context.Context, cancel context.CancelFunc, o *Options, clie
 // replica's own be written once per retry period, twice over.
 func leaseClientFor(restCfg *rest.Config, nodes int, retry time.Duration) (kubernetes.Interface, error) {
 	cfg := rest.CopyConfig(restCfg)
+	cfg.RateLimiter = nil // its own limits, not the nodes' client's
 	writes := float64(nodes + 1)
 	cfg.QPS = float32(2 * writes / retry.Seconds())
 	cfg.Burst = 2 * (nodes + 1)

@@ -43,6 +43,7 @@ func Run(ctx context.Context, o *Options) error {
 		// A node's API requests are refused once its holder lease is lost.
 		restCfg.Wrap(ha.FencedTransport)
 	}
+	limiter := o.managedLimiter(restCfg)
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return err
@@ -67,7 +68,7 @@ func Run(ctx context.Context, o *Options) error {
 	}()
 
 	if o.Node.Managed.Enabled() {
-		return runManaged(ctx, cancel, o, client, restCfg, nodeIP, sh)
+		return runManaged(ctx, cancel, o, client, restCfg, nodeIP, sh, limiter)
 	}
 	if o.LeaderElect.LeaderElect {
 		return runReplica(ctx, cancel, o, client, restCfg, nodeIP, sh)
