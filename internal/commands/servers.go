@@ -61,6 +61,7 @@ type servers struct {
 }
 
 func (s *servers) serve(ctx context.Context, name string, srv *http.Server, l net.Listener, tlsOn bool) {
+	trackSessions(srv)
 	s.mu.Lock()
 	s.list = append(s.list, srv)
 	s.mu.Unlock()
@@ -79,7 +80,8 @@ func (s *servers) serve(ctx context.Context, name string, srv *http.Server, l ne
 }
 
 // shutdown stops the servers, letting requests finish for up to timeout.
-// Long-running streams (exec, follow) are cut at the deadline. The servers
+// Long-running streams (exec, follow) are told to end and get until the
+// deadline to send their last words; what is left is cut then. The servers
 // stop together under that one deadline: a thousand nodes, each with a
 // metrics-server connection to drain, must stop within a pod's grace period.
 func (s *servers) shutdown(timeout time.Duration) {
@@ -99,10 +101,16 @@ func (s *servers) shutdown(timeout time.Duration) {
 	}
 }
 
-// shutdownServer stops srv, letting requests finish until ctx ends.
+// shutdownServer stops srv, letting requests finish until ctx ends. Its
+// streaming sessions are told to end (see trackSessions) and waited for
+// as long: each sends its client a final status and closes cleanly,
+// instead of being cut when the process exits.
 func shutdownServer(ctx context.Context, srv *http.Server) {
 	if err := srv.Shutdown(ctx); err != nil {
 		_ = srv.Close()
+	}
+	if t, ok := srv.Handler.(*sessionTracker); ok {
+		t.wait(ctx)
 	}
 }
 

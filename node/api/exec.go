@@ -189,7 +189,15 @@ func runSession(ctx context.Context, opts streamOptions, in io.Reader, out, errO
 		a.resize = sizes
 		go forwardResizes(ctx, resize, sizes)
 	}
-	return run(ctx, a)
+	err := run(ctx, a)
+	// A session cut short by the server (shutting down) tells the client
+	// why rather than "context canceled".
+	if err != nil && errors.Is(err, context.Canceled) {
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			err = cause
+		}
+	}
+	return err
 }
 
 // forwardResizes copies terminal sizes from the streaming server to the

@@ -14,7 +14,8 @@ import (
 // handler hijacks a connection (for SPDY or WebSocket), net/http stops
 // watching it, and the request's context would live until the handler
 // returns even if the client left; the handler functions of a session get
-// this context, so that they stop when the client does.
+// this context, so that they stop when the client does. The context's klog
+// logger reports the session's own close at debug (see withQuietClose).
 //
 // It answers 500 and returns ok false if w cannot be hijacked at all (an
 // HTTP/2 stream, a test recorder), which the WebSocket server would not
@@ -24,7 +25,7 @@ func watchHijack(w http.ResponseWriter, r *http.Request) (_ http.ResponseWriter,
 		http.Error(w, "unable to upgrade: the connection cannot be hijacked", http.StatusInternalServerError)
 		return nil, nil, false
 	}
-	ctx, cancel := context.WithCancel(r.Context()) //nolint:gosec // G118: the watcher calls cancel when the connection ends
+	ctx, cancel := context.WithCancel(withQuietClose(r.Context())) //nolint:gosec // G118: the watcher calls cancel when the connection ends
 	return &hijackWatcher{ResponseWriter: w, cancel: cancel}, r.WithContext(ctx), true
 }
 
