@@ -49,7 +49,7 @@ func (p *Provider) evictOverfullEmptyDirs(ctx context.Context) {
 		cred, id := c.pj.tenant.cred, c.pj.jobID
 		p.mu.Unlock()
 		log.G(ctx).Infof("pod %s evicted: %s", c.key, why)
-		if _, err := p.cli.run(ctx, cred, "scancel", id); err != nil && ctx.Err() == nil {
+		if err := p.scancel.stop(ctx, cred, stopCancel, id); err != nil && ctx.Err() == nil {
 			log.G(ctx).WithError(err).Warnf("cancelling job %s of the evicted pod %s", id, c.key)
 		}
 	}

@@ -56,6 +56,8 @@ type Provider struct {
 	provider.NodeBasics
 	cfg *Config
 	cli *slurmCLI
+	// scancel signals and cancels jobs, many in one call.
+	scancel *scanceller
 	// tenancy decides each pod's tenant, once.
 	tenancy  *tenancy
 	nodeName string
@@ -141,6 +143,7 @@ func New(ctx context.Context, ic provider.InitConfig) (node.Provider, error) {
 		ignored:    map[string]bool{},
 		events:     ic.EventRecorder,
 	}
+	p.scancel = newScanceller(p.cli)
 	p.hostPaths, p.hidden = nulList(cfg.HostPaths), nulList(p.hiddenPaths())
 	if err := p.install(); err != nil {
 		return nil, fmt.Errorf("provider config %s: %w", ic.ConfigPath, err)
@@ -549,7 +552,9 @@ func (p *Provider) UpdatePod(_ context.Context, pod *corev1.Pod) error {
 }
 
 // DeletePod stops the pod's job within its grace period: TERM to the
-// containers at once, the job cancelled when the grace has passed.
+// containers at once, the job cancelled when the grace has passed. The
+// TERMs of pods deleted together go to Slurm in one scancel (see
+// scanceller).
 func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	key := podKey(pod.Namespace, pod.Name)
 	p.forgetDevices(pod)
@@ -580,12 +585,19 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	} else if pod.Spec.TerminationGracePeriodSeconds != nil {
 		grace = *pod.Spec.TerminationGracePeriodSeconds
 	}
+	kind := stopTerm
 	if grace <= 0 || pending {
-		_, err := p.cli.run(ctx, cred, "scancel", id)
+		kind = stopCancel
+	}
+	if err := p.scancel.stop(ctx, cred, kind, id); err != nil {
+		// Not stopped: the controller's retry asks again.
+		p.mu.Lock()
+		pj.deleting = false
+		p.mu.Unlock()
 		return err
 	}
-	if _, err := p.cli.run(ctx, cred, "scancel", "--batch", "--signal=TERM", id); err != nil {
-		return err
+	if kind == stopCancel {
+		return nil
 	}
 	time.AfterFunc(time.Duration(grace)*time.Second, func() {
 		p.mu.Lock()
@@ -597,9 +609,7 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 			// costs Slurm a request.
 			return
 		}
-		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if _, err := p.cli.run(cctx, cred, "scancel", id); err != nil {
+		if err := p.scancel.stop(context.Background(), cred, stopCancel, id); err != nil {
 			log.G(ctx).WithError(err).Warnf("cancelling job %s after the grace period", id)
 		}
 	})
@@ -673,6 +683,26 @@ func (p *Provider) NotifyPods(ctx context.Context, f func(*corev1.Pod)) {
 		}
 	}()
 	go wait.Until(func() { p.evictOverfullEmptyDirs(ctx) }, evictionInterval, ctx.Done())
+	go wait.Until(p.reportStopping, min(p.cfg.poll, stoppingInterval), ctx.Done())
+}
+
+// stoppingInterval is how often the files of the pods being deleted are
+// read between two listings.
+const stoppingInterval = 200 * time.Millisecond
+
+// reportStopping reports the pods being deleted whose status their files
+// change, such as all containers having exited on the TERM: their
+// terminal status need not wait for the next listing, which takes seconds
+// while slurmctld is busy with a burst of ending jobs. The job is as the
+// last listing saw it; the pod is forgotten once a listing shows it ended.
+func (p *Provider) reportStopping() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pj := range p.pods {
+		if pj.deleting && pj.listed && pj.status.Phase != corev1.PodSucceeded && pj.status.Phase != corev1.PodFailed {
+			p.report(pj)
+		}
+	}
 }
 
 // poll lists the node's jobs once and reports the pods whose status
@@ -784,7 +814,7 @@ func (pj *podJob) reachedDeadline(now time.Time) bool {
 // KillWait).
 func (p *Provider) cancelAtDeadline(ctx context.Context, cred *syscall.Credential, id string) {
 	go func() {
-		if _, err := p.cli.run(ctx, cred, "scancel", id); err != nil && ctx.Err() == nil {
+		if err := p.scancel.stop(ctx, cred, stopCancel, id); err != nil && ctx.Err() == nil {
 			log.G(ctx).WithError(err).Warnf("cancelling job %s at the pod's active deadline", id)
 		}
 	}()
