@@ -26,21 +26,7 @@ const gpuClassFile = "../../../hack/deploy/devices/slurm-gpu.yaml"
 
 // oneGPU is a ResourceClaimTemplate for one device of the Slurm GPU class,
 // of the type hack/slurm/slurm.sh gives its fake GPUs.
-const oneGPU = `apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata:
-  name: one-gpu
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly:
-          deviceClassName: gpu.slurm.vkubelet.io
-          selectors:
-          - cel:
-              expression: device.attributes["gpu.slurm.vkubelet.io"].type == "fake"
-`
+var oneGPU = daemontest.ClaimTemplate("one-gpu", "gpu.slurm.vkubelet.io", `device.attributes["gpu.slurm.vkubelet.io"].type == "fake"`)
 
 // TestGresDevices: a Slurm node with two fake GPUs (gres.conf File=
 // entries) publishes them as the virtual node's ResourceSlice; a pod
@@ -62,15 +48,10 @@ func TestGresDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	daemontest.Kubectl(t, c, "apply", "-f", gpuClassFile)
-	t.Cleanup(func() { _, _ = c.Kubectl(context.Background(), "delete", "--ignore-not-found", "-f", gpuClassFile) })
+	daemontest.ApplyFile(t, c, gpuClassFile)
 	n.Start(t)
 	n.WaitReady(t)
-	tmpl := filepath.Join(t.TempDir(), "one-gpu.yaml")
-	if err := os.WriteFile(tmpl, []byte(oneGPU), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	n.Kubectl(t, "-n", ns, "apply", "-f", tmpl)
+	daemontest.Apply(t, c, ns, oneGPU)
 
 	pool := n.Name + "/vk-slurm"
 	slurmtest.Eventually(t, "the node's ResourceSlice with gpu-0 and gpu-1", func() (bool, string) {
