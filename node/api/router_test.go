@@ -1,59 +1,17 @@
 package api_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/vkubelet/virtual-kubelet/node/api"
 )
-
-// routerAuth authenticates the bearer tokens "admin", allowed everything
-// on every node, and "alice", allowed everything on node a only (an RBAC
-// rule with resourceNames [a]); it records what it was asked.
-type routerAuth struct {
-	mu    sync.Mutex
-	asked []authorizer.Attributes
-}
-
-func (*routerAuth) AuthenticateRequest(r *http.Request) (*authenticator.Response, bool, error) {
-	switch tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "); tok {
-	case "admin", "alice":
-		return &authenticator.Response{User: &user.DefaultInfo{Name: tok}}, true, nil
-	}
-	return nil, false, nil
-}
-
-func (a *routerAuth) Authorize(_ context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
-	a.mu.Lock()
-	a.asked = append(a.asked, attrs)
-	a.mu.Unlock()
-	switch {
-	case attrs.GetUser().GetName() == "admin",
-		attrs.GetUser().GetName() == "alice" && attrs.GetName() == "a":
-		return authorizer.DecisionAllow, "", nil
-	}
-	return authorizer.DecisionDeny, "not on this node", nil
-}
-
-// last is the attributes of the last authorization.
-func (a *routerAuth) last() authorizer.Attributes {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.asked) == 0 {
-		return nil
-	}
-	return a.asked[len(a.asked)-1]
-}
 
 // echoNode answers with its name, the path and query it was given.
 func echoNode(name string) http.Handler {
@@ -63,11 +21,16 @@ func echoNode(name string) http.Handler {
 }
 
 // newTestRouter serves nodes a and b; pods ns/p1 are on a, ns/p2 on b,
-// ns/p3 on c, which the router does not serve.
-func newTestRouter(t *testing.T) (*api.NodeRouter, *routerAuth) {
+// ns/p3 on c, which the router does not serve. The bearer token "admin"
+// may do everything on every node, "alice" everything on node a only (an
+// RBAC rule with resourceNames [a]).
+func newTestRouter(t *testing.T) (*api.NodeRouter, *tokenAuth) {
 	t.Helper()
 	pods := map[string]string{"ns/p1": "a", "ns/p2": "b", "ns/p3": "c"}
-	auth := &routerAuth{}
+	auth := &tokenAuth{users: []string{"admin", "alice"}, allow: func(a authorizer.Attributes) (bool, error) {
+		name := a.GetUser().GetName()
+		return name == "admin" || name == "alice" && a.GetName() == "a", nil
+	}}
 	rt, err := api.NewNodeRouter(api.NodeRouterConfig{
 		PodNode: func(namespace, name string) (string, bool) {
 			node, ok := pods[namespace+"/"+name]
