@@ -50,18 +50,6 @@ func newTestRouter(t *testing.T) (*api.NodeRouter, *tokenAuth) {
 	return rt, auth
 }
 
-// as does a request with the token (none if empty) and returns the status
-// and body.
-func as(h http.Handler, token, method, target string) (int, string) {
-	r := httptest.NewRequest(method, target, nil)
-	if token != "" {
-		r.Header.Set("Authorization", "Bearer "+token)
-	}
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, r)
-	return rec.Code, rec.Body.String()
-}
-
 func TestNodeRouterRoutes(t *testing.T) {
 	rt, auth := newTestRouter(t)
 	for _, c := range []struct {
@@ -116,11 +104,7 @@ func TestNodeRouterRoutes(t *testing.T) {
 // does it learn which pods exist on nodes it may not reach.
 func TestNodeRouterAuthorizesTheRoutedNode(t *testing.T) {
 	rt, _ := newTestRouter(t)
-	for _, c := range []struct {
-		token, method, target string
-		code                  int
-		body                  string
-	}{
+	for _, r := range []authCase{
 		{"alice", "GET", "/containerLogs/ns/p1/app", 200, "a /containerLogs/ns/p1/app"},
 		{"alice", "GET", "/nodes/a/stats/summary", 200, "a /stats/summary"},
 		// b's pod and b's routes: the review names b, which alice may not reach.
@@ -138,9 +122,7 @@ func TestNodeRouterAuthorizesTheRoutedNode(t *testing.T) {
 		{"", "GET", "/nodes/c/stats/summary", 401, "Unauthorized"},
 		{"mallory", "GET", "/stats/summary", 401, "Unauthorized"},
 	} {
-		if code, body := as(rt, c.token, c.method, c.target); code != c.code || !strings.Contains(body, c.body) {
-			t.Errorf("%s %s as %q: %d %q, want %d %q", c.method, c.target, c.token, code, body, c.code, c.body)
-		}
+		r.check(t, rt)
 	}
 	// A path that climbs out of a's pod or a's prefix is cleaned and
 	// redirected, never served as it stands.

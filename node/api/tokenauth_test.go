@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"testing"
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -59,4 +61,33 @@ func (a *tokenAuth) last() authorizer.Attributes {
 		return nil
 	}
 	return a.asked[len(a.asked)-1]
+}
+
+// authCase is a request by a bearer token's holder (none if token is
+// empty) and the reply it must get: its status and a part of its body.
+type authCase struct {
+	token, method, target string
+	code                  int
+	body                  string
+}
+
+// check sends the request to h and fails the test when the reply is not
+// the one wanted.
+func (r authCase) check(t *testing.T, h http.Handler) {
+	t.Helper()
+	if code, body := as(h, r.token, r.method, r.target); code != r.code || !strings.Contains(body, r.body) {
+		t.Errorf("%s %s as %q: %d %q, want %d %q", r.method, r.target, r.token, code, body, r.code, r.body)
+	}
+}
+
+// as does a request with the token (none if empty) and returns the status
+// and body.
+func as(h http.Handler, token, method, target string) (int, string) {
+	r := httptest.NewRequest(method, target, nil)
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	return rec.Code, rec.Body.String()
 }

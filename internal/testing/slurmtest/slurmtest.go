@@ -21,6 +21,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -249,7 +250,10 @@ func (n *Node) WaitPod(t *testing.T, ns, name, what string, cond func(*corev1.Po
 // WaitGone waits until the pod ns/name no longer exists.
 func (n *Node) WaitGone(t *testing.T, ns, name string) {
 	t.Helper()
-	Eventually(t, "pod "+name+" gone", daemontest.PodGone(n.C.Client, ns, name, ""))
+	Eventually(t, "pod "+name+" gone", func() (bool, string) {
+		_, err := n.C.Client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
 }
 
 // Kubectl runs the cluster's kubectl as admin and returns its output,
