@@ -40,7 +40,7 @@ const Timeout = 3 * time.Minute
 // with what and cond's last message.
 func Eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	poll.Until(t, Timeout, what, cond)
+	daemontest.EventuallyWithin(t, Timeout, what, cond)
 }
 
 // Node is a node host with a Slurm of its own and the provider's config
