@@ -3,11 +3,12 @@ package node
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
+
+	"github.com/vkubelet/virtual-kubelet/node/podspec"
 )
 
 // DeviceProvider is an optional extension of PodLifecycleHandler: a
@@ -144,7 +145,7 @@ func podDevicesOf(pod *corev1.Pod, claims map[string]*resourcev1.ResourceClaim) 
 			out.Devices = append(out.Devices, d)
 		}
 	}
-	for _, c := range allContainers(pod) {
+	for _, c := range podspec.AllContainers(pod) {
 		for _, ref := range c.Resources.Claims {
 			for _, d := range byClaim[ref.Name] {
 				if ref.Request == "" || resourceclaim.BaseRequestRef(d.Request) == resourceclaim.BaseRequestRef(ref.Request) {
@@ -154,10 +155,6 @@ func podDevicesOf(pod *corev1.Pod, claims map[string]*resourcev1.ResourceClaim) 
 		}
 	}
 	return out
-}
-
-func allContainers(pod *corev1.Pod) []corev1.Container {
-	return append(slices.Clip(pod.Spec.InitContainers), pod.Spec.Containers...)
 }
 
 // ResourcesStatus is a container's allocatedResourcesStatus as the kubelet

@@ -17,7 +17,6 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
-	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/request"
@@ -69,65 +68,34 @@ func TestNodeRequestAttributes(t *testing.T) {
 	}
 }
 
-// fakeAuth accepts the bearer token "alice" (and "boom", which fails
-// authorization) and allows alice only to get stats.
-type fakeAuth struct{}
-
-func (fakeAuth) AuthenticateRequest(r *http.Request) (*authenticator.Response, bool, error) {
-	switch r.Header.Get("Authorization") {
-	case "Bearer alice":
-		return &authenticator.Response{User: &user.DefaultInfo{Name: "alice"}}, true, nil
-	case "Bearer boom":
-		return &authenticator.Response{User: &user.DefaultInfo{Name: "boom"}}, true, nil
-	case "Bearer broken":
-		return nil, false, errors.New("token review failed")
-	}
-	return nil, false, nil
-}
-
-func (fakeAuth) Authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
-	if a.GetUser().GetName() == "boom" {
-		return authorizer.DecisionNoOpinion, "", errors.New("SAR failed")
-	}
-	if a.GetUser().GetName() == "alice" && a.GetSubresource() == "stats" && a.GetVerb() == "get" {
-		return authorizer.DecisionAllow, "", nil
-	}
-	return authorizer.DecisionDeny, "no", nil
-}
-
 func TestWithAuth(t *testing.T) {
 	var seen user.Info
 	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen, _ = request.UserFrom(r.Context())
 		_, _ = io.WriteString(w, "inner")
 	})
-	h := api.WithAuth(inner, api.NewAuthFrom(fakeAuth{}, fakeAuth{}, "node-1"))
-	for _, c := range []struct {
-		method, path, token string
-		code                int
-		body                string
-	}{
-		{"GET", "/healthz", "", 200, "inner"},
-		{"GET", "/stats/summary", "", 401, "Unauthorized"},
-		{"GET", "/stats/summary", "broken", 401, "Unauthorized"},
-		{"GET", "/stats/summary", "mallory", 401, "Unauthorized"},
-		{"GET", "/stats/summary", "alice", 200, "inner"},
-		{"GET", "/pods", "alice", 403, "Forbidden (user=alice, verb=get, resource=nodes, subresource=proxy)"},
-		{"POST", "/exec/ns/p/c", "alice", 403, "Forbidden (user=alice, verb=create, resource=nodes, subresource=proxy)"},
-		{"GET", "/stats/summary", "boom", 500, "Authorization error (user=boom, verb=get, resource=nodes, subresource=stats)"},
+	// alice may only get stats; authorizing boom fails.
+	auth := &tokenAuth{users: []string{"alice", "boom"}, allow: func(a authorizer.Attributes) (bool, error) {
+		if a.GetUser().GetName() == "boom" {
+			return false, errors.New("SAR failed")
+		}
+		return a.GetUser().GetName() == "alice" && a.GetSubresource() == "stats" && a.GetVerb() == "get", nil
+	}}
+	h := api.WithAuth(inner, api.NewAuthFrom(auth, auth, "node-1"))
+	for _, r := range []authCase{
+		{"", "GET", "/healthz", 200, "inner"},
+		{"", "GET", "/stats/summary", 401, "Unauthorized"},
+		{"broken", "GET", "/stats/summary", 401, "Unauthorized"},
+		{"mallory", "GET", "/stats/summary", 401, "Unauthorized"},
+		{"alice", "GET", "/stats/summary", 200, "inner"},
+		{"alice", "GET", "/pods", 403, "Forbidden (user=alice, verb=get, resource=nodes, subresource=proxy)"},
+		{"alice", "POST", "/exec/ns/p/c", 403, "Forbidden (user=alice, verb=create, resource=nodes, subresource=proxy)"},
+		{"boom", "GET", "/stats/summary", 500, "Authorization error (user=boom, verb=get, resource=nodes, subresource=stats)"},
 	} {
 		seen = nil
-		r := httptest.NewRequest(c.method, c.path, nil)
-		if c.token != "" {
-			r.Header.Set("Authorization", "Bearer "+c.token)
-		}
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, r)
-		if rec.Code != c.code || !strings.Contains(rec.Body.String(), c.body) {
-			t.Errorf("%s %s as %q: %d %q, want %d %q", c.method, c.path, c.token, rec.Code, rec.Body, c.code, c.body)
-		}
-		if c.code == 200 && c.path != "/healthz" && (seen == nil || seen.GetName() != c.token) {
-			t.Errorf("%s %s: handler saw user %v", c.method, c.path, seen)
+		r.check(t, h)
+		if r.code == 200 && r.target != "/healthz" && (seen == nil || seen.GetName() != r.token) {
+			t.Errorf("%s %s: handler saw user %v", r.method, r.target, seen)
 		}
 	}
 }

@@ -1,59 +1,17 @@
 package api_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/vkubelet/virtual-kubelet/node/api"
 )
-
-// routerAuth authenticates the bearer tokens "admin", allowed everything
-// on every node, and "alice", allowed everything on node a only (an RBAC
-// rule with resourceNames [a]); it records what it was asked.
-type routerAuth struct {
-	mu    sync.Mutex
-	asked []authorizer.Attributes
-}
-
-func (*routerAuth) AuthenticateRequest(r *http.Request) (*authenticator.Response, bool, error) {
-	switch tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "); tok {
-	case "admin", "alice":
-		return &authenticator.Response{User: &user.DefaultInfo{Name: tok}}, true, nil
-	}
-	return nil, false, nil
-}
-
-func (a *routerAuth) Authorize(_ context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
-	a.mu.Lock()
-	a.asked = append(a.asked, attrs)
-	a.mu.Unlock()
-	switch {
-	case attrs.GetUser().GetName() == "admin",
-		attrs.GetUser().GetName() == "alice" && attrs.GetName() == "a":
-		return authorizer.DecisionAllow, "", nil
-	}
-	return authorizer.DecisionDeny, "not on this node", nil
-}
-
-// last is the attributes of the last authorization.
-func (a *routerAuth) last() authorizer.Attributes {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.asked) == 0 {
-		return nil
-	}
-	return a.asked[len(a.asked)-1]
-}
 
 // echoNode answers with its name, the path and query it was given.
 func echoNode(name string) http.Handler {
@@ -63,11 +21,16 @@ func echoNode(name string) http.Handler {
 }
 
 // newTestRouter serves nodes a and b; pods ns/p1 are on a, ns/p2 on b,
-// ns/p3 on c, which the router does not serve.
-func newTestRouter(t *testing.T) (*api.NodeRouter, *routerAuth) {
+// ns/p3 on c, which the router does not serve. The bearer token "admin"
+// may do everything on every node, "alice" everything on node a only (an
+// RBAC rule with resourceNames [a]).
+func newTestRouter(t *testing.T) (*api.NodeRouter, *tokenAuth) {
 	t.Helper()
 	pods := map[string]string{"ns/p1": "a", "ns/p2": "b", "ns/p3": "c"}
-	auth := &routerAuth{}
+	auth := &tokenAuth{users: []string{"admin", "alice"}, allow: func(a authorizer.Attributes) (bool, error) {
+		name := a.GetUser().GetName()
+		return name == "admin" || name == "alice" && a.GetName() == "a", nil
+	}}
 	rt, err := api.NewNodeRouter(api.NodeRouterConfig{
 		PodNode: func(namespace, name string) (string, bool) {
 			node, ok := pods[namespace+"/"+name]
@@ -85,18 +48,6 @@ func newTestRouter(t *testing.T) (*api.NodeRouter, *routerAuth) {
 		}
 	}
 	return rt, auth
-}
-
-// as does a request with the token (none if empty) and returns the status
-// and body.
-func as(h http.Handler, token, method, target string) (int, string) {
-	r := httptest.NewRequest(method, target, nil)
-	if token != "" {
-		r.Header.Set("Authorization", "Bearer "+token)
-	}
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, r)
-	return rec.Code, rec.Body.String()
 }
 
 func TestNodeRouterRoutes(t *testing.T) {
@@ -153,11 +104,7 @@ func TestNodeRouterRoutes(t *testing.T) {
 // does it learn which pods exist on nodes it may not reach.
 func TestNodeRouterAuthorizesTheRoutedNode(t *testing.T) {
 	rt, _ := newTestRouter(t)
-	for _, c := range []struct {
-		token, method, target string
-		code                  int
-		body                  string
-	}{
+	for _, r := range []authCase{
 		{"alice", "GET", "/containerLogs/ns/p1/app", 200, "a /containerLogs/ns/p1/app"},
 		{"alice", "GET", "/nodes/a/stats/summary", 200, "a /stats/summary"},
 		// b's pod and b's routes: the review names b, which alice may not reach.
@@ -175,9 +122,7 @@ func TestNodeRouterAuthorizesTheRoutedNode(t *testing.T) {
 		{"", "GET", "/nodes/c/stats/summary", 401, "Unauthorized"},
 		{"mallory", "GET", "/stats/summary", 401, "Unauthorized"},
 	} {
-		if code, body := as(rt, c.token, c.method, c.target); code != c.code || !strings.Contains(body, c.body) {
-			t.Errorf("%s %s as %q: %d %q, want %d %q", c.method, c.target, c.token, code, body, c.code, c.body)
-		}
+		r.check(t, rt)
 	}
 	// A path that climbs out of a's pod or a's prefix is cleaned and
 	// redirected, never served as it stands.

@@ -35,6 +35,7 @@ import (
 
 	"github.com/vkubelet/virtual-kubelet/node/intern"
 	"github.com/vkubelet/virtual-kubelet/node/internal/podenv"
+	"github.com/vkubelet/virtual-kubelet/node/podspec"
 )
 
 // DefaultMode is the mode of a file whose volume sets no defaultMode and
@@ -316,7 +317,7 @@ func (res *resolution) field(fieldPath string) (string, error) {
 }
 
 func (res *resolution) resource(ref *corev1.ResourceFieldSelector) (string, error) {
-	for _, c := range allContainers(res.pod) {
+	for _, c := range podspec.AllContainers(res.pod) {
 		if c.Name != ref.ContainerName {
 			continue
 		}
@@ -338,17 +339,6 @@ func (res *resolution) nodeOnce() *corev1.Node {
 	}
 	res.nodeRead = true
 	return res.node
-}
-
-func allContainers(pod *corev1.Pod) []*corev1.Container {
-	out := make([]*corev1.Container, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
-	for i := range pod.Spec.InitContainers {
-		out = append(out, &pod.Spec.InitContainers[i])
-	}
-	for i := range pod.Spec.Containers {
-		out = append(out, &pod.Spec.Containers[i])
-	}
-	return out
 }
 
 // formatMap writes a label or annotation map as the kubelet does: sorted

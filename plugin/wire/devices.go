@@ -8,6 +8,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/vkubelet/virtual-kubelet/node"
+	"github.com/vkubelet/virtual-kubelet/node/podspec"
 	pb "github.com/vkubelet/virtual-kubelet/plugin/providerv1alpha1"
 )
 
@@ -78,7 +79,8 @@ func PrepareDevicesToProto(pod *corev1.Pod, devices node.PodDevices) (*pb.Prepar
 		req.Devices = append(req.Devices, ad)
 	}
 	// In the pod's container order, so the request is the same each time.
-	for _, name := range containerNames(pod) {
+	for _, c := range podspec.AllContainers(pod) {
+		name := c.Name
 		devs, ok := devices.Containers[name]
 		if !ok {
 			continue
@@ -127,7 +129,7 @@ func PrepareDevicesFromProto(in *pb.PrepareDevicesRequest) (*corev1.Pod, node.Po
 	}
 	for _, cd := range in.GetContainers() {
 		name := cd.GetContainer()
-		if !slices.Contains(containerNames(pod), name) {
+		if !slices.ContainsFunc(podspec.AllContainers(pod), func(c *corev1.Container) bool { return c.Name == name }) {
 			return nil, node.PodDevices{}, fmt.Errorf("%s: container %q is not one of the pod's", what, name)
 		}
 		if _, dup := out.Containers[name]; dup {
@@ -148,16 +150,4 @@ func PrepareDevicesFromProto(in *pb.PrepareDevicesRequest) (*corev1.Pod, node.Po
 // sameDevice: a and b are the one device of one claim's request.
 func sameDevice(a, b node.AllocatedDevice) bool {
 	return a.Claim == b.Claim && a.Request == b.Request && a.ID() == b.ID()
-}
-
-// containerNames are pod's init and app containers' names, in order.
-func containerNames(pod *corev1.Pod) []string {
-	names := make([]string, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
-	for _, c := range pod.Spec.InitContainers {
-		names = append(names, c.Name)
-	}
-	for _, c := range pod.Spec.Containers {
-		names = append(names, c.Name)
-	}
-	return names
 }

@@ -14,22 +14,10 @@ import (
 	"github.com/vkubelet/virtual-kubelet/provider"
 )
 
-// usageFile mixes a Stage-less file of kwok's usage kinds: a cluster-wide
-// usage from annotations (kwok's published one), a pod's own, and one
-// whose expression runs past the cost limit.
+// usageFile is a Stage-less file of kwok's usage kinds: a pod's own and a
+// cluster-wide one whose expression runs past the cost limit. The mock
+// loads it before fromAnnotationFile, so the pod spin's CPU is spin's.
 const usageFile = `
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: ClusterResourceUsage
-metadata: {name: from-annotation}
-spec:
-  selector: {matchNamespaces: [ns]}
-  usages:
-  - usage:
-      cpu:
-        expression: '"kwok.x-k8s.io/usage-cpu" in pod.metadata.annotations ? Quantity(pod.metadata.annotations["kwok.x-k8s.io/usage-cpu"]) : Quantity("1m")'
-      memory:
-        expression: 'Quantity("1Mi") * 3.0'
----
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: ResourceUsage
 metadata: {name: fixed, namespace: ns}
@@ -48,6 +36,10 @@ spec:
       cpu: {expression: '[0,1,2,3,4,5,6,7,8,9].map(a, [0,1,2,3,4,5,6,7,8,9].map(b, [0,1,2,3,4,5,6,7,8,9].map(c, [0,1,2,3,4,5,6,7,8,9].map(d, [0,1,2,3,4,5,6,7,8,9].map(e, a))))).size()'}
 `
 
+// fromAnnotationFile is kwok's published usage-from-annotation object:
+// the usage an annotation gives, else 1m and 1Mi.
+const fromAnnotationFile = "internal/usage/testdata/usage-from-annotation.yaml"
+
 func newUsageProvider(t *testing.T) (*Provider, *refRecorder) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "usage.yaml")
@@ -55,7 +47,7 @@ func newUsageProvider(t *testing.T) (*Provider, *refRecorder) {
 		t.Fatal(err)
 	}
 	events := &refRecorder{}
-	p, err := New(context.Background(), provider.InitConfig{NodeName: "vk0", InternalIP: "10.213.0.2", StageConfigs: []string{path}, EventRecorder: events})
+	p, err := New(context.Background(), provider.InitConfig{NodeName: "vk0", InternalIP: "10.213.0.2", StageConfigs: []string{path, fromAnnotationFile}, EventRecorder: events})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,9 +86,9 @@ func TestUsageObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]struct{ cpu, mem uint64 }{
-		"plain": {1_000_000, 3 << 20},
-		"kwok":  {250_000_000, 3 << 20},
-		"fixed": {500_000_000, 3 << 20},
+		"plain": {1_000_000, 1 << 20},
+		"kwok":  {250_000_000, 1 << 20},
+		"fixed": {500_000_000, 1 << 20},
 		"mine":  {7_000_000, 0},
 	} {
 		c := podStats(t, s, name).Containers[0]

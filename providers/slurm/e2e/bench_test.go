@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/childproc"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/slurmtest"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 	"github.com/vkubelet/virtual-kubelet/test/poll"
 )
@@ -97,28 +98,28 @@ func TestSlurmBench(t *testing.T) {
 	// otherwise (the e2e tests' 5 s is for kubectl top's freshness), and
 	// at 5 s, with 100 jobs a core, the scans of Slurm's own daemons are
 	// most of what the pass measures.
-	n := newSlurmNode(t, c, tenants{tenantA: {ns}}, "SLURM_JOBS_PER_CORE="+strconv.Itoa(perCore),
+	n := slurmtest.NewNode(t, c, slurmtest.Tenants{slurmtest.TenantA: {ns}}, "SLURM_JOBS_PER_CORE="+strconv.Itoa(perCore),
 		"SLURM_ACCT_GATHER_FREQUENCY="+cmp.Or(os.Getenv("VK_SLURM_BENCH_ACCT"), "30"))
 
-	floor := n.floorPass(t, pods)
+	floor := floorPass(t, n, pods)
 	t.Logf("floor: %d jobs RUNNING in squeue in %s, their scripts started in %s, gone in %s (load %s)", pods, floor.allocated, floor.running, floor.gone, floor.load)
 
 	fast := t.TempDir()
 	if err := childproc.Build(fast); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := os.ReadFile(n.config)
+	cfg, err := os.ReadFile(n.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg = []byte(strings.Replace(string(cfg), `pods: "100"`, fmt.Sprintf(`pods: "%d"`, pods), 1))
-	if err := os.WriteFile(n.config, cfg, 0o600); err != nil {
+	if err := os.WriteFile(n.Config, cfg, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := n.startBinary(t, filepath.Join(fast, "virtual-kubelet"))
-	n.waitReady(t)
+	d := n.StartBinary(t, filepath.Join(fast, "virtual-kubelet"))
+	n.WaitReady(t)
 	cpuBefore := processCPU(t, d.Cmd.Process.Pid)
-	daemon := n.podPass(t, ns, pods)
+	daemon := podPass(t, n, ns, pods)
 	cpu := processCPU(t, d.Cmd.Process.Pid) - cpuBefore
 	t.Logf("daemon: %d pods Running in %s, gone in %s (load %s), daemon CPU %s", pods, daemon.running, daemon.gone, daemon.load, cpu)
 
@@ -192,12 +193,12 @@ func processCPU(t *testing.T, pid int) time.Duration {
 }
 
 // floorPass runs floorScript in the node host.
-func (n *slurmNode) floorPass(t *testing.T, jobs int) benchTimes {
+func floorPass(t *testing.T, n *slurmtest.Node, jobs int) benchTimes {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	load, cpu := loadAvg(t), machineCPU(t)
-	marks := filepath.Join(n.dir, "floor-marks")
+	marks := filepath.Join(n.Dir, "floor-marks")
 	if err := os.Mkdir(marks, 0o777); err != nil {
 		t.Fatal(err)
 	}
@@ -205,8 +206,8 @@ func (n *slurmNode) floorPass(t *testing.T, jobs int) benchTimes {
 		t.Fatal(err)
 	}
 	// The floor submits and cancels as the pods' tenant does.
-	cmd := n.host.Command(ctx, "setpriv", append(asUser(t, tenantA), "bash", "-c", floorScript, "floor", strconv.Itoa(jobs), strconv.Itoa(benchWorkers), marks)...)
-	cmd.Env = append(os.Environ(), "SLURM_CONF="+filepath.Join(n.dir, "slurm.conf"))
+	cmd := n.Host.Command(ctx, "setpriv", append(slurmtest.AsUser(t, slurmtest.TenantA), "bash", "-c", floorScript, "floor", strconv.Itoa(jobs), strconv.Itoa(benchWorkers), marks)...)
+	cmd.Env = append(os.Environ(), "SLURM_CONF="+filepath.Join(n.Dir, "slurm.conf"))
 	cmd.Dir = "/"
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -230,7 +231,7 @@ var benchContainer = corev1.Container{Name: "main", Image: "busybox", Command: [
 // jobs do), benchWorkers at a time, waits until all are Running, deletes
 // them gracefully, benchWorkers at a time, and waits until all are gone,
 // as the API server shows them.
-func (n *slurmNode) podPass(t *testing.T, ns string, pods int) benchTimes {
+func podPass(t *testing.T, n *slurmtest.Node, ns string, pods int) benchTimes {
 	t.Helper()
 	ctx := context.Background()
 	load, cpu := loadAvg(t), machineCPU(t)
@@ -263,7 +264,7 @@ func (n *slurmNode) podPass(t *testing.T, ns string, pods int) benchTimes {
 	count := func(what string, want func([]corev1.Pod) bool) {
 		t.Helper()
 		poll.Until(t, 10*time.Minute, what, func() (bool, string) {
-			list, err := n.c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+			list, err := n.C.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 			if err != nil {
 				return false, err.Error()
 			}
@@ -272,7 +273,7 @@ func (n *slurmNode) podPass(t *testing.T, ns string, pods int) benchTimes {
 	}
 	start := time.Now()
 	inParallel(func(name string) error {
-		_, err := n.c.Client.CoreV1().Pods(ns).Create(ctx, n.pod(ns, name, benchContainer), metav1.CreateOptions{})
+		_, err := n.C.Client.CoreV1().Pods(ns).Create(ctx, n.Pod(ns, name, benchContainer), metav1.CreateOptions{})
 		return err
 	})
 	count("all pods Running", func(items []corev1.Pod) bool {
@@ -287,7 +288,7 @@ func (n *slurmNode) podPass(t *testing.T, ns string, pods int) benchTimes {
 	running := time.Since(start)
 	start = time.Now()
 	inParallel(func(name string) error {
-		return n.c.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		return n.C.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
 	})
 	count("all pods gone", func(items []corev1.Pod) bool { return len(items) == 0 })
 	return benchTimes{running: running, gone: time.Since(start), load: load, machineCPU: machineCPU(t) - cpu}

@@ -5,6 +5,7 @@ package e2e_test
 import (
 	"testing"
 
+	"github.com/vkubelet/virtual-kubelet/internal/testing/slurmtest"
 	"github.com/vkubelet/virtual-kubelet/test/e2e"
 )
 
@@ -13,10 +14,10 @@ import (
 // which the test config maps to the host). Busybox serves no port to
 // forward to (no EchoPort); nothing else is skipped.
 func TestSlurmConformance(t *testing.T) {
-	n, _, ns := runningNode(t)
+	n, _, ns := slurmtest.RunningNode(t)
 	e2e.NewEndToEndTestSuite(e2e.EndToEndTestSuiteConfig{
-		RestConfig: n.c.Config,
+		RestConfig: n.C.Config,
 		Namespace:  ns,
-		NodeName:   n.name,
+		NodeName:   n.Name,
 	}).Run(t)
 }

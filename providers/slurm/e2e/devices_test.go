@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/daemontest"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/slurmtest"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 	"github.com/vkubelet/virtual-kubelet/providers/slurm"
 )
@@ -25,21 +26,7 @@ const gpuClassFile = "../../../hack/deploy/devices/slurm-gpu.yaml"
 
 // oneGPU is a ResourceClaimTemplate for one device of the Slurm GPU class,
 // of the type hack/slurm/slurm.sh gives its fake GPUs.
-const oneGPU = `apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata:
-  name: one-gpu
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly:
-          deviceClassName: gpu.slurm.vkubelet.io
-          selectors:
-          - cel:
-              expression: device.attributes["gpu.slurm.vkubelet.io"].type == "fake"
-`
+var oneGPU = daemontest.ClaimTemplate("one-gpu", "gpu.slurm.vkubelet.io", `device.attributes["gpu.slurm.vkubelet.io"].type == "fake"`)
 
 // TestGresDevices: a Slurm node with two fake GPUs (gres.conf File=
 // entries) publishes them as the virtual node's ResourceSlice; a pod
@@ -51,30 +38,25 @@ spec:
 func TestGresDevices(t *testing.T) {
 	c := testcluster.Shared(t)
 	ns := c.Namespace(t)
-	n := newSlurmNode(t, c, tenants{tenantA: {ns}}, "SLURM_GPUS=2")
+	n := slurmtest.NewNode(t, c, slurmtest.Tenants{slurmtest.TenantA: {ns}}, "SLURM_GPUS=2")
 	// The fake GPUs' device files, as gres.conf names them.
-	f, err := os.OpenFile(n.config, os.O_APPEND|os.O_WRONLY, 0)
+	f, err := os.OpenFile(n.Config, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WriteString("gpuFiles: [\"" + n.dir + "/dev/gpu{index}\"]\n"); err != nil {
+	if _, err := f.WriteString("gpuFiles: [\"" + n.Dir + "/dev/gpu{index}\"]\n"); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
-	daemontest.Kubectl(t, c, "apply", "-f", gpuClassFile)
-	t.Cleanup(func() { _, _ = c.Kubectl(context.Background(), "delete", "--ignore-not-found", "-f", gpuClassFile) })
-	n.start(t)
-	n.waitReady(t)
-	tmpl := filepath.Join(t.TempDir(), "one-gpu.yaml")
-	if err := os.WriteFile(tmpl, []byte(oneGPU), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	n.kubectl(t, "-n", ns, "apply", "-f", tmpl)
+	daemontest.ApplyFile(t, c, gpuClassFile)
+	n.Start(t)
+	n.WaitReady(t)
+	daemontest.Apply(t, c, ns, oneGPU)
 
-	pool := n.name + "/vk-slurm"
-	eventually(t, "the node's ResourceSlice with gpu-0 and gpu-1", func() (bool, string) {
+	pool := n.Name + "/vk-slurm"
+	slurmtest.Eventually(t, "the node's ResourceSlice with gpu-0 and gpu-1", func() (bool, string) {
 		list, err := c.Client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{
-			FieldSelector: fields.OneTermEqualSelector(resourcev1.ResourceSliceSelectorNodeName, n.name).String(),
+			FieldSelector: fields.OneTermEqualSelector(resourcev1.ResourceSliceSelectorNodeName, n.Name).String(),
 		})
 		if err != nil {
 			return false, err.Error()
@@ -95,16 +77,16 @@ func TestGresDevices(t *testing.T) {
 	})
 
 	const show = `echo "cuda=$CUDA_VISIBLE_DEVICES rocr=$ROCR_VISIBLE_DEVICES dev=$(cd /dev && echo gpu*)"; while :; do sleep 1; done`
-	main := shell("main", show)
+	main := slurmtest.Shell("main", show)
 	main.Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
-	other := shell("other", show)
-	pod := n.pod(ns, "gpu", main, other)
+	other := slurmtest.Shell("other", show)
+	pod := n.Pod(ns, "gpu", main, other)
 	pod.Spec.NodeName = ""
-	pod.Spec.NodeSelector = map[string]string{corev1.LabelHostname: n.name}
+	pod.Spec.NodeSelector = map[string]string{corev1.LabelHostname: n.Name}
 	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}}
 	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0)
-	n.create(t, pod)
-	pod = n.waitPod(t, ns, "gpu", "Running", running)
+	n.Create(t, pod)
+	pod = n.WaitPod(t, ns, "gpu", "Running", daemontest.Running)
 
 	if len(pod.Status.ResourceClaimStatuses) != 1 || pod.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
 		t.Fatalf("resourceClaimStatuses %+v", pod.Status.ResourceClaimStatuses)
@@ -120,7 +102,7 @@ func TestGresDevices(t *testing.T) {
 	index := strings.TrimPrefix(device, "gpu-")
 
 	var jobID string
-	for _, line := range strings.Split(n.slurm(t, "squeue", "--noheader", "--format=%i %k"), "\n") {
+	for _, line := range strings.Split(n.Slurm(t, "squeue", "--noheader", "--format=%i %k"), "\n") {
 		if id, comment, ok := strings.Cut(strings.TrimSpace(line), " "); ok && comment == "vk-pod:"+string(pod.UID) {
 			jobID = id
 		}
@@ -128,15 +110,15 @@ func TestGresDevices(t *testing.T) {
 	if jobID == "" {
 		t.Fatal("squeue shows no job of the pod")
 	}
-	job := n.slurm(t, "scontrol", "show", "job", "-d", jobID)
+	job := n.Slurm(t, "scontrol", "show", "job", "-d", jobID)
 	if !strings.Contains(job, "JOB_GRES=gpu:fake:1") || !strings.Contains(job, "GRES=gpu:fake:1(IDX:"+index+")") {
 		t.Errorf("scontrol show job -d %s does not show gpu:fake:1 at index %s (the claim's %s):\n%s", jobID, index, device, job)
 	}
-	eventually(t, "the container with the claim sees its GPU, in its env and its /dev", func() (bool, string) {
+	slurmtest.Eventually(t, "the container with the claim sees its GPU, in its env and its /dev", func() (bool, string) {
 		out, _ := c.Kubectl(context.Background(), "-n", ns, "logs", "gpu", "-c", "main")
 		return out == "cuda="+index+" rocr="+index+" dev=gpu"+index+"\n", out
 	})
-	eventually(t, "the container without it sees none", func() (bool, string) {
+	slurmtest.Eventually(t, "the container without it sees none", func() (bool, string) {
 		out, _ := c.Kubectl(context.Background(), "-n", ns, "logs", "gpu", "-c", "other")
 		return out == "cuda= rocr= dev=gpu*\n", out
 	})

@@ -16,11 +16,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
 
+	"github.com/vkubelet/virtual-kubelet/internal/testing/daemontest"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/slurmtest"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 )
 
@@ -46,13 +47,13 @@ while True:
 // trap writes a file exec reads while the pod terminates) and a force delete
 // cancels the job at once.
 func TestPodsAsSlurmJobs(t *testing.T) {
-	n, _, ns := runningNode(t)
-	c, ctx := n.c, context.Background()
+	n, _, ns := slurmtest.RunningNode(t)
+	c, ctx := n.C, context.Background()
 
 	// Started first: Slurm enforces time limits in whole minutes.
-	deadline := n.pod(ns, "deadline", shell("main", "while :; do sleep 1; done"))
+	deadline := n.Pod(ns, "deadline", slurmtest.Shell("main", "while :; do sleep 1; done"))
 	deadline.Spec.ActiveDeadlineSeconds = ptr.To[int64](20)
-	n.create(t, deadline)
+	n.Create(t, deadline)
 
 	if _, err := c.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "cfg"}, Data: map[string]string{"x": "from the configmap"},
@@ -64,36 +65,36 @@ func TestPodsAsSlurmJobs(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	main := shell("main", `echo "token=$TOKEN"; cat /work/init
+	main := slurmtest.Shell("main", `echo "token=$TOKEN"; cat /work/init
 trap 'echo term > /work/term; sleep 3; exit 0' TERM
 while :; do sleep 0.2; done`)
 	main.Env = []corev1.EnvVar{{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: "s"}, Key: "token"}}}}
 	main.VolumeMounts = []corev1.VolumeMount{{Name: "cfg", MountPath: "/etc/cfg"}, {Name: "work", MountPath: "/work"}}
 	server := corev1.Container{Name: "server", Image: "python", Args: []string{greeter, "18080"}}
-	web := n.pod(ns, "web", main, server)
-	web.Spec.InitContainers = []corev1.Container{shell("init", "echo from-init > /work/init")}
+	web := n.Pod(ns, "web", main, server)
+	web.Spec.InitContainers = []corev1.Container{slurmtest.Shell("init", "echo from-init > /work/init")}
 	web.Spec.InitContainers[0].VolumeMounts = []corev1.VolumeMount{{Name: "work", MountPath: "/work"}}
 	web.Spec.Volumes = []corev1.Volume{
 		{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}},
 		{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 	}
 	web.Spec.TerminationGracePeriodSeconds = ptr.To[int64](60)
-	web = n.create(t, web)
-	n.waitPod(t, ns, "web", "Running", running)
+	web = n.Create(t, web)
+	n.WaitPod(t, ns, "web", "Running", daemontest.Running)
 
-	if out := n.slurm(t, "squeue", "--noheader", "--format=%k %T"); !strings.Contains(out, "vk-pod:"+string(web.UID)+" RUNNING") {
+	if out := n.Slurm(t, "squeue", "--noheader", "--format=%k %T"); !strings.Contains(out, "vk-pod:"+string(web.UID)+" RUNNING") {
 		t.Errorf("squeue does not show the pod's job running:\n%s", out)
 	}
-	eventually(t, "kubectl logs", func() (bool, string) {
+	slurmtest.Eventually(t, "kubectl logs", func() (bool, string) {
 		out, _ := c.Kubectl(ctx, "-n", ns, "logs", "web", "-c", "main")
 		return out == "token=s3cret\nfrom-init\n", out
 	})
-	if out := n.kubectl(t, "-n", ns, "exec", "web", "-c", "main", "--", "cat", "/etc/cfg/x"); out != "from the configmap" {
+	if out := n.Kubectl(t, "-n", ns, "exec", "web", "-c", "main", "--", "cat", "/etc/cfg/x"); out != "from the configmap" {
 		t.Errorf("kubectl exec cat /etc/cfg/x: %q", out)
 	}
-	eventually(t, "the web pod's usage from sstat in the stats summary", func() (bool, string) {
-		raw, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", n.name, "proxy/stats/summary").DoRaw(ctx)
+	slurmtest.Eventually(t, "the web pod's usage from sstat in the stats summary", func() (bool, string) {
+		raw, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", n.Name, "proxy/stats/summary").DoRaw(ctx)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -109,61 +110,53 @@ while :; do sleep 0.2; done`)
 		}
 		return false, string(raw)
 	})
-	eventually(t, "port-forward to the job's listener", func() (bool, string) {
+	slurmtest.Eventually(t, "port-forward to the job's listener", func() (bool, string) {
 		line, err := portForward(t, c, ns, "web", 18080)
 		return line == "hello from the slurm job\n", fmt.Sprintf("%q %v", line, err)
 	})
 
 	attack := "$(touch /tmp/vk-slurm-e2e-pwned);`touch /tmp/vk-slurm-e2e-pwned`"
-	n.create(t, n.pod(ns, "exit3", shell("main", `echo "$1"; exit 3`, attack)))
-	failed := n.waitPod(t, ns, "exit3", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	n.Create(t, n.Pod(ns, "exit3", slurmtest.Shell("main", `echo "$1"; exit 3`, attack)))
+	failed := n.WaitPod(t, ns, "exit3", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
 	if s := failed.Status.ContainerStatuses; len(s) != 1 || s[0].State.Terminated == nil || s[0].State.Terminated.ExitCode != 3 {
 		t.Errorf("exit3: container statuses %+v, want exit code 3", s)
 	}
-	if out := n.kubectl(t, "-n", ns, "logs", "exit3"); out != attack+"\n" {
+	if out := n.Kubectl(t, "-n", ns, "logs", "exit3"); out != attack+"\n" {
 		t.Errorf("exit3 log %q, want the argument literally", out)
 	}
 	if _, err := os.Stat("/tmp/vk-slurm-e2e-pwned"); err == nil {
 		t.Error("an argument ran as shell: /tmp/vk-slurm-e2e-pwned exists")
 	}
 
-	n.create(t, n.pod(ns, "badimage", corev1.Container{Name: "main", Image: "nginx"}))
-	bad := n.waitPod(t, ns, "badimage", "rejected", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	n.Create(t, n.Pod(ns, "badimage", corev1.Container{Name: "main", Image: "nginx"}))
+	bad := n.WaitPod(t, ns, "badimage", "rejected", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
 	if bad.Status.Reason != "ProviderRejected" || !strings.Contains(bad.Status.Message, `image "nginx"`) {
 		t.Errorf("badimage: reason %q message %q, want ProviderRejected naming the image", bad.Status.Reason, bad.Status.Message)
 	}
 
 	// Graceful delete: TERM reaches the container, which writes a file
 	// and keeps running for a while; the pod then goes.
-	n.kubectl(t, "-n", ns, "delete", "pod", "web", "--wait=false")
-	eventually(t, "the TERM trap's file", func() (bool, string) {
+	n.Kubectl(t, "-n", ns, "delete", "pod", "web", "--wait=false")
+	slurmtest.Eventually(t, "the TERM trap's file", func() (bool, string) {
 		out, err := c.Kubectl(ctx, "-n", ns, "exec", "web", "-c", "main", "--", "cat", "/work/term")
 		return err == nil && out == "term\n", out
 	})
-	waitGone(t, c, ns, "web")
+	n.WaitGone(t, ns, "web")
 
-	stubborn := n.pod(ns, "stubborn", shell("main", "trap '' TERM; while :; do sleep 0.2; done"))
+	stubborn := n.Pod(ns, "stubborn", slurmtest.Shell("main", "trap '' TERM; while :; do sleep 0.2; done"))
 	stubborn.Spec.TerminationGracePeriodSeconds = ptr.To[int64](600)
-	stubborn = n.create(t, stubborn)
-	n.waitPod(t, ns, "stubborn", "Running", running)
-	n.kubectl(t, "-n", ns, "delete", "pod", "stubborn", "--grace-period=0", "--force", "--wait=false")
-	eventually(t, "the force-deleted pod's job cancelled", func() (bool, string) {
-		out := n.slurm(t, "squeue", "--noheader", "--all", "--states=all", "--format=%k %T")
+	stubborn = n.Create(t, stubborn)
+	n.WaitPod(t, ns, "stubborn", "Running", daemontest.Running)
+	n.Kubectl(t, "-n", ns, "delete", "pod", "stubborn", "--grace-period=0", "--force", "--wait=false")
+	slurmtest.Eventually(t, "the force-deleted pod's job cancelled", func() (bool, string) {
+		out := n.Slurm(t, "squeue", "--noheader", "--all", "--states=all", "--format=%k %T")
 		return strings.Contains(out, "vk-pod:"+string(stubborn.UID)+" CANCELLED"), out
 	})
 
-	got := n.waitPod(t, ns, "deadline", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	got := n.WaitPod(t, ns, "deadline", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
 	if got.Status.Reason != "DeadlineExceeded" {
 		t.Errorf("deadline pod: reason %q, want DeadlineExceeded", got.Status.Reason)
 	}
-}
-
-func waitGone(t *testing.T, c *testcluster.Cluster, ns, name string) {
-	t.Helper()
-	eventually(t, "pod "+name+" gone", func() (bool, string) {
-		_, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), fmt.Sprint(err)
-	})
 }
 
 // portForward runs kubectl port-forward to the pod's port and returns the

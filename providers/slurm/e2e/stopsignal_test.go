@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/vkubelet/virtual-kubelet/internal/testing/slurmtest"
 )
 
 // TestStopSignal: a container whose lifecycle.stopSignal is SIGUSR1 gets
@@ -18,19 +20,19 @@ import (
 // containerStatuses[].stopSignal reports SIGUSR1; a container of the same
 // pod without one gets TERM.
 func TestStopSignal(t *testing.T) {
-	n, _, ns := runningNode(t)
-	c, ctx := n.c, context.Background()
+	n, _, ns := slurmtest.RunningNode(t)
+	c, ctx := n.C, context.Background()
 	const traps = `trap 'echo got USR1; sleep 30; exit 0' USR1
 trap 'echo got TERM; sleep 30; exit 0' TERM
 echo ready
 while :; do sleep 0.2; done`
-	usr1 := shell("usr1", traps)
+	usr1 := slurmtest.Shell("usr1", traps)
 	usr1.Lifecycle = &corev1.Lifecycle{StopSignal: ptr.To(corev1.SIGUSR1)}
-	pod := n.pod(ns, "stop", usr1, shell("term", traps))
+	pod := n.Pod(ns, "stop", usr1, slurmtest.Shell("term", traps))
 	pod.Spec.OS = &corev1.PodOS{Name: corev1.Linux}
 	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](60)
-	n.create(t, pod)
-	running := n.waitPod(t, ns, "stop", "Running with both containers ready to trap", func(p *corev1.Pod) bool {
+	n.Create(t, pod)
+	running := n.WaitPod(t, ns, "stop", "Running with both containers ready to trap", func(p *corev1.Pod) bool {
 		if p.Status.Phase != corev1.PodRunning {
 			return false
 		}
@@ -52,7 +54,7 @@ while :; do sleep 0.2; done`
 		t.Fatal(err)
 	}
 	for name, want := range map[string]string{"usr1": "ready\ngot USR1\n", "term": "ready\ngot TERM\n"} {
-		eventually(t, "container "+name+" logs the signal it got", func() (bool, string) {
+		slurmtest.Eventually(t, "container "+name+" logs the signal it got", func() (bool, string) {
 			out, _ := c.Kubectl(ctx, "-n", ns, "logs", "stop", "-c", name)
 			return out == want, out
 		})

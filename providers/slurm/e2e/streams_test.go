@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/childproc"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/daemontest"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/slurmtest"
 )
 
 // TestSlurmAttachAndLogOptions drives attach and the log options through
@@ -29,26 +31,26 @@ import (
 // prefixes each line with its RFC 3339 time, --since-time and --since
 // filter by it, --tail and --limit-bytes still apply.
 func TestSlurmAttachAndLogOptions(t *testing.T) {
-	n, _, ns := runningNode(t)
-	c := n.c
+	n, _, ns := slurmtest.RunningNode(t)
+	c := n.C
 
-	once := shell("main", `echo ready; while read -r l; do echo "got:$l"; echo "err:$l" >&2; done; echo closed`)
+	once := slurmtest.Shell("main", `echo ready; while read -r l; do echo "got:$l"; echo "err:$l" >&2; done; echo closed`)
 	once.Stdin, once.StdinOnce = true, true
-	n.create(t, n.pod(ns, "once", once))
-	repl := shell("main", `echo ready; while read -r l; do echo "got:$l"; done; echo closed`)
+	n.Create(t, n.Pod(ns, "once", once))
+	repl := slurmtest.Shell("main", `echo ready; while read -r l; do echo "got:$l"; done; echo closed`)
 	repl.Stdin = true
-	n.create(t, n.pod(ns, "repl", repl))
+	n.Create(t, n.Pod(ns, "repl", repl))
 	attack := "$(touch /tmp/vk-slurm-tty-pwned);`touch /tmp/vk-slurm-tty-pwned`"
-	term := shell("main", `test -t 0 && test -t 1 && echo on-a-tty; read -r l; echo "got:$l"; echo "$1"`, attack)
+	term := slurmtest.Shell("main", `test -t 0 && test -t 1 && echo on-a-tty; read -r l; echo "got:$l"; echo "$1"`, attack)
 	term.Stdin, term.StdinOnce, term.TTY = true, true, true
-	n.create(t, n.pod(ns, "term", term))
-	n.create(t, n.pod(ns, "stamped", shell("main", "echo first; sleep 1.2; echo second; while :; do sleep 1; done")))
+	n.Create(t, n.Pod(ns, "term", term))
+	n.Create(t, n.Pod(ns, "stamped", slurmtest.Shell("main", "echo first; sleep 1.2; echo second; while :; do sleep 1; done")))
 	for _, name := range []string{"once", "repl", "term", "stamped"} {
-		n.waitPod(t, ns, name, "Running", running)
+		n.WaitPod(t, ns, name, "Running", daemontest.Running)
 	}
 	// Attach streams from the end of the log: wait until the loop reads.
 	for _, name := range []string{"once", "repl"} {
-		eventually(t, name+" ready", func() (bool, string) {
+		slurmtest.Eventually(t, name+" ready", func() (bool, string) {
 			out, _ := c.Kubectl(context.Background(), "-n", ns, "logs", name)
 			return out == "ready\n", out
 		})
@@ -57,7 +59,7 @@ func TestSlurmAttachAndLogOptions(t *testing.T) {
 	// The session ends by itself: the container exits once its stdin is
 	// closed.
 	var stdout, stderr childproc.Output
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), slurmtest.Timeout)
 	defer cancel()
 	if err := attach(ctx, n, ns, "once", remotecommand.StreamOptions{
 		Stdin: strings.NewReader("hello\nworld\n"), Stdout: &stdout, Stderr: &stderr,
@@ -70,7 +72,7 @@ func TestSlurmAttachAndLogOptions(t *testing.T) {
 	if got, want := stderr.String(), "err:hello\nerr:world\n"; got != want {
 		t.Errorf("attach once: stderr %q, want %q", got, want)
 	}
-	n.waitPod(t, ns, "once", "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	n.WaitPod(t, ns, "once", "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
 	if err := attach(ctx, n, ns, "once", remotecommand.StreamOptions{Stdout: &stdout}); err == nil || !strings.Contains(err.Error(), "not running") {
 		t.Errorf("attach to the exited container: %v, want an error saying it is not running", err)
 	}
@@ -79,7 +81,7 @@ func TestSlurmAttachAndLogOptions(t *testing.T) {
 	// container's: a second attach is read too.
 	for _, word := range []string{"one", "two"} {
 		out := &awaitBuffer{want: "got:" + word + "\n", found: make(chan struct{})}
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), slurmtest.Timeout)
 		errc := make(chan error, 1)
 		go func() {
 			errc <- attach(ctx, n, ns, "repl", remotecommand.StreamOptions{Stdin: strings.NewReader(word + "\n"), Stdout: out})
@@ -93,13 +95,13 @@ func TestSlurmAttachAndLogOptions(t *testing.T) {
 			t.Fatalf("attach repl (%s) ended (%v) before its answer; got %q", word, err, out.String())
 		}
 	}
-	if out := n.kubectl(t, "-n", ns, "logs", "repl"); out != "ready\ngot:one\ngot:two\n" {
+	if out := n.Kubectl(t, "-n", ns, "logs", "repl"); out != "ready\ngot:one\ngot:two\n" {
 		t.Errorf("repl log %q: the container's stdin closed between attaches", out)
 	}
 
 	// A container with tty: true is on a terminal, which echoes the input
 	// and ends lines with CRLF; its command line stayed literal.
-	eventually(t, "term on a tty", func() (bool, string) {
+	slurmtest.Eventually(t, "term on a tty", func() (bool, string) {
 		out, _ := c.Kubectl(context.Background(), "-n", ns, "logs", "term")
 		return strings.Contains(out, "on-a-tty\r\n"), out
 	})
@@ -114,11 +116,11 @@ func TestSlurmAttachAndLogOptions(t *testing.T) {
 		t.Error("an argument of the tty container ran as shell: /tmp/vk-slurm-tty-pwned exists")
 	}
 
-	eventually(t, "both lines of the stamped pod", func() (bool, string) {
+	slurmtest.Eventually(t, "both lines of the stamped pod", func() (bool, string) {
 		out, _ := c.Kubectl(context.Background(), "-n", ns, "logs", "stamped")
 		return out == "first\nsecond\n", out
 	})
-	stamped := n.kubectl(t, "-n", ns, "logs", "stamped", "--timestamps")
+	stamped := n.Kubectl(t, "-n", ns, "logs", "stamped", "--timestamps")
 	lines := strings.Split(strings.TrimSuffix(stamped, "\n"), "\n")
 	var stamps []time.Time
 	for i, want := range []string{"first", "second"} {
@@ -135,30 +137,30 @@ func TestSlurmAttachAndLogOptions(t *testing.T) {
 	// kubectl sends --since-time in whole seconds: the second after the
 	// first line's is still at or before the second line's.
 	since := stamps[0].Truncate(time.Second).Add(time.Second).Format(time.RFC3339)
-	if out := n.kubectl(t, "-n", ns, "logs", "stamped", "--since-time="+since); out != "second\n" {
+	if out := n.Kubectl(t, "-n", ns, "logs", "stamped", "--since-time="+since); out != "second\n" {
 		t.Errorf("logs --since-time=%s: %q, want the second line only", since, out)
 	}
-	if out := n.kubectl(t, "-n", ns, "logs", "stamped", "--since=1h"); out != "first\nsecond\n" {
+	if out := n.Kubectl(t, "-n", ns, "logs", "stamped", "--since=1h"); out != "first\nsecond\n" {
 		t.Errorf("logs --since=1h: %q", out)
 	}
-	if out := n.kubectl(t, "-n", ns, "logs", "stamped", "--tail=1", "--timestamps"); out != lines[1]+"\n" {
+	if out := n.Kubectl(t, "-n", ns, "logs", "stamped", "--tail=1", "--timestamps"); out != lines[1]+"\n" {
 		t.Errorf("logs --tail=1 --timestamps: %q, want %q", out, lines[1]+"\n")
 	}
-	if out := n.kubectl(t, "-n", ns, "logs", "stamped", "--timestamps", "--limit-bytes=10"); out != stamped[:10] {
+	if out := n.Kubectl(t, "-n", ns, "logs", "stamped", "--timestamps", "--limit-bytes=10"); out != stamped[:10] {
 		t.Errorf("logs --timestamps --limit-bytes=10: %q, want %q", out, stamped[:10])
 	}
 }
 
 // attach runs one attach session to the pod's container main through the
 // API server (WebSocket, falling back to SPDY) until it ends or ctx does.
-func attach(ctx context.Context, n *slurmNode, ns, pod string, opts remotecommand.StreamOptions) error {
-	req := n.c.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("attach").
+func attach(ctx context.Context, n *slurmtest.Node, ns, pod string, opts remotecommand.StreamOptions) error {
+	req := n.C.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("attach").
 		VersionedParams(&corev1.PodAttachOptions{Container: "main", Stdin: opts.Stdin != nil, Stdout: opts.Stdout != nil, Stderr: opts.Stderr != nil}, scheme.ParameterCodec)
-	ws, err := remotecommand.NewWebSocketExecutor(n.c.Config, http.MethodGet, req.URL().String())
+	ws, err := remotecommand.NewWebSocketExecutor(n.C.Config, http.MethodGet, req.URL().String())
 	if err != nil {
 		return err
 	}
-	spdy, err := remotecommand.NewSPDYExecutor(n.c.Config, http.MethodPost, req.URL())
+	spdy, err := remotecommand.NewSPDYExecutor(n.C.Config, http.MethodPost, req.URL())
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/daemontest"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/slurmtest"
 )
 
 // TestHostUsersRunsInAUserNamespace: the slurm node declares user
@@ -18,8 +19,8 @@ import (
 // false runs: its job's container sees a user namespace of its own (its
 // uid_map is not the initial namespace's identity map of all 2^32 IDs).
 func TestHostUsersRunsInAUserNamespace(t *testing.T) {
-	n, _, ns := runningNode(t)
-	node, err := n.c.Client.CoreV1().Nodes().Get(context.Background(), n.name, metav1.GetOptions{})
+	n, _, ns := slurmtest.RunningNode(t)
+	node, err := n.C.Client.CoreV1().Nodes().Get(context.Background(), n.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,12 +28,12 @@ func TestHostUsersRunsInAUserNamespace(t *testing.T) {
 		t.Errorf("runtimeHandlers %+v, want userNamespaces true", node.Status.RuntimeHandlers)
 	}
 
-	pod := n.pod(ns, "userns", shell("main", "cat /proc/self/uid_map; while :; do sleep 1; done"))
+	pod := n.Pod(ns, "userns", slurmtest.Shell("main", "cat /proc/self/uid_map; while :; do sleep 1; done"))
 	pod.Spec.HostUsers = ptr.To(false)
-	n.create(t, pod)
-	n.waitPod(t, ns, "userns", "Running", running)
-	eventually(t, "the container's uid_map in its log", func() (bool, string) {
-		out, err := n.c.Kubectl(context.Background(), "-n", ns, "logs", "userns")
+	n.Create(t, pod)
+	n.WaitPod(t, ns, "userns", "Running", daemontest.Running)
+	slurmtest.Eventually(t, "the container's uid_map in its log", func() (bool, string) {
+		out, err := n.C.Kubectl(context.Background(), "-n", ns, "logs", "userns")
 		fields := strings.Fields(out)
 		return err == nil && len(fields) == 3 && fields[2] != "4294967295", out
 	})

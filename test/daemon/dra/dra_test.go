@@ -35,33 +35,10 @@ const devicesConfig = `[
 
 // templates are the walkthrough's ResourceClaimTemplates (docs/devices.md):
 // one device of the mock's class, and one H200 by a CEL selector.
-const templates = `apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata:
-  name: one-gpu
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly:
-          deviceClassName: gpu.mock.vkubelet.io
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata:
-  name: one-h200
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly:
-          deviceClassName: gpu.mock.vkubelet.io
-          selectors:
-          - cel:
-              expression: device.attributes["gpu.mock.vkubelet.io"].model == "h200"
-`
+var templates = []string{
+	daemontest.ClaimTemplate("one-gpu", "gpu.mock.vkubelet.io", ""),
+	daemontest.ClaimTemplate("one-h200", "gpu.mock.vkubelet.io", `device.attributes["gpu.mock.vkubelet.io"].model == "h200"`),
+}
 
 // draNode starts a mock node with the devices in its own node host (so
 // kubectl exec reaches it), the mock served in a plugin behind --provider
@@ -74,8 +51,7 @@ func draNode(t *testing.T, c *testcluster.Cluster, viaPlugin bool) (*daemontest.
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{%q: {"devices": %s}}`, name, devicesConfig)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	daemontest.Kubectl(t, c, "apply", "-f", deviceClassFile)
-	t.Cleanup(func() { _, _ = c.Kubectl(context.Background(), "delete", "--ignore-not-found", "-f", deviceClassFile) })
+	daemontest.ApplyFile(t, c, deviceClassFile)
 	host, args := c.AddHost(t, testcluster.UniqueName("h")), []string{"--nodename", name, "--provider-config", cfg}
 	var d *daemontest.Daemon
 	if viaPlugin {
@@ -85,11 +61,7 @@ func draNode(t *testing.T, c *testcluster.Cluster, viaPlugin bool) (*daemontest.
 	}
 	daemontest.WaitNodeReady(t, c.Client, name)
 	ns := c.Namespace(t)
-	tmpl := filepath.Join(t.TempDir(), "templates.yaml")
-	if err := os.WriteFile(tmpl, []byte(templates), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	daemontest.Kubectl(t, c, "-n", ns, "apply", "-f", tmpl)
+	daemontest.Apply(t, c, ns, templates...)
 	return d, ns
 }
 
@@ -295,25 +267,12 @@ spec:
   selectors:
   - cel:
       expression: device.driver == "none.mock.vkubelet.io"
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata:
-  name: none
-  namespace: %s
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly:
-          deviceClassName: %s
-`, class, ns, class)
+`, class)
 	if err := os.WriteFile(classFile, []byte(manifest), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	daemontest.Kubectl(t, c, "apply", "-f", classFile)
-	t.Cleanup(func() { _, _ = c.Kubectl(context.Background(), "delete", "--ignore-not-found", "-f", classFile) })
+	daemontest.ApplyFile(t, c, classFile)
+	daemontest.Apply(t, c, ns, daemontest.ClaimTemplate("none", class, ""))
 	none := gpuPod("no-device", d.Name, "none", nil)
 	daemontest.CreatePods(t, c.Client, ns, none)
 	msg := waitUnschedulable(t, c, ns, none.Name)
@@ -410,15 +369,10 @@ func TestDevicesOnManyNodes(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{%q: {"devices": [{"name": "gpu", "count": 1}]}}`, name+"-*")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	daemontest.Kubectl(t, c, "apply", "-f", deviceClassFile)
-	t.Cleanup(func() { _, _ = c.Kubectl(context.Background(), "delete", "--ignore-not-found", "-f", deviceClassFile) })
+	daemontest.ApplyFile(t, c, deviceClassFile)
 	daemontest.Start(t, c, nil, "--nodename", name, "--node-count", "2", "--provider-config", cfg)
 	ns := c.Namespace(t)
-	tmpl := filepath.Join(t.TempDir(), "templates.yaml")
-	if err := os.WriteFile(tmpl, []byte(templates), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	daemontest.Kubectl(t, c, "-n", ns, "apply", "-f", tmpl)
+	daemontest.Apply(t, c, ns, templates...)
 	for i := range 2 {
 		node := fmt.Sprintf("%s-%d", name, i)
 		daemontest.WaitNodeReady(t, c.Client, node)

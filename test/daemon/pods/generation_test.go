@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/daemontest"
-	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 )
 
 // TestObservedGenerationAfterImageChange: an image change bumps the pod's
@@ -21,10 +20,7 @@ import (
 // (PodScheduled, which the API server's binding set without one, among
 // them) equal it, as a 1.36 kubelet writes them.
 func TestObservedGenerationAfterImageChange(t *testing.T) {
-	c := testcluster.Shared(t)
-	ns := c.Namespace(t)
-	d := daemontest.Start(t, c, nil)
-	daemontest.WaitNodeReady(t, c.Client, d.Name)
+	c, ns, d := daemontest.ReadyMockNode(t)
 
 	pod := daemontest.MockPod("gen", d.Name, corev1.RestartPolicyAlways, nil)
 	daemontest.CreatePods(t, c.Client, ns, pod)

@@ -3,16 +3,12 @@
 package pods_test
 
 import (
-	"context"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/vkubelet/virtual-kubelet/internal/testing/controlplane"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/daemontest"
-	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 	"github.com/vkubelet/virtual-kubelet/providers/mock"
 )
 
@@ -22,10 +18,7 @@ import (
 // the pod staying Running, and not when it exits 1, the pod then Failed:
 // as a kubelet decides.
 func TestRestartRules(t *testing.T) {
-	c := testcluster.Shared(t)
-	ns := c.Namespace(t)
-	d := daemontest.Start(t, c, nil)
-	daemontest.WaitNodeReady(t, c.Client, d.Name)
+	c, ns, d := daemontest.ReadyMockNode(t)
 
 	ruled := func(name, code string) *corev1.Pod {
 		pod := daemontest.MockPod(name, d.Name, corev1.RestartPolicyNever, map[string]string{
@@ -38,14 +31,9 @@ func TestRestartRules(t *testing.T) {
 		}}
 		return pod
 	}
-	daemontest.CreatePods(t, c.Client, ns, ruled("exits-42", "42"), ruled("exits-1", "1"))
-	created, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), "exits-42", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(created.Spec.Containers[0].RestartPolicyRules) == 0 {
-		t.Fatalf("the API server dropped restartPolicyRules: the control plane runs without --feature-gates=%s", controlplane.FeatureGates)
-	}
+	daemontest.CreateGated(t, c, ns, "restartPolicyRules", func(p *corev1.Pod) bool {
+		return len(p.Spec.Containers[0].RestartPolicyRules) > 0
+	}, ruled("exits-42", "42"), ruled("exits-1", "1"))
 
 	pod := daemontest.WaitPod(t, c.Client, ns, "exits-42", "restarted twice by its rule", func(p *corev1.Pod) bool {
 		return daemontest.MainContainer(p).RestartCount >= 2

@@ -13,27 +13,8 @@ import (
 	"github.com/vkubelet/virtual-kubelet/providers/mock/internal/stage"
 )
 
-// fromAnnotation is kwok's published usage-from-annotation object, written
-// from its documentation: the usage an annotation gives, else 1m and 1Mi.
-const fromAnnotation = `
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: ClusterResourceUsage
-metadata:
-  name: usage-from-annotation
-spec:
-  usages:
-  - usage:
-      cpu:
-        expression: |
-          "kwok.x-k8s.io/usage-cpu" in pod.metadata.annotations
-          ? Quantity(pod.metadata.annotations["kwok.x-k8s.io/usage-cpu"])
-          : Quantity("1m")
-      memory:
-        expression: |
-          "kwok.x-k8s.io/usage-memory" in pod.metadata.annotations
-          ? Quantity(pod.metadata.annotations["kwok.x-k8s.io/usage-memory"])
-          : Quantity("1Mi")
-`
+// fromAnnotationFile is kwok's published usage-from-annotation object.
+const fromAnnotationFile = "testdata/usage-from-annotation.yaml"
 
 var epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
@@ -83,7 +64,11 @@ func eval(t *testing.T, v *Value, vars Vars) uint64 {
 }
 
 func TestFromAnnotation(t *testing.T) {
-	set := mustLoad(t, fromAnnotation)
+	data, err := os.ReadFile(fromAnnotationFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := mustLoad(t, string(data))
 	c := set.For("default", "web", "app")
 	annotated := Vars{Pod: pod(map[string]any{"kwok.x-k8s.io/usage-cpu": "250m", "kwok.x-k8s.io/usage-memory": "64Mi"}, epoch)}
 	if got := eval(t, c.CPU, annotated); got != 250_000_000 {

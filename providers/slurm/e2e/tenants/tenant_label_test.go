@@ -1,6 +1,6 @@
 //go:build e2e
 
-package e2e_test
+package tenants_test
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/vkubelet/virtual-kubelet/internal/testing/daemontest"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/slurmtest"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 )
 
@@ -36,17 +38,17 @@ func TestTenantByNamespaceLabel(t *testing.T) {
 	// the shared cluster.
 	key := "slurm-e2e.vkubelet.io/tenant"
 	valA, valB := "a-"+labelled, "b-"+labelled
-	n := newSlurmNode(t, c, tenants{tenantA: {nsA}})
-	cfg, err := os.ReadFile(n.config)
+	n := slurmtest.NewNode(t, c, slurmtest.Tenants{slurmtest.TenantA: {nsA}})
+	cfg, err := os.ReadFile(n.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Tenant A maps nsA by name and more by label; tenant B by label only.
-	cfg = []byte(strings.Replace(string(cfg), "- {user: "+tenantA+", namespaces: ["+nsA+"],",
-		"- {user: "+tenantA+", namespaces: ["+nsA+"], namespaceSelector: {matchLabels: {"+key+": "+valA+"}},", 1) +
-		"- {user: " + tenantB + ", namespaceSelector: {matchExpressions: [{key: " + key + "-b, operator: Exists}, {key: " + key + ", operator: In, values: [" + valB + "]}]}}\n" +
-		"- {user: " + tenantB + ", namespaceSelector: {matchLabels: {" + key + "-both: \"yes\"}}}\n")
-	if err := os.WriteFile(n.config, cfg, 0o600); err != nil {
+	cfg = []byte(strings.Replace(string(cfg), "- {user: "+slurmtest.TenantA+", namespaces: ["+nsA+"],",
+		"- {user: "+slurmtest.TenantA+", namespaces: ["+nsA+"], namespaceSelector: {matchLabels: {"+key+": "+valA+"}},", 1) +
+		"- {user: " + slurmtest.TenantB + ", namespaceSelector: {matchExpressions: [{key: " + key + "-b, operator: Exists}, {key: " + key + ", operator: In, values: [" + valB + "]}]}}\n" +
+		"- {user: " + slurmtest.TenantB + ", namespaceSelector: {matchLabels: {" + key + "-both: \"yes\"}}}\n")
+	if err := os.WriteFile(n.Config, cfg, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	setLabels := func(ns string, labels map[string]any) {
@@ -59,33 +61,33 @@ func TestTenantByNamespaceLabel(t *testing.T) {
 	setLabels(labelled, map[string]any{key: valB, key + "-b": ""})
 	// Tenant A's label and the second B tenant's: two tenants match.
 	setLabels(both, map[string]any{key: valA, key + "-both": "yes"})
-	n.start(t)
-	n.waitReady(t)
+	n.Start(t)
+	n.WaitReady(t)
 
-	uid := func(user string) string { return strconv.Itoa(int(tenantCredential(t, user).Uid)) }
+	uid := func(user string) string { return strconv.Itoa(int(slurmtest.TenantCredential(t, user).Uid)) }
 	idOf := func(ns, pod string) string {
 		t.Helper()
-		return strings.TrimSpace(n.kubectl(t, "-n", ns, "exec", pod, "--", "id", "-u"))
+		return strings.TrimSpace(n.Kubectl(t, "-n", ns, "exec", pod, "--", "id", "-u"))
 	}
-	n.create(t, n.pod(labelled, "first", shell("main", "sleep 3600")))
-	n.waitPod(t, labelled, "first", "Running", running)
-	if got := idOf(labelled, "first"); got != uid(tenantB) {
-		t.Errorf("a pod of the namespace labelled for tenant B runs as uid %s, want %s (%s)", got, uid(tenantB), tenantB)
+	n.Create(t, n.Pod(labelled, "first", slurmtest.Shell("main", "sleep 3600")))
+	n.WaitPod(t, labelled, "first", "Running", daemontest.Running)
+	if got := idOf(labelled, "first"); got != uid(slurmtest.TenantB) {
+		t.Errorf("a pod of the namespace labelled for tenant B runs as uid %s, want %s (%s)", got, uid(slurmtest.TenantB), slurmtest.TenantB)
 	}
 
 	rejected := func(ns, name string, want ...string) {
 		t.Helper()
-		p := n.waitPod(t, ns, name, "rejected", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+		p := n.WaitPod(t, ns, name, "rejected", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
 		for _, w := range want {
 			if p.Status.Reason != "ProviderRejected" || !strings.Contains(p.Status.Message, w) {
 				t.Errorf("pod %s/%s: reason %q message %q, want ProviderRejected naming %q", ns, name, p.Status.Reason, p.Status.Message, w)
 			}
 		}
 	}
-	n.create(t, n.pod(stray, "stray", shell("main", "true")))
-	n.create(t, n.pod(both, "both", shell("main", "true")))
+	n.Create(t, n.Pod(stray, "stray", slurmtest.Shell("main", "true")))
+	n.Create(t, n.Pod(both, "both", slurmtest.Shell("main", "true")))
 	rejected(stray, "stray", `namespace "`+stray+`"`)
-	rejected(both, "both", `namespace "`+both+`"`, "tenants[0] (user "+tenantA+")", "tenants[2] (user "+tenantB+")")
+	rejected(both, "both", `namespace "`+both+`"`, "tenants[0] (user "+slurmtest.TenantA+")", "tenants[2] (user "+slurmtest.TenantB+")")
 
 	// The namespace's own admin (the usual RoleBinding to the admin
 	// ClusterRole) cannot move it to another tenant: labels on a
@@ -105,7 +107,7 @@ func TestTenantByNamespaceLabel(t *testing.T) {
 	}
 	// The control: mallory is the namespace's admin (RBAC may take a
 	// moment to see the binding).
-	eventually(t, "mallory reads her namespace's pods", func() (bool, string) {
+	slurmtest.Eventually(t, "mallory reads her namespace's pods", func() (bool, string) {
 		_, err := mallory.CoreV1().Pods(stray).List(ctx, metav1.ListOptions{})
 		return err == nil, errString(err)
 	})
@@ -116,27 +118,27 @@ func TestTenantByNamespaceLabel(t *testing.T) {
 
 	// Relabelled for tenant A: new pods run as A, the running one stays B's.
 	setLabels(labelled, map[string]any{key: valA, key + "-b": nil})
-	eventually(t, "a new pod of the relabelled namespace running as "+tenantA, func() (bool, string) {
+	slurmtest.Eventually(t, "a new pod of the relabelled namespace running as "+slurmtest.TenantA, func() (bool, string) {
 		name := "second"
 		if _, err := c.Client.CoreV1().Pods(labelled).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			n.create(t, n.pod(labelled, name, shell("main", "sleep 3600")))
+			n.Create(t, n.Pod(labelled, name, slurmtest.Shell("main", "sleep 3600")))
 		}
-		n.waitPod(t, labelled, name, "Running", running)
+		n.WaitPod(t, labelled, name, "Running", daemontest.Running)
 		got := idOf(labelled, name)
-		if got != uid(tenantA) {
+		if got != uid(slurmtest.TenantA) {
 			// The daemon may have seen the pod before the new labels:
 			// try again with a new pod.
 			_ = c.Client.CoreV1().Pods(labelled).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-			waitGone(t, c, labelled, name)
+			n.WaitGone(t, labelled, name)
 		}
-		return got == uid(tenantA), "uid " + got
+		return got == uid(slurmtest.TenantA), "uid " + got
 	})
-	if got := idOf(labelled, "first"); got != uid(tenantB) {
-		t.Errorf("the pod running before the relabelling now runs as uid %s, want %s (%s)", got, uid(tenantB), tenantB)
+	if got := idOf(labelled, "first"); got != uid(slurmtest.TenantB) {
+		t.Errorf("the pod running before the relabelling now runs as uid %s, want %s (%s)", got, uid(slurmtest.TenantB), slurmtest.TenantB)
 	}
 	// It is still B's to stop: its delete goes through as B.
-	n.kubectl(t, "-n", labelled, "delete", "pod", "first", "--wait=false")
-	waitGone(t, c, labelled, "first")
+	n.Kubectl(t, "-n", labelled, "delete", "pod", "first", "--wait=false")
+	n.WaitGone(t, labelled, "first")
 }
 
 func errString(err error) string {

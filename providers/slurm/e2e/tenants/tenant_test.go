@@ -1,19 +1,16 @@
 //go:build e2e
 
-package e2e_test
+package tenants_test
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,48 +19,25 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/daemontest"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/slurmtest"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 )
 
-// These tests attack the slurm provider as a tenant would: from inside a
-// pod, and as another tenant's Unix user on the node. Each asserts the
-// attack fails.
-
-// tenantCredential runs a process as a tenant user.
-func tenantCredential(t *testing.T, name string) *syscall.Credential {
-	t.Helper()
-	u, err := user.Lookup(name)
-	if err != nil {
-		t.Fatalf("tenant user %s: %v", name, err)
-	}
-	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
-	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{uint32(gid)}}
-}
-
-// asUser is setpriv's arguments that run the rest of its command line as
-// a tenant user: entering the node host's network namespace needs root,
-// so the host's command drops to the user itself.
-func asUser(t *testing.T, name string) []string {
-	c := tenantCredential(t, name)
-	return []string{fmt.Sprintf("--reuid=%d", c.Uid), fmt.Sprintf("--regid=%d", c.Gid), "--clear-groups", "--"}
-}
-
 // asTenant runs a command in the node's host as a tenant's user, as that
 // user could by hand, and returns its combined output and error.
-func (n *slurmNode) asTenant(t *testing.T, name string, argv ...string) (string, error) {
+func asTenant(t *testing.T, n *slurmtest.Node, name string, argv ...string) (string, error) {
 	t.Helper()
-	cmd := n.host.Command(context.Background(), "setpriv", append(asUser(t, name), argv...)...)
-	cmd.Env = append(os.Environ(), "SLURM_CONF="+filepath.Join(n.dir, "slurm.conf"))
+	cmd := n.Host.Command(context.Background(), "setpriv", append(slurmtest.AsUser(t, name), argv...)...)
+	cmd.Env = append(os.Environ(), "SLURM_CONF="+filepath.Join(n.Dir, "slurm.conf"))
 	cmd.Dir = "/"
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
 
 // jobOf is the ID of the job Slurm lists for the pod.
-func (n *slurmNode) jobOf(t *testing.T, pod *corev1.Pod) string {
+func jobOf(t *testing.T, n *slurmtest.Node, pod *corev1.Pod) string {
 	t.Helper()
-	for _, line := range strings.Split(n.slurm(t, "squeue", "--noheader", "--states=all", "--format=%i %k"), "\n") {
+	for _, line := range strings.Split(n.Slurm(t, "squeue", "--noheader", "--states=all", "--format=%i %k"), "\n") {
 		if id, comment, ok := strings.Cut(strings.TrimSpace(line), " "); ok && comment == "vk-pod:"+string(pod.UID) {
 			return id
 		}
@@ -76,17 +50,17 @@ func (n *slurmNode) jobOf(t *testing.T, pod *corev1.Pod) string {
 // own PID namespace, and no way to Slurm or munge; its Secret values are
 // in no process's argv on the node, nor are an exec's.
 func TestTenantSandbox(t *testing.T) {
-	n, _, ns := runningNode(t)
+	n, _, ns := slurmtest.RunningNode(t)
 	ctx := context.Background()
-	tenantUID := tenantCredential(t, tenantA).Uid
+	tenantUID := slurmtest.TenantCredential(t, slurmtest.TenantA).Uid
 	secret := randomValue(t)
-	if _, err := n.c.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+	if _, err := n.C.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "s"}, StringData: map[string]string{"v": secret},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	key := filepath.Join(n.dir, "munge-key", "munge.key")
-	sock := filepath.Join(n.dir, "munge", "munge.socket")
+	key := filepath.Join(n.Dir, "munge-key", "munge.key")
+	sock := filepath.Join(n.Dir, "munge", "munge.socket")
 	probe := `echo uid=$(id -u)
 grep CapEff /proc/self/status
 nsenter -t 1 -a true 2>/dev/null; echo nsenter=$?
@@ -96,14 +70,14 @@ echo procs=$(ps -e -o comm= | tr '\n' ' ')
 echo secret-len=${#SECRET}
 echo done
 sleep 3600`
-	pod := n.pod(ns, "probe", corev1.Container{Name: "main", Image: "busybox",
-		Command: []string{"sh", "-c", probe, "sh", key, sock, filepath.Join(n.dir, "slurm.conf")},
+	pod := n.Pod(ns, "probe", corev1.Container{Name: "main", Image: "busybox",
+		Command: []string{"sh", "-c", probe, "sh", key, sock, filepath.Join(n.Dir, "slurm.conf")},
 		Env:     []corev1.EnvVar{{Name: "SECRET", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}, Key: "v"}}}}})
-	n.create(t, pod)
-	n.waitPod(t, ns, "probe", "Running", running)
+	n.Create(t, pod)
+	n.WaitPod(t, ns, "probe", "Running", daemontest.Running)
 	var logs string
-	eventually(t, "the probe's output", func() (bool, string) {
-		logs = n.kubectl(t, "-n", ns, "logs", "probe")
+	slurmtest.Eventually(t, "the probe's output", func() (bool, string) {
+		logs = n.Kubectl(t, "-n", ns, "logs", "probe")
 		return strings.Contains(logs, "done"), logs
 	})
 	for _, want := range []string{"uid=" + strconv.Itoa(int(tenantUID)) + "\n", "CapEff:\t0000000000000000\n", "nsenter=1\n", "secret-len=" + strconv.Itoa(len(secret)) + "\n"} {
@@ -127,13 +101,13 @@ sleep 3600`
 		}
 	}
 	// exec joins the same sandbox, as the same user.
-	if out := n.kubectl(t, "-n", ns, "exec", "probe", "--", "sh", "-c", "id -u; grep CapEff /proc/self/status; echo ${#SECRET}"); out != strconv.Itoa(int(tenantUID))+"\nCapEff:\t0000000000000000\n"+strconv.Itoa(len(secret))+"\n" {
+	if out := n.Kubectl(t, "-n", ns, "exec", "probe", "--", "sh", "-c", "id -u; grep CapEff /proc/self/status; echo ${#SECRET}"); out != strconv.Itoa(int(tenantUID))+"\nCapEff:\t0000000000000000\n"+strconv.Itoa(len(secret))+"\n" {
 		t.Errorf("exec: %q", out)
 	}
 	// During an exec too, no argv on the node holds the Secret's value.
 	execCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	ex := exec.CommandContext(execCtx, filepath.Join(n.c.Info.BinDir, "kubectl"), "--kubeconfig", n.c.Info.Kubeconfig, "-n", ns, "exec", "probe", "--", "sleep", "4")
+	ex := exec.CommandContext(execCtx, filepath.Join(n.C.Info.BinDir, "kubectl"), "--kubeconfig", n.C.Info.Kubeconfig, "-n", ns, "exec", "probe", "--", "sleep", "4")
 	if err := ex.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -163,17 +137,17 @@ func randomValue(t *testing.T) string {
 // emptyDir; a container mounting it by subPath sees the emptyDir's own
 // content, and what it writes there stays in the emptyDir.
 func TestSubPathSymlinkAttack(t *testing.T) {
-	n, _, ns := runningNode(t)
+	n, _, ns := slurmtest.RunningNode(t)
 	marker := "vk-subpath-" + randomValue(t)
-	pod := n.pod(ns, "subpath", shell("main", `ls -A /host; touch /host/`+marker+` 2>&1; echo done; sleep 3600`))
-	pod.Spec.InitContainers = []corev1.Container{shell("plant", "ln -s / /data/x")}
+	pod := n.Pod(ns, "subpath", slurmtest.Shell("main", `ls -A /host; touch /host/`+marker+` 2>&1; echo done; sleep 3600`))
+	pod.Spec.InitContainers = []corev1.Container{slurmtest.Shell("plant", "ln -s / /data/x")}
 	pod.Spec.InitContainers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
 	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/host", SubPath: "x"}}
 	pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
-	n.create(t, pod)
+	n.Create(t, pod)
 	var logs string
-	eventually(t, "the attack's output", func() (bool, string) {
-		logs = n.kubectl(t, "-n", ns, "logs", "subpath", "-c", "main")
+	slurmtest.Eventually(t, "the attack's output", func() (bool, string) {
+		logs = n.Kubectl(t, "-n", ns, "logs", "subpath", "-c", "main")
 		return strings.Contains(logs, "done"), logs
 	})
 	if logs != "x\ndone\n" {
@@ -192,46 +166,46 @@ func TestSubPathSymlinkAttack(t *testing.T) {
 func TestTenantIsolation(t *testing.T) {
 	c := testcluster.Shared(t)
 	nsA, nsB := c.Namespace(t), c.Namespace(t)
-	n := newSlurmNode(t, c, tenants{tenantA: {nsA}, tenantB: {nsB}})
-	n.start(t)
-	n.waitReady(t)
+	n := slurmtest.NewNode(t, c, slurmtest.Tenants{slurmtest.TenantA: {nsA}, slurmtest.TenantB: {nsB}})
+	n.Start(t)
+	n.WaitReady(t)
 	ctx := context.Background()
 	if _, err := c.Client.CoreV1().Secrets(nsA).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "s"}, StringData: map[string]string{"v": "a-secret"},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	a := n.pod(nsA, "a", shell("main", "sleep 3600"))
+	a := n.Pod(nsA, "a", slurmtest.Shell("main", "sleep 3600"))
 	a.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "s", MountPath: "/s"}}
 	a.Spec.Volumes = []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s"}}}}
-	a = n.create(t, a)
-	n.waitPod(t, nsA, "a", "Running", running)
-	n.create(t, n.pod(nsB, "b", shell("main", "sleep 3600")))
-	n.waitPod(t, nsB, "b", "Running", running)
-	if out := n.kubectl(t, "-n", nsB, "exec", "b", "--", "id", "-u"); strings.TrimSpace(out) != strconv.Itoa(int(tenantCredential(t, tenantB).Uid)) {
+	a = n.Create(t, a)
+	n.WaitPod(t, nsA, "a", "Running", daemontest.Running)
+	n.Create(t, n.Pod(nsB, "b", slurmtest.Shell("main", "sleep 3600")))
+	n.WaitPod(t, nsB, "b", "Running", daemontest.Running)
+	if out := n.Kubectl(t, "-n", nsB, "exec", "b", "--", "id", "-u"); strings.TrimSpace(out) != strconv.Itoa(int(slurmtest.TenantCredential(t, slurmtest.TenantB).Uid)) {
 		t.Errorf("tenant B's pod runs as uid %q", out)
 	}
 
-	podDir := filepath.Join(n.dir, "work", string(a.UID))
-	if out, err := n.asTenant(t, tenantB, "cat", filepath.Join(podDir, "vol", "s", "v")); err == nil || strings.Contains(out, "a-secret") {
+	podDir := filepath.Join(n.Dir, "work", string(a.UID))
+	if out, err := asTenant(t, n, slurmtest.TenantB, "cat", filepath.Join(podDir, "vol", "s", "v")); err == nil || strings.Contains(out, "a-secret") {
 		t.Errorf("tenant B read tenant A's secret: %v %q", err, out)
 	}
-	if out, err := n.asTenant(t, tenantB, "ls", podDir); err == nil {
+	if out, err := asTenant(t, n, slurmtest.TenantB, "ls", podDir); err == nil {
 		t.Errorf("tenant B listed tenant A's pod directory: %q", out)
 	}
 	// The control: A's own user reads it.
-	if out, err := n.asTenant(t, tenantA, "cat", filepath.Join(podDir, "vol", "s", "v")); err != nil || out != "a-secret" {
+	if out, err := asTenant(t, n, slurmtest.TenantA, "cat", filepath.Join(podDir, "vol", "s", "v")); err != nil || out != "a-secret" {
 		t.Errorf("tenant A reading its own secret: %v %q", err, out)
 	}
-	job := n.jobOf(t, a)
-	if out, err := n.asTenant(t, tenantB, "srun", "--jobid="+job, "--overlap", "true"); err == nil || !strings.Contains(out, "denied") {
+	job := jobOf(t, n, a)
+	if out, err := asTenant(t, n, slurmtest.TenantB, "srun", "--jobid="+job, "--overlap", "true"); err == nil || !strings.Contains(out, "denied") {
 		t.Errorf("tenant B's srun into A's job %s: %v %q, want Slurm's refusal", job, err, out)
 	}
-	if out, err := n.asTenant(t, tenantB, "scancel", job); err == nil || !strings.Contains(out, "denied") {
+	if out, err := asTenant(t, n, slurmtest.TenantB, "scancel", job); err == nil || !strings.Contains(out, "denied") {
 		t.Errorf("tenant B's scancel of A's job %s: %v %q, want Slurm's refusal", job, err, out)
 	}
 	time.Sleep(2 * time.Second)
-	if p := n.waitPod(t, nsA, "a", "Running", running); p.Status.Phase != corev1.PodRunning {
+	if p := n.WaitPod(t, nsA, "a", "Running", daemontest.Running); p.Status.Phase != corev1.PodRunning {
 		t.Errorf("tenant A's pod after B's attempts: %s", p.Status.Phase)
 	}
 }
@@ -243,17 +217,17 @@ func TestTenantIsolation(t *testing.T) {
 func TestForgedJobs(t *testing.T) {
 	c := testcluster.Shared(t)
 	nsA := c.Namespace(t)
-	n := newSlurmNode(t, c, tenants{tenantA: {nsA}})
-	d := n.start(t)
-	n.waitReady(t)
-	victim := n.create(t, n.pod(nsA, "victim", shell("main", "sleep 3600")))
-	n.waitPod(t, nsA, "victim", "Running", running)
-	sentinel := filepath.Join(n.dir, "sentinel")
+	n := slurmtest.NewNode(t, c, slurmtest.Tenants{slurmtest.TenantA: {nsA}})
+	d := n.Start(t)
+	n.WaitReady(t)
+	victim := n.Create(t, n.Pod(nsA, "victim", slurmtest.Shell("main", "sleep 3600")))
+	n.WaitPod(t, nsA, "victim", "Running", daemontest.Running)
+	sentinel := filepath.Join(n.Dir, "sentinel")
 	if err := os.MkdirAll(filepath.Join(sentinel, "keep"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	forge := func(comment string) string {
-		out, err := n.asTenant(t, tenantB, "sbatch", "--parsable", "--job-name=vk_"+n.name, "--comment="+comment, "--output=/dev/null", "--wrap", "true")
+		out, err := asTenant(t, n, slurmtest.TenantB, "sbatch", "--parsable", "--job-name=vk_"+n.Name, "--comment="+comment, "--output=/dev/null", "--wrap", "true")
 		if err != nil {
 			t.Fatalf("forging a job: %v %s", err, out)
 		}
@@ -261,19 +235,19 @@ func TestForgedJobs(t *testing.T) {
 	}
 	ids := []string{forge("vk-pod:" + string(victim.UID)), forge("vk-pod:../sentinel")}
 	for _, id := range ids {
-		eventually(t, "the forged job "+id+" logged", func() (bool, string) {
-			return strings.Contains(d.output.String(), "job "+id+" of user"), "not yet"
+		slurmtest.Eventually(t, "the forged job "+id+" logged", func() (bool, string) {
+			return strings.Contains(d.Output.String(), "job "+id+" of user"), "not yet"
 		})
 	}
 	// Several polls after the forged jobs ended.
 	time.Sleep(3 * time.Second)
-	if p := n.waitPod(t, nsA, "victim", "Running", running); p.Status.Phase != corev1.PodRunning {
+	if p := n.WaitPod(t, nsA, "victim", "Running", daemontest.Running); p.Status.Phase != corev1.PodRunning {
 		t.Errorf("the victim is %s after the forged jobs", p.Status.Phase)
 	}
 	d.Stop(20 * time.Second)
-	n.start(t)
+	n.Start(t)
 	time.Sleep(3 * time.Second)
-	p := n.waitPod(t, nsA, "victim", "Running", running)
+	p := n.WaitPod(t, nsA, "victim", "Running", daemontest.Running)
 	if len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Running == nil {
 		t.Errorf("the victim after a restart: %+v", p.Status.ContainerStatuses)
 	}
@@ -287,31 +261,31 @@ func TestForgedJobs(t *testing.T) {
 func TestTenantPolicy(t *testing.T) {
 	c := testcluster.Shared(t)
 	nsA, unmapped := c.Namespace(t), c.Namespace(t)
-	n := newSlurmNode(t, c, tenants{tenantA: {nsA}})
-	n.start(t)
-	n.waitReady(t)
+	n := slurmtest.NewNode(t, c, slurmtest.Tenants{slurmtest.TenantA: {nsA}})
+	n.Start(t)
+	n.WaitReady(t)
 	rejected := func(ns, name, want string) {
 		t.Helper()
-		p := n.waitPod(t, ns, name, "rejected", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+		p := n.WaitPod(t, ns, name, "rejected", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
 		if p.Status.Reason != "ProviderRejected" || !strings.Contains(p.Status.Message, want) {
 			t.Errorf("pod %s: reason %q message %q, want ProviderRejected naming %q", name, p.Status.Reason, p.Status.Message, want)
 		}
 	}
-	nice := n.pod(nsA, "nice", shell("main", "true"))
+	nice := n.Pod(nsA, "nice", slurmtest.Shell("main", "true"))
 	nice.Annotations = map[string]string{"slurm.virtual-kubelet.io/sbatch-nice": "-10"}
-	n.create(t, nice)
-	resv := n.pod(nsA, "resv", shell("main", "true"))
+	n.Create(t, nice)
+	resv := n.Pod(nsA, "resv", slurmtest.Shell("main", "true"))
 	resv.Annotations = map[string]string{"slurm.virtual-kubelet.io/sbatch-reservation": "maint"}
-	n.create(t, resv)
-	n.create(t, n.pod(unmapped, "stray", shell("main", "true")))
+	n.Create(t, resv)
+	n.Create(t, n.Pod(unmapped, "stray", slurmtest.Shell("main", "true")))
 	rejected(nsA, "nice", "annotation slurm.virtual-kubelet.io/sbatch-nice")
 	rejected(nsA, "resv", "annotation slurm.virtual-kubelet.io/sbatch-reservation")
 	rejected(unmapped, "stray", `namespace "`+unmapped+`"`)
 	// The control: a nice the tenant may set runs.
-	ok := n.pod(nsA, "ok", shell("main", "true"))
+	ok := n.Pod(nsA, "ok", slurmtest.Shell("main", "true"))
 	ok.Annotations = map[string]string{"slurm.virtual-kubelet.io/sbatch-nice": "10"}
-	n.create(t, ok)
-	n.waitPod(t, nsA, "ok", "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	n.Create(t, ok)
+	n.WaitPod(t, nsA, "ok", "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
 }
 
 // TestDaemonRefusesRoot: a tenant mapped to root, or a root daemon without
@@ -345,13 +319,13 @@ func TestDaemonRefusesRoot(t *testing.T) {
 // TestLogBounds: a container writing 1 GiB to stdout leaves at most the
 // default 10Mi x 5 of log on disk, and kubectl logs shows its newest line.
 func TestLogBounds(t *testing.T) {
-	n, _, ns := runningNode(t)
-	pod := n.create(t, n.pod(ns, "loud", shell("main", `dd if=/dev/zero bs=1M count=1024 2>/dev/null | tr '\0' x; echo; echo the-end; sleep 3600`)))
-	eventually(t, "the loud pod's last line", func() (bool, string) {
-		out := n.kubectl(t, "-n", ns, "logs", "loud", "--tail=1")
+	n, _, ns := slurmtest.RunningNode(t)
+	pod := n.Create(t, n.Pod(ns, "loud", slurmtest.Shell("main", `dd if=/dev/zero bs=1M count=1024 2>/dev/null | tr '\0' x; echo; echo the-end; sleep 3600`)))
+	slurmtest.Eventually(t, "the loud pod's last line", func() (bool, string) {
+		out := n.Kubectl(t, "-n", ns, "logs", "loud", "--tail=1")
 		return out == "the-end\n", out
 	})
-	files, err := filepath.Glob(filepath.Join(n.dir, "work", string(pod.UID), "c", "main", "log*"))
+	files, err := filepath.Glob(filepath.Join(n.Dir, "work", string(pod.UID), "c", "main", "log*"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,13 +343,13 @@ func TestLogBounds(t *testing.T) {
 // TestEmptyDirEviction: a pod writing past its emptyDir's sizeLimit is
 // evicted, as the kubelet evicts it: Failed, Evicted, naming the volume.
 func TestEmptyDirEviction(t *testing.T) {
-	n, _, ns := runningNode(t)
+	n, _, ns := slurmtest.RunningNode(t)
 	limit := resource.MustParse("1Mi")
-	pod := n.pod(ns, "full", shell("main", "head -c 5000000 /dev/zero > /data/fill; sleep 3600"))
+	pod := n.Pod(ns, "full", slurmtest.Shell("main", "head -c 5000000 /dev/zero > /data/fill; sleep 3600"))
 	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
 	pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &limit}}}}
-	n.create(t, pod)
-	got := n.waitPod(t, ns, "full", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	n.Create(t, pod)
+	got := n.WaitPod(t, ns, "full", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
 	if got.Status.Reason != "Evicted" || !strings.Contains(got.Status.Message, `EmptyDir volume "data" exceeds the limit "1Mi"`) {
 		t.Errorf("reason %q message %q, want Evicted naming the volume", got.Status.Reason, got.Status.Message)
 	}

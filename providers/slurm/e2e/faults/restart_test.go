@@ -1,6 +1,6 @@
 //go:build e2e
 
-package e2e_test
+package faults_test
 
 import (
 	"context"
@@ -10,40 +10,43 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vkubelet/virtual-kubelet/internal/testing/daemontest"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/slurmtest"
 )
 
 // TestDaemonKilledAdoptsJobs: the daemon is SIGKILLed with pods running and
 // started again; it adopts their jobs (the pods stay Running and can be
 // deleted) and submits none of them twice.
 func TestDaemonKilledAdoptsJobs(t *testing.T) {
-	n, d, ns := runningNode(t)
-	c, ctx := n.c, context.Background()
+	n, d, ns := slurmtest.RunningNode(t)
+	c, ctx := n.C, context.Background()
 
 	const pods = 5
 	var uids []types.UID
 	for i := range pods {
-		p := n.create(t, n.pod(ns, fmt.Sprintf("p%d", i), shell("main", "echo up; while :; do sleep 0.5; done")))
+		p := n.Create(t, n.Pod(ns, fmt.Sprintf("p%d", i), slurmtest.Shell("main", "echo up; while :; do sleep 0.5; done")))
 		uids = append(uids, p.UID)
 	}
 	for i := range pods {
-		n.waitPod(t, ns, fmt.Sprintf("p%d", i), "Running", running)
+		n.WaitPod(t, ns, fmt.Sprintf("p%d", i), "Running", daemontest.Running)
 	}
 	d.Kill()
-	n.start(t)
+	n.Start(t)
 
 	// A pod created after the restart runs too.
-	n.create(t, n.pod(ns, "after", shell("main", "while :; do sleep 0.5; done")))
-	n.waitPod(t, ns, "after", "Running", running)
+	n.Create(t, n.Pod(ns, "after", slurmtest.Shell("main", "while :; do sleep 0.5; done")))
+	n.WaitPod(t, ns, "after", "Running", daemontest.Running)
 	for i := range pods {
 		if err := c.Client.CoreV1().Pods(ns).Delete(ctx, fmt.Sprintf("p%d", i), metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range pods {
-		waitGone(t, c, ns, fmt.Sprintf("p%d", i))
+		n.WaitGone(t, ns, fmt.Sprintf("p%d", i))
 	}
 	jobs := map[string]int{}
-	for _, comment := range n.jobComments(t) {
+	for _, comment := range n.JobComments(t) {
 		jobs[comment]++
 	}
 	for _, uid := range uids {

@@ -1,6 +1,6 @@
 //go:build e2e
 
-package e2e_test
+package faults_test
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vkubelet/virtual-kubelet/internal/testing/slurmtest"
 )
 
 // outagePodsVar sizes the outage test: how many pods, half submitted
@@ -41,12 +43,12 @@ func outageSize(t *testing.T) int {
 // is Ready again, every pod ends Succeeded and none was submitted twice.
 func TestSlurmctldOutage(t *testing.T) {
 	outagePods := outageSize(t)
-	n, _, ns := runningNode(t)
-	c, ctx := n.c, context.Background()
+	n, _, ns := slurmtest.RunningNode(t)
+	c, ctx := n.C, context.Background()
 
 	var uids []types.UID
 	create := func(i int) {
-		p := n.create(t, n.pod(ns, fmt.Sprintf("p%d", i), shell("main", "sleep 20")))
+		p := n.Create(t, n.Pod(ns, fmt.Sprintf("p%d", i), slurmtest.Shell("main", "sleep 20")))
 		uids = append(uids, p.UID)
 	}
 	for i := range outagePods / 2 {
@@ -55,12 +57,12 @@ func TestSlurmctldOutage(t *testing.T) {
 	// Started before the outage; on a loaded machine a 20 s job may have
 	// ended by the time the test looks.
 	for i := range outagePods / 2 {
-		n.waitPod(t, ns, fmt.Sprintf("p%d", i), "started", func(p *corev1.Pod) bool {
+		n.WaitPod(t, ns, fmt.Sprintf("p%d", i), "started", func(p *corev1.Pod) bool {
 			return p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded
 		})
 	}
 
-	pidData, err := os.ReadFile(filepath.Join(n.dir, "slurmctld.pid"))
+	pidData, err := os.ReadFile(filepath.Join(n.Dir, "slurmctld.pid"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,8 +77,8 @@ func TestSlurmctldOutage(t *testing.T) {
 	for i := outagePods / 2; i < outagePods; i++ {
 		create(i)
 	}
-	eventually(t, "node NotReady while slurmctld is down", func() (bool, string) {
-		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+	slurmtest.Eventually(t, "node NotReady while slurmctld is down", func() (bool, string) {
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -91,15 +93,15 @@ func TestSlurmctldOutage(t *testing.T) {
 		// The outage's length is the scenario, not a synchronisation.
 		time.Sleep(wait)
 	}
-	if out, err := n.host.Command(ctx, slurmScript(), "start", n.dir).CombinedOutput(); err != nil {
+	if out, err := n.Script(ctx, "start", n.Dir).CombinedOutput(); err != nil {
 		t.Fatalf("starting slurmctld again: %v\n%s", err, out)
 	}
-	n.waitReady(t)
+	n.WaitReady(t)
 	for i := range outagePods {
-		n.waitPod(t, ns, fmt.Sprintf("p%d", i), "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+		n.WaitPod(t, ns, fmt.Sprintf("p%d", i), "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
 	}
 	jobs := map[string]int{}
-	for _, comment := range n.jobComments(t) {
+	for _, comment := range n.JobComments(t) {
 		jobs[comment]++
 	}
 	for _, uid := range uids {
