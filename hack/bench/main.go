@@ -105,11 +105,14 @@ type config struct {
 	daemonEnv  []string
 	// soak, with a duration, replaces the passes by the soak (soak.go).
 	soak soakConfig
+	// compare are more daemon binaries, each given its own daemon pass
+	// against the same floor and kwok passes (compare.go).
+	compare []namedBinary
 }
 
 func main() {
 	var c config
-	var sizes, extra string
+	var sizes, extra, compare string
 	flag.StringVar(&c.clusterDir, "cluster", filepath.Join(os.TempDir(), "virtual-kubelet", "local"), "directory of a running control plane (make cluster-up)")
 	flag.StringVar(&c.remoteDir, "remote-cluster", "", "directory of a second control plane, B: measure A→B, the daemon with --provider kubernetes in -cluster running its pods in B on a mock node")
 	flag.Float64Var(&c.remoteQPS, "remote-qps", 0, "with -remote-cluster: remote.qps in the provider config (0: the provider's default)")
@@ -122,6 +125,7 @@ func main() {
 	flag.IntVar(&c.workers, "workers", 50, "the bench's own concurrency (pod creation, the floor's kubelet)")
 	flag.DurationVar(&c.steady, "steady", 30*time.Second, "idle window to measure the daemon's steady-state CPU with all pods Running (0: skip)")
 	flag.StringVar(&c.binary, "binary", "", "virtual-kubelet binary (default: built from ./cmd/virtual-kubelet)")
+	flag.StringVar(&compare, "compare-binaries", "", "more virtual-kubelet binaries as name=path,...: each gets a daemon pass after -binary's, against the same floor and kwok passes, and a row beside it in the report")
 	flag.StringVar(&c.kwokDir, "kwok", "", "kwok's directory from hack/kwok/build.sh (bin/kwok, stages.yaml): measure kwok too (not with -remote-cluster)")
 	flag.BoolVar(&c.plugin, "plugin", false, "after the daemon pass, run it again with the mock out of process (virtual-kubelet plugin on a unix socket, the daemon with --provider grpc): in-process vs out-of-process")
 	flag.StringVar(&c.outDir, "out", "", "directory for the results (results.md, latency-N.svg); empty prints only")
@@ -213,6 +217,15 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: -remote-qps and -remote-burst must not be negative, got %v and %d\n", c.remoteQPS, c.remoteBurst)
 		os.Exit(2)
 	}
+	var err error
+	if c.compare, err = parseBinaries(compare); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	if len(c.compare) > 0 && (c.replicas > 1 || c.remoteDir != "") {
+		fmt.Fprintln(os.Stderr, "bench: -compare-binaries compares one daemon on one cluster: not with -replicas or -remote-cluster")
+		os.Exit(2)
+	}
 	c.daemonArgs = strings.Fields(extra)
 	c.daemonEnv = strings.Fields(env)
 	if _, err := run(context.Background(), c); err != nil {
@@ -243,6 +256,8 @@ type result struct {
 	// Plugin is the out-of-process pass (-plugin); else nil.
 	Plugin *pluginResult
 	Daemon *phaseResult
+	// Compared are the daemon passes of -compare-binaries.
+	Compared []comparedPass
 	// NodesReady is from the daemon's start to all its nodes Ready.
 	NodesReady time.Duration
 	Usage      processUsage
@@ -426,6 +441,7 @@ func runSize(ctx context.Context, c config, a, b *cluster, n int, daemonFirst bo
 		},
 		func() error { return daemonPass(ctx, c, a, b, r) },
 	}
+	passes = append(passes, comparedPasses(ctx, c, a, b, r)...)
 	if daemonFirst {
 		slices.Reverse(passes)
 	}

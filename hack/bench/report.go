@@ -36,6 +36,7 @@ func report(results []*result) string {
 		}
 	}
 	repeatsTable(&b, results)
+	comparedTable(&b, results)
 	for _, r := range results {
 		writeMachineCPU(&b, r)
 		fmt.Fprintf(&b, "\nN=%s, daemon pass:\n\n", r.size())

@@ -1,3 +1,5 @@
+//go:build !vk_workqueue
+
 package queue
 
 import (

@@ -1,3 +1,5 @@
+//go:build !vk_workqueue
+
 package queue
 
 import (
@@ -116,9 +118,6 @@ func (m *queueMetrics) updateUnfinished(now time.Time) {
 	m.unfinished.Set(total)
 	m.longest.Set(longest)
 }
-
-// unfinishedUpdatePeriod is client-go's period for the same gauges.
-const unfinishedUpdatePeriod = 500 * time.Millisecond
 
 // busyQueues are the queues with keys in hand; a goroutine updates their
 // unfinished-work gauges while there is one.

@@ -66,8 +66,10 @@ type Queue struct {
 	handler Handler
 	retry   ShouldRetryFunc
 
-	gaveUp  func(ctx context.Context, key string)
-	metrics *queueMetrics
+	gaveUp func(ctx context.Context, key string)
+	// metricsProvider is WithMetrics's; nil reports through client-go's
+	// global provider.
+	metricsProvider workqueue.MetricsProvider
 
 	mu         sync.Mutex
 	items      keyMap[*itemState]
@@ -79,10 +81,12 @@ type Queue struct {
 		sync.Mutex
 		ctx     context.Context
 		workers int
-		busy    int
 		wg      sync.WaitGroup
 		stopped chan struct{}
 	}
+	// pool is what the build's worker pool keeps (workers_ondemand.go,
+	// or workers_fixed.go under the build tag vk_workqueue).
+	pool workerPool
 }
 
 type itemState struct {
@@ -90,16 +94,19 @@ type itemState struct {
 	tries int
 }
 
+// unfinishedUpdatePeriod is how often the unfinished-work gauges are
+// updated, client-go's period.
+const unfinishedUpdatePeriod = 500 * time.Millisecond
+
 // Option configures a queue.
 type Option func(*Queue)
 
 // WithMetrics has the queue report client-go's work queue metrics (depth,
-// adds, queue and work durations, unfinished work, retries) through p,
-// without the goroutine client-go keeps per queue for them. Without it the
-// queue reports through client-go's global provider (workqueue.SetProvider),
-// as any client-go queue does, except retries.
+// adds, queue and work durations, unfinished work, retries) through p.
+// Without it the queue reports through client-go's global provider
+// (workqueue.SetProvider), as any client-go queue does, except retries.
 func WithMetrics(p workqueue.MetricsProvider) Option {
-	return func(q *Queue) { q.metrics = newQueueMetrics(p, q.name) }
+	return func(q *Queue) { q.metricsProvider = p }
 }
 
 // New returns a queue. A nil limiter means DefaultRateLimiter and a nil retry
@@ -120,12 +127,7 @@ func New(name string, limiter workqueue.TypedRateLimiter[any], retry ShouldRetry
 		o(q)
 	}
 	q.run.stopped = make(chan struct{})
-	config := workqueue.TypedQueueConfig[string]{Name: name}
-	if q.metrics != nil {
-		config.Name = "" // reported by q.metrics instead
-	}
-	delays := newTimerDelays(waking{workqueue.NewTypedWithConfig(config), q}, q.metrics.retried)
-	q.q = workqueue.NewTypedRateLimitingQueueWithConfig[string](stringKeys{limiter}, workqueue.TypedRateLimitingQueueConfig[string]{Name: name, DelayingQueue: delays})
+	q.q = q.newWorkQueue(stringKeys{limiter})
 	return q
 }
 
@@ -179,10 +181,8 @@ func (q *Queue) note(key string) {
 	q.mu.Unlock()
 }
 
-// Start handles keys until ctx ends, with up to workers goroutines, each
-// started when a key is waiting and ended when none is: an idle queue costs
-// no goroutine (a process of a thousand nodes has four thousand queues, and
-// every goroutine costs its stack). Once ctx ends the queue shuts down and
+// Start handles keys until ctx ends, with up to workers goroutines (see
+// startWorkers for when they run). Once ctx ends the queue shuts down and
 // takes no more keys; Wait waits for the keys being handled. Call Start once.
 func (q *Queue) Start(ctx context.Context, workers int) {
 	q.run.Lock()
@@ -196,7 +196,7 @@ func (q *Queue) Start(ctx context.Context, workers int) {
 		q.q.ShutDown()
 		close(q.run.stopped)
 	})
-	q.wake()
+	q.startWorkers()
 }
 
 // Wait returns once the queue has shut down, after Start, and no key is
@@ -211,60 +211,6 @@ func (q *Queue) Wait() {
 func (q *Queue) Run(ctx context.Context, workers int) {
 	q.Start(ctx, workers)
 	q.Wait()
-}
-
-// wake starts workers for the waiting keys, up to the maximum. Start, every
-// add and every Done (which may put a key back) call it. A worker started
-// for a key another worker takes first finds none and ends.
-func (q *Queue) wake() {
-	q.run.Lock()
-	defer q.run.Unlock()
-	if q.run.ctx == nil {
-		return
-	}
-	for n := min(q.run.workers-q.run.busy, q.q.Len()); n > 0; n-- {
-		q.run.busy++
-		q.run.wg.Go(q.work)
-	}
-}
-
-// work handles keys until none waits. The check and the Get are made under
-// q.run's lock, so no worker blocks in Get on an empty queue.
-func (q *Queue) work() {
-	for {
-		q.run.Lock()
-		ctx := q.run.ctx
-		if ctx == nil || q.q.Len() == 0 {
-			q.run.busy--
-			q.run.Unlock()
-			return
-		}
-		key, _ := q.q.Get()
-		q.metrics.taken(key)
-		q.run.Unlock()
-		q.handle(ctx, key)
-	}
-}
-
-// waking is the queue's bottom layer: it tells the queue of every add, and
-// of every Done, which puts back a key added while it was being handled.
-type waking struct {
-	workqueue.TypedInterface[string]
-	q *Queue
-}
-
-func (w waking) Add(key string) {
-	if !w.ShuttingDown() {
-		w.q.metrics.added(key)
-	}
-	w.TypedInterface.Add(key)
-	w.q.wake()
-}
-
-func (w waking) Done(key string) {
-	w.q.metrics.done(key)
-	w.TypedInterface.Done(key)
-	w.q.wake()
 }
 
 // ShutDown stops the queue without running it: for a caller that returns

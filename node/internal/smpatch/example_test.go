@@ -1,3 +1,5 @@
+//go:build !vk_strategicpatch
+
 package smpatch_test
 
 import (

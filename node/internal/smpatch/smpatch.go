@@ -1,3 +1,5 @@
+//go:build !vk_strategicpatch
+
 // Package smpatch builds the strategic merge patch between two values of one
 // Kubernetes API type by walking the Go types, as
 // strategicpatch.CreateTwoWayMergePatch does with two JSON documents, but
