@@ -74,7 +74,7 @@ type watchedKind struct {
 // watchClusterObjects starts following the cluster's kwok objects for p,
 // whose stage files compiled to files, and compiles them once before it
 // returns, so that the first pods see them.
-func watchClusterObjects(ctx context.Context, p *Provider, cfg provider.InitConfig, env stage.Env, files *stage.Set) error {
+func watchClusterObjects(ctx context.Context, p *Provider, cfg provider.InitConfig, env stage.Env, files *stage.Set) (err error) {
 	if cfg.DynamicInformers == nil || cfg.KubeClient == nil {
 		return fmt.Errorf("--watch-stages needs the daemon's API client: it does not work in a plugin process")
 	}
@@ -87,7 +87,19 @@ func watchClusterObjects(ctx context.Context, p *Provider, cfg provider.InitConf
 	if cfg.ResourceManager != nil {
 		w.pods = cfg.ResourceManager.Pods
 	}
+	// The handlers are the shared informers': taken off when the provider
+	// ends, or at once when it does not start.
 	var handlers []func()
+	removeHandlers := func() {
+		for _, remove := range handlers {
+			remove()
+		}
+	}
+	defer func() {
+		if err != nil {
+			removeHandlers()
+		}
+	}()
 	for _, r := range kwokResources {
 		if !slices.ContainsFunc(served.APIResources, func(a metav1.APIResource) bool { return a.Name == r.resource }) {
 			if r.required {
@@ -117,11 +129,7 @@ func watchClusterObjects(ctx context.Context, p *Provider, cfg provider.InitConf
 	}
 	w.compile(ctx)
 	go func() {
-		defer func() {
-			for _, remove := range handlers {
-				remove()
-			}
-		}()
+		defer removeHandlers()
 		for {
 			select {
 			case <-ctx.Done():
