@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -31,6 +30,10 @@ import (
 // still apply. New stages apply to the pods created from then on and to
 // the pods they already run; usage applies to every pod the annotations
 // do not script.
+//
+// The watch is the process's (clusterWatch); each node subscribes to it
+// with a clusterObjects, which compiles for that node: the stages'
+// templates name it.
 
 // kwokGroupVersion is where kwok's CRDs serve its objects.
 const kwokGroupVersion = "kwok.x-k8s.io/v1alpha1"
@@ -48,21 +51,22 @@ var kwokResources = []struct {
 // syncTimeout bounds the first list of the cluster's kwok objects.
 const syncTimeout = time.Minute
 
-// clusterObjects follows the kwok objects of the cluster for one node.
+// clusterObjects follows the kwok objects of the cluster for one node,
+// through the process's clusterWatch.
 type clusterObjects struct {
+	ctx   context.Context // the provider's: it logs with it
 	p     *Provider
 	env   stage.Env
 	files *stage.Set
 	pods  corev1listers.PodLister
-	// kinds are the informers of the served resources, in kwokResources'
-	// order.
-	kinds []watchedKind
-	kick  chan struct{}
-	// logged are the objects whose error was logged, and compiled the
-	// Stages compiled, by UID and resourceVersion: a bad object is logged
-	// once per change, and an unchanged Stage stays the same *stage.Stage,
-	// so the pods waiting for it keep waiting (scheduleStage).
-	logged   map[string]bool
+	watch *clusterWatch
+
+	// mu serializes compiles: the first runs in the subscriber, later
+	// ones in the watch's loop. compiled are the Stages compiled, by UID
+	// and resourceVersion: an unchanged Stage stays the same
+	// *stage.Stage, so the pods waiting for it keep waiting
+	// (scheduleStage).
+	mu       sync.Mutex
 	compiled map[string]*stage.Stage
 }
 
@@ -72,98 +76,45 @@ type watchedKind struct {
 }
 
 // watchClusterObjects starts following the cluster's kwok objects for p,
-// whose stage files compiled to files, and compiles them once before it
-// returns, so that the first pods see them.
-func watchClusterObjects(ctx context.Context, p *Provider, cfg provider.InitConfig, env stage.Env, files *stage.Set) (err error) {
+// whose stage files compiled to files, until ctx ends, and compiles them
+// once before it returns, so that the first pods see them.
+func watchClusterObjects(ctx context.Context, p *Provider, cfg provider.InitConfig, env stage.Env, files *stage.Set) error {
 	if cfg.DynamicInformers == nil || cfg.KubeClient == nil {
 		return fmt.Errorf("--watch-stages needs the daemon's API client: it does not work in a plugin process")
 	}
-	served, err := cfg.KubeClient.Discovery().ServerResourcesForGroupVersion(kwokGroupVersion)
+	cw, err := clusterWatchFor(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("--watch-stages: the API server does not serve %s (install kwok's CRDs first): %w", kwokGroupVersion, err)
+		return err
 	}
-	gv := schema.GroupVersion{Group: "kwok.x-k8s.io", Version: "v1alpha1"}
-	w := &clusterObjects{p: p, env: env, files: files, kick: make(chan struct{}, 1), logged: map[string]bool{}, compiled: map[string]*stage.Stage{}}
+	w := &clusterObjects{ctx: ctx, p: p, env: env, files: files, watch: cw, compiled: map[string]*stage.Stage{}}
 	if cfg.ResourceManager != nil {
 		w.pods = cfg.ResourceManager.Pods
 	}
-	// The handlers are the shared informers': taken off when the provider
-	// ends, or at once when it does not start.
-	var handlers []func()
-	removeHandlers := func() {
-		for _, remove := range handlers {
-			remove()
-		}
-	}
-	defer func() {
-		if err != nil {
-			removeHandlers()
-		}
-	}()
-	for _, r := range kwokResources {
-		if !slices.ContainsFunc(served.APIResources, func(a metav1.APIResource) bool { return a.Name == r.resource }) {
-			if r.required {
-				return fmt.Errorf("--watch-stages: the API server serves %s but not its %s (install kwok's Stage CRD)", kwokGroupVersion, r.resource)
-			}
-			continue
-		}
-		inf := cfg.DynamicInformers.ForResource(gv.WithResource(r.resource)).Informer()
-		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { w.changed() },
-			UpdateFunc: func(any, any) { w.changed() },
-			DeleteFunc: func(any) { w.changed() },
-		})
-		if err != nil {
-			return err
-		}
-		handlers = append(handlers, func() { _ = inf.RemoveEventHandler(reg) })
-		w.kinds = append(w.kinds, watchedKind{kind: r.kind, informer: inf})
-	}
-	cfg.DynamicInformers.Start(ctx.Done())
-	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
-	defer cancel()
-	for _, k := range w.kinds {
-		if !cache.WaitForCacheSync(syncCtx.Done(), k.informer.HasSynced) {
-			return fmt.Errorf("--watch-stages: the cluster's kwok %ss were not listed within %s", k.kind, syncTimeout)
-		}
-	}
-	w.compile(ctx)
-	go func() {
-		defer removeHandlers()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-w.kick:
-				w.compile(ctx)
-			}
-		}
-	}()
+	cw.subscribe(w)
+	w.compile()
+	context.AfterFunc(ctx, func() { cw.unsubscribe(w) })
 	return nil
-}
-
-// changed asks for the objects to be compiled again; changes that come
-// while they are compiled make one more round.
-func (w *clusterObjects) changed() {
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
 }
 
 // compile compiles the cluster's objects with the files' and gives the
 // result to the provider and its node stages.
-func (w *clusterObjects) compile(ctx context.Context) {
+func (w *clusterObjects) compile() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ctx := w.ctx
+	if ctx.Err() != nil {
+		return
+	}
 	var stages []*stage.Stage
-	compiled, logged := map[string]*stage.Stage{}, map[string]bool{}
-	defer func() { w.compiled, w.logged = compiled, logged }()
+	compiled := map[string]*stage.Stage{}
+	defer func() { w.compiled = compiled }()
 	foreign := w.files.Foreign()
-	for _, k := range w.kinds {
+	for _, k := range w.watch.kinds {
 		for _, obj := range sortedObjects(k.informer) {
 			where := fmt.Sprintf("the cluster's %s %s", k.kind, objectName(obj))
 			js, err := json.Marshal(obj.Object)
 			if err != nil {
-				w.report(ctx, logged, obj, fmt.Errorf("%s: %w", where, err))
+				w.watch.report(ctx, obj, fmt.Errorf("%s: %w", where, err))
 				continue
 			}
 			if k.kind == stage.KindStage {
@@ -172,7 +123,7 @@ func (w *clusterObjects) compile(ctx context.Context) {
 				if !ok {
 					// The stage's errors name it.
 					if st, err = stage.ParseStage("the cluster", js, w.env); err != nil {
-						w.report(ctx, logged, obj, err)
+						w.watch.report(ctx, obj, err)
 						continue
 					}
 				}
@@ -184,7 +135,7 @@ func (w *clusterObjects) compile(ctx context.Context) {
 			// one that fails with those before it is passed over.
 			more := append(slices.Clip(foreign), stage.Foreign{Kind: k.kind, Where: where, JSON: js})
 			if _, err := usage.Compile(more, usage.Options{}); err != nil {
-				w.report(ctx, logged, obj, err)
+				w.watch.report(ctx, obj, err)
 				continue
 			}
 			foreign = more
@@ -215,17 +166,6 @@ func (w *clusterObjects) podObject(namespace, name string) *corev1.Pod {
 		return nil
 	}
 	return pod
-}
-
-// report logs an object's error, once per change of the object: logged
-// gathers the keys of this round's.
-func (w *clusterObjects) report(ctx context.Context, logged map[string]bool, obj *unstructured.Unstructured, err error) {
-	key := objectKey(obj)
-	logged[key] = true
-	if w.logged[key] {
-		return
-	}
-	log.G(ctx).WithError(err).Warn("mock: a kwok object in the cluster is passed over")
 }
 
 // sortedObjects are the informer's objects by namespace and name, so that

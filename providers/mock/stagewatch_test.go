@@ -2,8 +2,11 @@ package mock
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	corev1listers "k8s.io/client-go/listers/core/v1"
 
 	"github.com/vkubelet/virtual-kubelet/provider"
 )
@@ -26,6 +30,73 @@ var (
 	crusGVR   = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: "clusterresourceusages"}
 )
 
+// kwokWorld is a fake API server that serves kwok's Stages and
+// ClusterResourceUsages (none yet) and knows pods, with one dynamic
+// informer factory: a process's.
+type kwokWorld struct {
+	kube    *fake.Clientset
+	dyn     *dynamicfake.FakeDynamicClient
+	factory dynamicinformer.DynamicSharedInformerFactory
+	pods    corev1listers.PodLister
+}
+
+func newKWOKWorld(t *testing.T, pods ...*corev1.Pod) *kwokWorld {
+	t.Helper()
+	var objects []runtime.Object
+	for _, pod := range pods {
+		objects = append(objects, pod.DeepCopy())
+	}
+	kube := fake.NewClientset(objects...)
+	kube.Resources = []*metav1.APIResourceList{{GroupVersion: kwokGroupVersion, APIResources: []metav1.APIResource{
+		{Name: "stages", Kind: "Stage"}, {Name: "clusterresourceusages", Kind: "ClusterResourceUsage"},
+	}}}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		stagesGVR: "StageList", crusGVR: "ClusterResourceUsageList",
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	inf := informers.NewSharedInformerFactory(kube, 0)
+	lister := inf.Core().V1().Pods().Lister()
+	inf.Start(ctx.Done())
+	inf.WaitForCacheSync(ctx.Done())
+	factory := processFactory{dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0), ctx.Done()}
+	return &kwokWorld{kube: kube, dyn: dyn, factory: factory, pods: lister}
+}
+
+// processFactory starts its informers for the test's life, as the
+// daemon's do for the process's (InitConfig.DynamicInformers).
+type processFactory struct {
+	dynamicinformer.DynamicSharedInformerFactory
+	done <-chan struct{}
+}
+
+func (f processFactory) Start(<-chan struct{}) { f.DynamicSharedInformerFactory.Start(f.done) }
+
+// provider starts a mock with --watch-stages for node until ctx ends.
+func (k *kwokWorld) provider(ctx context.Context, t *testing.T, node string) *Provider {
+	t.Helper()
+	p, err := New(ctx, provider.InitConfig{
+		NodeName: node, InternalIP: "10.213.0.2", KubeClient: k.kube, WatchStages: true,
+		DynamicInformers: k.factory,
+		ResourceManager:  &provider.ResourceManager{Pods: k.pods},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.(*Provider)
+}
+
+// discoveryCalls counts the fake API server's discovery requests.
+func (k *kwokWorld) discoveryCalls() int {
+	n := 0
+	for _, a := range k.kube.Actions() {
+		if a.GetVerb() == "get" && a.GetResource().Resource == "resource" {
+			n++
+		}
+	}
+	return n
+}
+
 // watchedProvider is a mock with --watch-stages over a fake API server
 // that serves kwok's Stages and ClusterResourceUsages (none yet), and
 // knows pod.
@@ -33,28 +104,11 @@ func watchedProvider(t *testing.T, pod *corev1.Pod) (*Provider, *recorder, *dyna
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	kube := fake.NewClientset(pod.DeepCopy())
-	kube.Resources = []*metav1.APIResourceList{{GroupVersion: kwokGroupVersion, APIResources: []metav1.APIResource{
-		{Name: "stages", Kind: "Stage"}, {Name: "clusterresourceusages", Kind: "ClusterResourceUsage"},
-	}}}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		stagesGVR: "StageList", crusGVR: "ClusterResourceUsageList",
-	})
-	pods := informers.NewSharedInformerFactory(kube, 0)
-	lister := pods.Core().V1().Pods().Lister()
-	pods.Start(ctx.Done())
-	pods.WaitForCacheSync(ctx.Done())
-	p, err := New(ctx, provider.InitConfig{
-		NodeName: "vk0", InternalIP: "10.213.0.2", KubeClient: kube, WatchStages: true,
-		DynamicInformers: dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0),
-		ResourceManager:  &provider.ResourceManager{Pods: lister},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := newKWOKWorld(t, pod)
+	p := k.provider(ctx, t, "vk0")
 	r := &recorder{}
-	p.(*Provider).NotifyPods(ctx, r.record)
-	return p.(*Provider), r, dyn
+	p.NotifyPods(ctx, r.record)
+	return p, r, k.dyn
 }
 
 // createObjects creates the objects of a YAML file through dyn.
@@ -185,5 +239,74 @@ func TestWatchStagesWithoutTheCRD(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "--watch-stages") || !strings.Contains(err.Error(), "kwok.x-k8s.io/v1alpha1") || !strings.Contains(err.Error(), "CRDs") {
 		t.Fatalf("got %v, want an error naming the flag, the group and the CRDs", err)
+	}
+}
+
+// TestWatchedStagesSharedByNodes: the nodes of one process share one
+// watch: one discovery call and one handler per kind however many nodes
+// there are, every node runs by a Stage created later, and the watch
+// ends with the last node.
+func TestWatchedStagesSharedByNodes(t *testing.T) {
+	k := newKWOKWorld(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Started together, as a process's nodes are.
+	nodes := make([]*Provider, 20)
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i := range nodes {
+		wg.Go(func() {
+			p, err := New(ctx, provider.InitConfig{
+				NodeName: fmt.Sprintf("vk%d", i), KubeClient: k.kube, WatchStages: true, DynamicInformers: k.factory,
+				ResourceManager: &provider.ResourceManager{Pods: k.pods},
+			})
+			if errs[i] = err; err == nil {
+				nodes[i] = p.(*Provider)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if n := k.discoveryCalls(); n != 1 {
+		t.Errorf("%d discovery calls for %d nodes, want 1", n, len(nodes))
+	}
+	createObjects(t, k.dyn, stagesGVR, "stages/pod-fast.yaml")
+	fast, err := os.ReadFile("stages/pod-fast.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := countStages(string(fast))
+	for i, p := range nodes {
+		waitUntil(t, fmt.Sprintf("node %d's stages", i), func() bool { return p.podStages() == want })
+	}
+
+	// Another process (factory) has a watch of its own.
+	other := newKWOKWorld(t)
+	otherCtx, otherCancel := context.WithCancel(context.Background())
+	defer otherCancel()
+	if p := other.provider(otherCtx, t, "vk0"); p.podStages() != 0 {
+		t.Errorf("a node of another process has %d stages, want those of its own cluster: none", p.podStages())
+	}
+	if n := other.discoveryCalls(); n != 1 {
+		t.Errorf("%d discovery calls for the other process's node, want 1", n)
+	}
+
+	cancel()
+	waitUntil(t, "the first process's watch to end", func() bool {
+		clusterWatches.Lock()
+		defer clusterWatches.Unlock()
+		_, ok := clusterWatches.m[any(k.factory)]
+		return !ok
+	})
+	// A node started after the others ended asks again.
+	late, lateCancel := context.WithCancel(context.Background())
+	defer lateCancel()
+	if p := k.provider(late, t, "vk9"); p.podStages() != want {
+		t.Errorf("a node started later has %d stages, want %d", p.podStages(), want)
+	}
+	if n := k.discoveryCalls(); n != 2 {
+		t.Errorf("%d discovery calls after a new watch, want 2", n)
 	}
 }
