@@ -683,26 +683,37 @@ func (p *Provider) NotifyPods(ctx context.Context, f func(*corev1.Pod)) {
 		}
 	}()
 	go wait.Until(func() { p.evictOverfullEmptyDirs(ctx) }, evictionInterval, ctx.Done())
-	go wait.Until(p.reportStopping, min(p.cfg.poll, stoppingInterval), ctx.Done())
+	go wait.Until(p.reportFromFiles, min(p.cfg.poll, filesInterval), ctx.Done())
 }
 
-// stoppingInterval is how often the files of the pods being deleted are
-// read between two listings.
-const stoppingInterval = 200 * time.Millisecond
+// filesInterval is how often, between two listings, the files are read
+// of the pods whose next change shows there first (watchedByFiles).
+const filesInterval = 200 * time.Millisecond
 
-// reportStopping reports the pods being deleted whose status their files
-// change, such as all containers having exited on the TERM: their
-// terminal status need not wait for the next listing, which takes seconds
-// while slurmctld is busy with a burst of ending jobs. The job is as the
-// last listing saw it; the pod is forgotten once a listing shows it ended.
-func (p *Provider) reportStopping() {
+// reportFromFiles reports the pods whose status their files change before
+// the next listing shows it, which takes seconds while slurmctld is busy
+// with a burst of starting or ending jobs (watchedByFiles). The job is as
+// the last listing saw it; a pod being deleted is forgotten once a
+// listing shows its job ended.
+func (p *Provider) reportFromFiles() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, pj := range p.pods {
-		if pj.deleting && pj.listed && pj.status.Phase != corev1.PodSucceeded && pj.status.Phase != corev1.PodFailed {
+		if pj.watchedByFiles() {
 			p.report(pj)
 		}
 	}
+}
+
+// watchedByFiles reports whether the pod's next status change shows in its
+// files first: a pod being deleted whose containers exit on the TERM, or
+// a pod whose job the last listing saw RUNNING and whose containers have
+// not all started yet (Running needs one: exec and attach find it).
+func (pj *podJob) watchedByFiles() bool {
+	if !pj.listed || pj.status.Phase == corev1.PodSucceeded || pj.status.Phase == corev1.PodFailed {
+		return false
+	}
+	return pj.deleting || pj.job != nil && pj.job.State == stateRunning && pj.status.Phase == corev1.PodPending
 }
 
 // poll lists the node's jobs once and reports the pods whose status

@@ -39,7 +39,7 @@ func TestReportStoppingFromExitFiles(t *testing.T) {
 	deleted := newPod("deleted", true)
 	newPod("other", false)
 
-	p.reportStopping()
+	p.reportFromFiles()
 	if len(notified) != 1 || notified[0].Name != "deleted" || notified[0].Status.Phase != corev1.PodFailed {
 		t.Fatalf("notified %d pods (%v), want the deleted pod Failed from its exit file", len(notified), notified)
 	}
@@ -49,8 +49,54 @@ func TestReportStoppingFromExitFiles(t *testing.T) {
 	if p.pods["ns/deleted"] != deleted {
 		t.Error("the pod was forgotten before a listing showed its job ended")
 	}
-	p.reportStopping()
+	p.reportFromFiles()
 	if len(notified) != 1 {
 		t.Errorf("a terminal pod was reported again: %d notifications", len(notified))
+	}
+}
+
+// TestReportStartingFromFiles: a pod whose job the last listing saw
+// RUNNING is reported Running as soon as its container's files say it
+// started, without a listing; a pod whose job was listed PENDING is not,
+// whatever files it has (a requeued job's are from its last run).
+func TestReportStartingFromFiles(t *testing.T) {
+	var notified []*corev1.Pod
+	p := &Provider{pods: map[string]*podJob{}, notify: func(pod *corev1.Pod) { notified = append(notified, pod) }}
+	newPod := func(name string, j *job) (*podJob, string) {
+		dir := t.TempDir()
+		c := filepath.Join(dir, "c", "main")
+		if err := os.MkdirAll(c, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		pj := &podJob{pod: testPod(name, shell("main", "sleep 1")), dir: dir, jobID: "7", job: j, listed: true}
+		pj.status = podStatus(pj.pod, p.view(pj))
+		if pj.status.Phase != corev1.PodPending {
+			t.Fatalf("%s before its container started: phase %s, want Pending", name, pj.status.Phase)
+		}
+		p.pods["ns/"+name] = pj
+		return pj, filepath.Join(c, "info")
+	}
+	started, info := newPod("started", &job{ID: 7, State: stateRunning, StartTime: 1700000000})
+	_, pendingInfo := newPod("pending", &job{ID: 8, State: statePending})
+
+	p.reportFromFiles()
+	if len(notified) != 0 {
+		t.Fatalf("notified %v before any container started", notified)
+	}
+	for _, path := range []string{info, pendingInfo} {
+		if err := os.WriteFile(path, []byte(`{"child-pid": 5}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.reportFromFiles()
+	if len(notified) != 1 || notified[0].Name != "started" || notified[0].Status.Phase != corev1.PodRunning {
+		t.Fatalf("notified %d pods (%v), want the listed-RUNNING pod Running from its files", len(notified), notified)
+	}
+	if started.watchedByFiles() {
+		t.Error("a Running pod not being deleted is still read between listings")
+	}
+	p.reportFromFiles()
+	if len(notified) != 1 {
+		t.Errorf("%d notifications, want no more: the pending job's pod waits for a listing", len(notified))
 	}
 }
