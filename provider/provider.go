@@ -72,6 +72,13 @@ type InitConfig struct {
 	// for the life of the process, not of the provider. Nil in a plugin
 	// process.
 	DynamicInformers dynamicinformer.DynamicSharedInformerFactory
+	// NodeWatch, when the process runs several nodes, is the one watch of
+	// their Nodes they share, and NodeLister its cache: a provider that
+	// follows its own Node subscribes to it rather than watching the Node
+	// itself, which would be a thousand watches for a thousand nodes. Both
+	// nil with one node, or in a plugin process.
+	NodeWatch  node.NodeWatch
+	NodeLister corev1listers.NodeLister
 	// EventRecorder records Events on the node's pods, as the pod
 	// controller does, for what a provider refuses outside a provider call
 	// (a copy into a container, say); nil in a plugin process.

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) { testcluster.Main(m) }
 // timings: those are for `make bench` on a quiet machine.
 func TestBenchSmoke(t *testing.T) {
 	c := testcluster.Shared(t)
-	const n = 200
+	const n = 100
 	out := t.TempDir()
 	results, err := run(context.Background(), config{
 		clusterDir: c.Info.Dir,
@@ -87,10 +87,10 @@ func TestBenchSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(report), "| 200 |") {
-		t.Errorf("results.md has no row for N=200:\n%s", report)
+	if !strings.Contains(string(report), fmt.Sprintf("| %d |", n)) {
+		t.Errorf("results.md has no row for N=%d:\n%s", n, report)
 	}
-	if _, err := os.Stat(filepath.Join(out, "latency-200.svg")); err != nil {
+	if _, err := os.Stat(filepath.Join(out, fmt.Sprintf("latency-%d.svg", n))); err != nil {
 		t.Error(err)
 	}
 	// The floor writes what a kubelet writes, as the daemon does: the same

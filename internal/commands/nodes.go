@@ -159,7 +159,7 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 	}
 	// The pod controller and the provider record on the node's pods alike.
 	recorder := sh.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "virtual-kubelet", Host: name})
-	p, err := initProvider(ctx, provider.InitConfig{
+	initCfg := provider.InitConfig{
 		ConfigPath:      o.Provider.Config,
 		StageConfigs:    o.Provider.StageConfigs,
 		WatchStages:     o.Provider.WatchStages,
@@ -180,7 +180,11 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		EventRecorder:    recorder,
 		PodSyncWorkers:   o.workersPerNode(),
 		Interner:         sh.interner,
-	})
+	}
+	if sh.nodeWatch != nil {
+		initCfg.NodeWatch, initCfg.NodeLister = sh.nodeWatch, sh.nodes
+	}
+	p, err := initProvider(ctx, initCfg)
 	if err != nil {
 		if o.Node.NodeCount > 1 {
 			return nil, node.Capabilities{}, fmt.Errorf("provider %s for node %s: %w", o.Provider.Name, name, err)

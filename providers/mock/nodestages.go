@@ -13,8 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/log"
 	"github.com/vkubelet/virtual-kubelet/provider"
 	"github.com/vkubelet/virtual-kubelet/providers/mock/internal/stage"
@@ -29,8 +31,13 @@ import (
 // nodeStages runs the node's stages; nil without node stages (and
 // without --watch-stages, which may bring some).
 type nodeStages struct {
-	name     string
-	kube     kubernetes.Interface
+	name string
+	kube kubernetes.Interface
+	// nodes and lister are the process's watch of its Nodes and its
+	// cache, when it has several nodes; otherwise the node watches its
+	// own.
+	nodes    node.NodeWatch
+	lister   corev1listers.NodeLister
 	events   podEvents
 	capacity corev1.ResourceList
 	since    time.Time
@@ -48,7 +55,7 @@ func newNodeStages(p *Provider, cfg provider.InitConfig) *nodeStages {
 	if len(p.stages.Nodes()) == 0 && !cfg.WatchStages {
 		return nil
 	}
-	return &nodeStages{name: cfg.NodeName, stages: p.stages.Nodes(), restaged: make(chan struct{}, 1), kube: cfg.KubeClient, events: p.events, capacity: p.capacity, since: p.startedAt}
+	return &nodeStages{name: cfg.NodeName, stages: p.stages.Nodes(), restaged: make(chan struct{}, 1), kube: cfg.KubeClient, nodes: cfg.NodeWatch, lister: cfg.NodeLister, events: p.events, capacity: p.capacity, since: p.startedAt}
 }
 
 // restage makes l the node's stages.
@@ -87,6 +94,34 @@ func (p *Provider) NotifyNodeStatus(ctx context.Context, cb func(*corev1.Node)) 
 	if ns := p.nodeStages; ns != nil {
 		go ns.run(ctx, cb)
 	}
+}
+
+// follow hands offer the node's Node as the API server has it, and nil
+// once it is deleted, until the returned func is called: through the
+// process's watch of its Nodes when it has one, else by a watch of its own.
+func (ns *nodeStages) follow(ctx context.Context, offer func(*corev1.Node)) (stop func(), err error) {
+	if ns.nodes != nil {
+		// Subscribed first, then read: a change in between is offered
+		// after the cache's copy, and offer keeps the newest.
+		stop = ns.nodes.Subscribe(ns.name, offer)
+		if n, err := ns.lister.Get(ns.name); err == nil {
+			offer(n)
+		}
+		return stop, nil
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(ns.kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = "metadata.name=" + ns.name
+	}))
+	informer := factory.Core().V1().Nodes().Informer()
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { offer(obj.(*corev1.Node)) },
+		UpdateFunc: func(_, obj any) { offer(obj.(*corev1.Node)) },
+		DeleteFunc: func(any) { offer(nil) },
+	}); err != nil {
+		return nil, err
+	}
+	factory.Start(ctx.Done())
+	return factory.Shutdown, nil
 }
 
 // base is the node reported: the one being registered, else one made of
@@ -138,20 +173,12 @@ func (ns *nodeStages) run(ctx context.Context, cb func(*corev1.Node)) {
 			}
 		}
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(ns.kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = "metadata.name=" + ns.name
-	}))
-	informer := factory.Core().V1().Nodes().Informer()
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { offer(obj.(*corev1.Node)) },
-		UpdateFunc: func(_, obj any) { offer(obj.(*corev1.Node)) },
-		DeleteFunc: func(any) { offer(nil) },
-	}); err != nil {
+	stopFollowing, err := ns.follow(ctx, offer)
+	if err != nil {
 		log.G(ctx).WithError(err).Error("mock: watching the node for its stages")
 		return
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	defer stopFollowing()
 
 	rnd := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())) //nolint:gosec // G404: stage weights and jitter, not secrets
 	var (
