@@ -115,6 +115,8 @@ func (s *remoteSession) dial(ctx context.Context, network, address string) (net.
 	s.mu.Unlock()
 	dialCtx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	// Port-forward's request carries no context: ours ends the dial too.
+	defer context.AfterFunc(s.ctx, cancel)()
 	conn, err := s.dialer(dialCtx, network, address)
 	if err != nil {
 		return nil, err
@@ -125,7 +127,7 @@ func (s *remoteSession) dial(ctx context.Context, network, address string) (net.
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stopCut != nil { // a redirect: the earlier connection is closed
+	if s.stopCut != nil { // a second dial (a redirect): only the newest is set up
 		s.stopCut()
 	}
 	s.conn = conn
