@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/vkubelet/virtual-kubelet/provider"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -21,6 +23,7 @@ import (
 //	  kubeconfig: /etc/vk/cluster-b.kubeconfig   # or inCluster: true
 //	  qps: 500
 //	  burst: 1000
+//	  upgradeTimeout: 30s        # setup of exec, attach, port-forward
 //	namespace: from-a            # every pod in this namespace of B
 //	# namespacePrefix: a-        # or: B namespace = prefix + A's namespace
 //	capacity:                    # fixed; or deriveCapacity: true
@@ -166,6 +169,11 @@ type RemoteConfig struct {
 	InCluster  bool    `json:"inCluster,omitempty"`
 	QPS        float32 `json:"qps,omitempty"`
 	Burst      int     `json:"burst,omitempty"`
+	// UpgradeTimeout bounds the setup of an exec, attach or port-forward
+	// connection to B's API server: the dial, TLS and its answer to the
+	// upgrade (DefaultUpgradeTimeout if not set). An established session
+	// is not bounded.
+	UpgradeTimeout metav1.Duration `json:"upgradeTimeout,omitempty"`
 }
 
 // NodeConfig is what the virtual node in A carries besides the defaults.
@@ -210,6 +218,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("remote.qps: must not be negative, got %v", r.QPS)
 	case r.Burst < 0:
 		return fmt.Errorf("remote.burst: must not be negative, got %d", r.Burst)
+	case r.UpgradeTimeout.Duration < 0:
+		return fmt.Errorf("remote.upgradeTimeout: must not be negative, got %s", r.UpgradeTimeout.Duration)
 	case c.Events.QPS < 0:
 		return fmt.Errorf("events.qps: must not be negative, got %v", c.Events.QPS)
 	case c.Events.Burst < 0:
@@ -360,6 +370,14 @@ func (c *Config) eventRate() (qps float32, burst int) {
 		burst = c.Events.Burst
 	}
 	return qps, burst
+}
+
+// upgradeTimeout is remote.upgradeTimeout, the default filled in.
+func (c *Config) upgradeTimeout() time.Duration {
+	if c.Remote.UpgradeTimeout.Duration > 0 {
+		return c.Remote.UpgradeTimeout.Duration
+	}
+	return DefaultUpgradeTimeout
 }
 
 // restConfig is the client configuration for cluster B.

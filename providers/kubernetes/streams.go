@@ -66,14 +66,21 @@ func (p *Provider) AttachToContainer(ctx context.Context, namespace, podName, co
 }
 
 // stream runs an exec or attach session against B's API server over SPDY.
+// Its setup is bounded by the config's remote.upgradeTimeout; a session B
+// ends without a status is an error, not a success (remoteSession).
 func (p *Provider) stream(ctx context.Context, namespace, podName, subresource string, opts runtime.Object, attach api.AttachIO) error {
 	remote, err := p.remoteFor(namespace, podName)
 	if err != nil {
 		return err
 	}
-	req := p.remote.CoreV1().RESTClient().Post().Resource("pods").Namespace(remote.Namespace).Name(remote.Name).
-		SubResource(subresource).VersionedParams(opts, scheme.ParameterCodec)
-	executor, err := remotecommand.NewSPDYExecutor(p.remoteConfig, http.MethodPost, req.URL())
+	url := p.remote.CoreV1().RESTClient().Post().Resource("pods").Namespace(remote.Namespace).Name(remote.Name).
+		SubResource(subresource).VersionedParams(opts, scheme.ParameterCodec).URL()
+	transport, session, err := newRemoteSession(ctx, p.remoteConfig, url, p.cfg.upgradeTimeout())
+	if err != nil {
+		return err
+	}
+	defer session.release()
+	executor, err := remotecommand.NewSPDYExecutorForTransports(transport, session, http.MethodPost, url)
 	if err != nil {
 		return err
 	}
@@ -90,7 +97,7 @@ func (p *Provider) stream(ctx context.Context, namespace, podName, subresource s
 	if resize := attach.Resize(); resize != nil {
 		so.TerminalSizeQueue = sizeQueue(resize)
 	}
-	return executor.StreamWithContext(ctx, so)
+	return session.ended(executor.StreamWithContext(ctx, so))
 }
 
 // sizeQueue hands terminal resizes to the executor; nil ends the queue.
@@ -111,14 +118,15 @@ func (p *Provider) PortForward(ctx context.Context, namespace, podName string, p
 	if err != nil {
 		return err
 	}
-	transport, upgrader, err := spdy.RoundTripperFor(p.remoteConfig)
+	url := p.remote.CoreV1().RESTClient().Post().Resource("pods").Namespace(remote.Namespace).Name(remote.Name).SubResource("portforward").URL()
+	transport, session, err := newRemoteSession(ctx, p.remoteConfig, url, p.cfg.upgradeTimeout())
 	if err != nil {
 		return err
 	}
-	url := p.remote.CoreV1().RESTClient().Post().Resource("pods").Namespace(remote.Namespace).Name(remote.Name).SubResource("portforward").URL()
-	conn, _, err := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, url).Dial(portforward.PortForwardProtocolV1Name)
+	defer session.release()
+	conn, _, err := spdy.NewDialer(session, &http.Client{Transport: transport}, http.MethodPost, url).Dial(portforward.PortForwardProtocolV1Name)
 	if err != nil {
-		return fmt.Errorf("port-forward to %s/%s in the remote cluster: %w", remote.Namespace, remote.Name, err)
+		return fmt.Errorf("port-forward to %s/%s in the remote cluster: %w", remote.Namespace, remote.Name, session.setupError(err))
 	}
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
