@@ -91,12 +91,15 @@ func rewriteMod(filename string, src []byte, to modTarget) ([]byte, []change, []
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: %w", filename, err)
 	}
+	// The parser takes some malformed lines (a require of the path ")")
+	// that, formatted, no longer parse: such a go.mod is refused, not
+	// written.
+	g, err := modfile.Parse(filename, out, nil)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: rewritten, it would not parse (%v): correct its require and replace lines first", filename, err)
+	}
 	if replaced {
 		// The new line's number is known once formatted.
-		g, err := modfile.Parse(filename, out, nil)
-		if err != nil {
-			return nil, nil, nil, err
-		}
 		for _, r := range g.Replace {
 			if r.Old.Path == ourModule {
 				changes = append(changes, change{line: r.Syntax.Start.Line, from: "(no replace)", to: "replace " + ourModule + " => " + r.New.Path})
