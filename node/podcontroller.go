@@ -370,34 +370,58 @@ func (pc *PodController) Err() error {
 // informers in the config must be started by the caller.
 //
 // Once this returns, you should not re-use the controller.
-func (pc *PodController) Run(ctx context.Context, podSyncWorkers int) (retErr error) {
+func (pc *PodController) Run(ctx context.Context, podSyncWorkers int) error {
+	if err := pc.Start(ctx, podSyncWorkers); err != nil {
+		return err
+	}
+	<-pc.Done()
+	return pc.Err()
+}
+
+// Start does what Run does until the controller is ready, and returns
+// then: the controller runs on its queues' workers, which start as work
+// comes, until ctx ends, and Done closes once it has stopped. A process
+// running many nodes holds no goroutine per node while they are idle.
+// The informers in the config must be started by the caller: Start waits
+// for their caches, and fails if ctx ends first.
+func (pc *PodController) Start(ctx context.Context, podSyncWorkers int) error {
 	if err := pc.run.start("pod controller"); err != nil {
 		return err
 	}
-	defer func() { pc.run.finish(retErr) }()
 	if podSyncWorkers < 1 {
-		return fmt.Errorf("pod controller: podSyncWorkers must be at least 1, got %d", podSyncWorkers)
+		err := fmt.Errorf("pod controller: podSyncWorkers must be at least 1, got %d", podSyncWorkers)
+		pc.run.finish(err)
+		return err
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	// A Run that ends before the queues run still stops their goroutines.
-	defer func() {
+	// What stops the controller, in this order, once ctx ends; a start
+	// that fails runs it at once.
+	var stops []func()
+	stop := func(err error) {
+		cancel()
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+		pc.run.finish(err)
+	}
+	stops = append(stops, func() {
 		for _, q := range pc.queues() {
 			q.ShutDown()
 		}
 		if pc.prober != nil {
 			pc.prober.Stop()
 		}
-	}()
+	})
 
 	registrations, err := pc.addEventHandlers(ctx)
-	defer func() {
+	stops = append(stops, func() {
 		for inf, reg := range registrations {
 			_ = inf.RemoveEventHandler(reg)
 		}
-	}()
+	})
 	if err != nil {
+		stop(err)
 		return err
 	}
 	synced := append([]cache.InformerSynced(nil), pc.syncedFuncs...)
@@ -406,29 +430,31 @@ func (pc *PodController) Run(ctx context.Context, podSyncWorkers int) (retErr er
 	}
 	log.G(ctx).Debug("waiting for informer caches to sync")
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return fmt.Errorf("pod controller: informer caches did not sync: %w", context.Cause(ctx))
+		err := fmt.Errorf("pod controller: informer caches did not sync: %w", context.Cause(ctx))
+		stop(err)
+		return err
 	}
 
 	if notifier := pc.caps.Notifier; notifier != nil {
 		notifier.NotifyPods(ctx, func(pod *corev1.Pod) { pc.onProviderPod(ctx, pod) })
 	} else {
 		log.G(ctx).Infof("provider does not notify pod status changes; polling every %s", pc.pollInterval)
-		defer every(ctx, pc.pollInterval, 0, pc.pollStatuses)()
+		stops = append(stops, every(ctx, pc.pollInterval, 0, pc.pollStatuses))
 	}
 
 	for _, q := range pc.queues() {
 		q.Start(ctx, podSyncWorkers)
-		defer q.Wait()
+		stops = append(stops, q.Wait)
 	}
 	// The first resync removes pods the provider kept from before a restart
 	// that no longer exist in Kubernetes. The later ones are jittered: a
 	// process of a thousand nodes started together would otherwise list a
 	// thousand providers' pods at once, every interval.
-	defer every(ctx, pc.resyncInterval, resyncJitter, pc.resyncWithProvider)()
+	stops = append(stops, every(ctx, pc.resyncInterval, resyncJitter, pc.resyncWithProvider))
 
 	close(pc.ready)
 	log.G(ctx).Info("pod controller ready")
-	<-ctx.Done()
+	context.AfterFunc(ctx, func() { stop(nil) })
 	return nil
 }
 

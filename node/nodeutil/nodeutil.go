@@ -237,18 +237,32 @@ func (n *Node) Run(ctx context.Context) (retErr error) {
 		defer n.broadcast.Shutdown()
 	}
 
-	// The pod controller registers its handlers before the informers start,
-	// so it sees every pod as an add.
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	serveErr := make(chan error, 1)
+	// A server or node controller that fails ends ctx, which also cuts
+	// short a pod controller still waiting for its caches.
 	if n.serve != nil {
 		wg.Add(1)
-		go func() { defer wg.Done(); serveErr <- n.serve(ctx) }()
+		go func() {
+			defer wg.Done()
+			err := n.serve(ctx)
+			serveErr <- err
+			if err != nil {
+				cancel()
+			}
+		}()
 	}
-	wg.Add(2)
-	go func() { defer wg.Done(); _ = n.nodeController.Run(ctx) }()
-	go func() { defer wg.Done(); _ = n.podController.Run(ctx, n.cfg.Workers) }()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := n.nodeController.Run(ctx); err != nil {
+			cancel()
+		}
+	}()
+	// The pod controller has no goroutine of its own while idle: it starts
+	// here, once its caches are synced, and stops when ctx ends.
+	defer func() { <-n.podController.Done() }()
 
 	if n.podFactory != nil {
 		n.podFactory.Start(ctx.Done())
@@ -257,6 +271,28 @@ func (n *Node) Run(ctx context.Context) (retErr error) {
 	n.refFactory.Start(ctx.Done())
 	defer n.refFactory.Shutdown()
 	defer cancel()
+	if err := n.podController.Start(ctx, n.cfg.Workers); err != nil {
+		// Cut short by a failing server or node controller, whose error
+		// is the one to return, or by ctx ending: no error.
+		select {
+		case err := <-serveErr:
+			if err != nil {
+				return err
+			}
+		default:
+		}
+		select {
+		case <-n.nodeController.Done():
+			if err := n.nodeController.Err(); err != nil {
+				return fmt.Errorf("node controller: %w", err)
+			}
+		default:
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("pod controller: %w", err)
+	}
 
 	for _, c := range []interface {
 		Ready() <-chan struct{}
