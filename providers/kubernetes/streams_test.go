@@ -246,10 +246,13 @@ func TestExecSessionDropped(t *testing.T) {
 // success, over TLS with B's CA, and the setup bound does not limit an
 // established session that outlasts it.
 func TestExecSessionSucceeds(t *testing.T) {
-	srv := httptest.NewTLSServer(fakeB(t, sessionEnd{status: &metav1.Status{Status: metav1.StatusSuccess}, wait: 600 * time.Millisecond}))
+	// The bound leaves a loaded machine (CI, -race) time for the TLS
+	// handshake; the session outlasts it twice over.
+	const bound = 1500 * time.Millisecond
+	srv := httptest.NewTLSServer(fakeB(t, sessionEnd{status: &metav1.Status{Status: metav1.StatusSuccess}, wait: 2 * bound}))
 	defer srv.Close()
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
-	p := streamProvider(t, &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca}}, 200*time.Millisecond)
+	p := streamProvider(t, &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca}}, bound)
 	out := &output{}
 	if err := execResult(t, context.Background(), p, out); err != nil {
 		t.Fatalf("exec ending with Success: %v", err)
