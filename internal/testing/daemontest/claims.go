@@ -53,10 +53,21 @@ func Apply(t *testing.T, c *testcluster.Cluster, ns string, manifests ...string)
 }
 
 // ApplyFile applies the manifest file with kubectl and deletes what it
-// names when the test ends: cluster-wide objects such as a DeviceClass,
-// which no test namespace's deletion removes.
+// names when the test ends: cluster-wide objects of the test's own, such
+// as a DeviceClass by a unique name, which no test namespace's deletion
+// removes.
 func ApplyFile(t *testing.T, c *testcluster.Cluster, file string) {
 	t.Helper()
 	Kubectl(t, c, "apply", "-f", file)
 	t.Cleanup(func() { _, _ = c.Kubectl(context.Background(), "delete", "--ignore-not-found", "-f", file) })
+}
+
+// ApplyShipped applies a manifest the repository ships (hack/deploy) and
+// leaves its objects: e2e packages share the cluster and run side by side,
+// and the shipped cluster-wide objects (the DeviceClasses) are the same
+// for all of them, so one test's cleanup would take them from another
+// mid-test.
+func ApplyShipped(t *testing.T, c *testcluster.Cluster, file string) {
+	t.Helper()
+	Kubectl(t, c, "apply", "-f", file)
 }

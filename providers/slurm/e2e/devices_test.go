@@ -48,7 +48,7 @@ func TestGresDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	daemontest.ApplyFile(t, c, gpuClassFile)
+	daemontest.ApplyShipped(t, c, gpuClassFile)
 	n.Start(t)
 	n.WaitReady(t)
 	daemontest.Apply(t, c, ns, oneGPU)

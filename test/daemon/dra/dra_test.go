@@ -51,7 +51,7 @@ func draNode(t *testing.T, c *testcluster.Cluster, viaPlugin bool) (*daemontest.
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{%q: {"devices": %s}}`, name, devicesConfig)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	daemontest.ApplyFile(t, c, deviceClassFile)
+	daemontest.ApplyShipped(t, c, deviceClassFile)
 	host, args := c.AddHost(t, testcluster.UniqueName("h")), []string{"--nodename", name, "--provider-config", cfg}
 	var d *daemontest.Daemon
 	if viaPlugin {
@@ -369,7 +369,7 @@ func TestDevicesOnManyNodes(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{%q: {"devices": [{"name": "gpu", "count": 1}]}}`, name+"-*")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	daemontest.ApplyFile(t, c, deviceClassFile)
+	daemontest.ApplyShipped(t, c, deviceClassFile)
 	daemontest.Start(t, c, nil, "--nodename", name, "--node-count", "2", "--provider-config", cfg)
 	ns := c.Namespace(t)
 	daemontest.Apply(t, c, ns, templates...)
