@@ -281,12 +281,8 @@ func (n *Node) Run(ctx context.Context) (retErr error) {
 			}
 		default:
 		}
-		select {
-		case <-n.nodeController.Done():
-			if err := n.nodeController.Err(); err != nil {
-				return fmt.Errorf("node controller: %w", err)
-			}
-		default:
+		if err := n.nodeControllerErr(); err != nil {
+			return err
 		}
 		if ctx.Err() != nil {
 			return nil
@@ -327,17 +323,26 @@ func (n *Node) Run(ctx context.Context) (retErr error) {
 }
 
 func (n *Node) firstErr() error {
-	select {
-	case <-n.nodeController.Done():
-		if err := n.nodeController.Err(); err != nil {
-			return fmt.Errorf("node controller: %w", err)
-		}
-	default:
+	if err := n.nodeControllerErr(); err != nil {
+		return err
 	}
 	select {
 	case <-n.podController.Done():
 		if err := n.podController.Err(); err != nil {
 			return fmt.Errorf("pod controller: %w", err)
+		}
+	default:
+	}
+	return nil
+}
+
+// nodeControllerErr is the node controller's error once it has stopped
+// with one; nil while it runs.
+func (n *Node) nodeControllerErr() error {
+	select {
+	case <-n.nodeController.Done():
+		if err := n.nodeController.Err(); err != nil {
+			return fmt.Errorf("node controller: %w", err)
 		}
 	default:
 	}
