@@ -2,14 +2,18 @@ package providerserver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/vkubelet/virtual-kubelet/node/api"
 	pb "github.com/vkubelet/virtual-kubelet/plugin/providerv1alpha1"
@@ -92,6 +96,21 @@ func (s *services) StatsSummary(ctx context.Context, _ *pb.StatsSummaryRequest) 
 	if err != nil {
 		return nil, wire.ToStatus(err)
 	}
-	data, err := json.Marshal(summary)
+	data, err := marshalSummary(summary)
 	return &pb.StatsSummaryResponse{SummaryJson: data}, wire.ToStatus(err)
+}
+
+// marshalSummary writes the kubelet's Summary JSON with its times to the
+// nanosecond. metav1.Time alone writes whole seconds, and metrics-server
+// divides a counter's change by its time's: a counter sampled at 12.7 s but
+// stamped 12 s is off by up to a second over its scrape interval. RFC 3339
+// allows the fraction, and every reader of the kubelet's format parses it.
+func marshalSummary(summary *statsv1alpha1.Summary) ([]byte, error) {
+	precise := jsonv2.MarshalToFunc(func(enc *jsontext.Encoder, t metav1.Time) error {
+		if t.IsZero() {
+			return enc.WriteToken(jsontext.Null)
+		}
+		return enc.WriteToken(jsontext.String(t.UTC().Format(time.RFC3339Nano)))
+	})
+	return jsonv2.Marshal(summary, jsonv1.DefaultOptionsV1(), jsonv2.WithMarshalers(precise))
 }

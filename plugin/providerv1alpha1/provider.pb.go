@@ -2455,7 +2455,8 @@ func (*StatsSummaryRequest) Descriptor() ([]byte, []int) {
 
 type StatsSummaryResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// k8s.io/kubelet/pkg/apis/stats/v1alpha1.Summary as JSON.
+	// k8s.io/kubelet/pkg/apis/stats/v1alpha1.Summary as JSON. Times may carry
+	// a fraction of a second (RFC 3339); metrics-server needs it for rates.
 	SummaryJson   []byte `protobuf:"bytes,1,opt,name=summary_json,json=summaryJson,proto3" json:"summary_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
