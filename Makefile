@@ -60,7 +60,7 @@ run-slurm: build ## local control plane + a one-node Slurm on loopback; node vk-
 	@CLUSTER_DIR=$(CLUSTER_DIR) BIN=$(BIN) METRICS_SERVER=$(METRICS_SERVER) hack/slurm/run.sh
 
 test: ## go vet, unit and e2e tests, all with -race, against a real control plane
-	@BIN=$(BIN) hack/test.sh
+	@hack/test.sh
 
 # How long `make fuzz` runs each target.
 FUZZTIME ?= 60s

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/vkubelet/virtual-kubelet/internal/testing/childproc"
 )
 
 // The provider of another module, as its author would write it: public
@@ -105,6 +107,9 @@ func TestProviderInAnotherModule(t *testing.T) {
 		}
 	}
 	goCmd := func(args ...string) (string, error) {
+		// Built as this test was (-race under make test), so the other
+		// module's build reuses the packages this one's compiled.
+		args = append(args[:1:1], append(childproc.BuildFlags(), args[1:]...)...)
 		// The go command that built this test, which PATH need not hold.
 		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), args...) //nolint:staticcheck // see above
 		cmd.Dir = dir

@@ -18,22 +18,38 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/vkubelet/virtual-kubelet/internal/testing/childproc"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 )
 
 func TestMain(m *testing.M) { testcluster.Main(m) }
 
+// testDaemon is the race-built daemon the e2e packages share ($VK_TEST_DAEMON
+// under make test), or one built for the test. The smoke tests check the
+// bench's mechanics, not its times; a daemon built without -race, as
+// `make bench` runs, would compile the whole graph once more.
+func testDaemon(t *testing.T) string {
+	t.Helper()
+	path, remove, err := childproc.BuildDaemon()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(remove)
+	return path
+}
+
 // TestBenchSmoke runs the whole bench, floor and daemon (in process and
-// out of process), with 200 pods: every pod must reach Running and be gone
+// out of process), with 100 pods: every pod must reach Running and be gone
 // in each pass, and the daemon must write each pod's status with a bounded
-// number of requests. It asserts no
-// timings: those are for `make bench` on a quiet machine.
+// number of requests. It asserts no timings: those are for `make bench` on
+// a quiet machine.
 func TestBenchSmoke(t *testing.T) {
 	c := testcluster.Shared(t)
 	const n = 100
 	out := t.TempDir()
 	results, err := run(context.Background(), config{
 		clusterDir: c.Info.Dir,
+		binary:     testDaemon(t),
 		sizes:      []int{n},
 		workers:    20,
 		outDir:     out,
@@ -171,7 +187,8 @@ func checkProfiles(t *testing.T, pattern string) {
 
 // TestBenchSmokeManyNodes runs the bench with pods spread over three nodes:
 // the floor registers three, kwok manages three (when VK_KWOK_DIR names
-// hack/kwok/build.sh's output, as make test sets it), the daemon runs three
+// hack/kwok/build.sh's output; make test leaves it unset, as make bench runs
+// kwok every time), the daemon runs three
 // with --node-count, and every pod reaches Running and is gone in each pass.
 func TestBenchSmokeManyNodes(t *testing.T) {
 	c := testcluster.Shared(t)
@@ -182,7 +199,7 @@ func TestBenchSmokeManyNodes(t *testing.T) {
 	}
 	// Two runs, the second making its passes in the reverse order.
 	out := t.TempDir()
-	results, err := run(context.Background(), config{clusterDir: c.Info.Dir, sizes: []int{n}, nodes: nodes, workers: 10, kwokDir: kwokDir, repeat: 2, outDir: out})
+	results, err := run(context.Background(), config{clusterDir: c.Info.Dir, binary: testDaemon(t), sizes: []int{n}, nodes: nodes, workers: 10, kwokDir: kwokDir, repeat: 2, outDir: out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +256,7 @@ func TestBenchSmokeManyNodes(t *testing.T) {
 func TestBenchSmokeTwoClusters(t *testing.T) {
 	a, b := testcluster.Shared(t), testcluster.Private(t)
 	const n = 40
-	results, err := run(context.Background(), config{clusterDir: a.Info.Dir, remoteDir: b.Info.Dir, sizes: []int{n}, nodes: 1, workers: 10})
+	results, err := run(context.Background(), config{clusterDir: a.Info.Dir, binary: testDaemon(t), remoteDir: b.Info.Dir, sizes: []int{n}, nodes: 1, workers: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +295,7 @@ func TestBenchSmokeTwoClusters(t *testing.T) {
 func TestBenchSmokeReplicas(t *testing.T) {
 	c := testcluster.Shared(t)
 	const n, nodes, replicas = 30, 3, 3
-	results, err := run(context.Background(), config{clusterDir: c.Info.Dir, sizes: []int{n}, nodes: nodes, replicas: replicas, workers: 10, steady: 5 * time.Second})
+	results, err := run(context.Background(), config{clusterDir: c.Info.Dir, binary: testDaemon(t), sizes: []int{n}, nodes: nodes, replicas: replicas, workers: 10, steady: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

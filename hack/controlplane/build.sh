@@ -54,13 +54,16 @@ for p in $pkg $cgo; do
 done
 
 cd "$here/build"
+# No -trimpath: with it a package is compiled under the version its module's
+# requirement names, not the one a replace pins, and hack/metrics-server (which
+# pins this module's versions by replace) could not reuse these packages.
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
-go build -trimpath -ldflags "$ldflags" -o "$tmp/" \
+go build -ldflags "$ldflags" -o "$tmp/" \
 	k8s.io/kubernetes/cmd/kube-apiserver \
 	k8s.io/kubernetes/cmd/kube-controller-manager \
 	k8s.io/kubernetes/cmd/kube-scheduler \
 	k8s.io/kubernetes/cmd/kubectl
-go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" ./etcd
+go build -ldflags "-s -w" -o "$tmp/etcd" ./etcd
 
 rm -rf "$bin"
 mv "$tmp" "$bin"

@@ -21,11 +21,12 @@ vk_controlplane_bin() {
 VK_METRICS_SERVER_VERSION=v0.9.0
 
 # vk_metrics_server_bin prints where the metrics-server binary is cached: any
-# change to the version or to its build script gives a new key.
+# change to the version, to its build script or to its wrapper module gives a
+# new key.
 vk_metrics_server_bin() {
-	local script sum
-	script=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../metrics-server/build.sh
-	sum=$(sha256sum <"$script" | cut -c1-12)
+	local dir sum
+	dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../metrics-server
+	sum=$(cd "$dir" && cat build.sh build/go.mod build/go.sum build/tools.go | sha256sum | cut -c1-12)
 	echo "$VK_CACHE_DIR/metrics-server/$VK_METRICS_SERVER_VERSION-$sum/metrics-server"
 }
 

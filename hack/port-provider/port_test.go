@@ -66,7 +66,7 @@ func portFixture(t *testing.T) string {
 		}
 	}
 	bin := filepath.Join(dir, "provider")
-	build := exec.Command("go", "build", "-o", bin, ".")
+	build := exec.Command("go", append(append([]string{"build"}, childproc.BuildFlags()...), "-o", bin, ".")...)
 	build.Dir = dir
 	// The module proxy stays on: the ported go.mod's graph names module
 	// versions (go-logr/logr v1.2.2) this module's pruned graph never

@@ -14,6 +14,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/vkubelet/virtual-kubelet/internal/testing/childproc"
 )
 
 // importsOf are the import paths of the package qualifiers the reference
@@ -264,7 +266,7 @@ func TestUpstreamSignaturesCompile(t *testing.T) {
 	if err := os.WriteFile(ovFile, ov, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	vet := exec.Command("go", "build", "-overlay", ovFile, "./hack/port-provider/sigcheck")
+	vet := exec.Command("go", append(append([]string{"build"}, childproc.BuildFlags()...), "-overlay", ovFile, "./hack/port-provider/sigcheck")...)
 	vet.Dir = root
 	if out, err := vet.CombinedOutput(); err != nil {
 		t.Errorf("signatures of the prior project that do not compile against ours:\n%s", out)

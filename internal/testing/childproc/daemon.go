@@ -38,6 +38,18 @@ func BuildDaemon() (path string, remove func(), err error) {
 	return filepath.Join(dir, "virtual-kubelet"), remove, nil
 }
 
+// BuildFlags are the go build flags a test's child `go build` should use
+// to compile as the test itself was compiled: -race under `go test -race`.
+// The child then reuses every package the test's own build compiled, where
+// without -race it would compile the whole graph once more (minutes on a
+// fresh machine).
+func BuildFlags() []string {
+	if raceBuild {
+		return []string{"-race"}
+	}
+	return nil
+}
+
 // Build builds virtual-kubelet into dir with the go build flags given, and
 // the slurm provider's container launcher beside it without them: the
 // launcher is the whole of each Slurm job, so the race detector's cost

@@ -1,0 +1,6 @@
+//go:build !race
+
+package childproc
+
+// raceBuild: this binary was built without -race.
+const raceBuild = false
