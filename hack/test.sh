@@ -29,10 +29,11 @@ if [[ -n $unformatted ]]; then
 	echo "gofmt needed on:"; echo "$unformatted"; exit 1
 fi
 
-# Every Go build here is -race (vet, the helpers, the tests' own child
-# builds through childproc.BuildFlags): one compiled graph, where a build
-# without it would compile every package once more (9 minutes of vet on a
-# fresh machine). Only the slurm launcher, small, is built without.
+# Every Go build here is -race (vet, golangci-lint's export data, the
+# helpers, the tests' own child builds through childproc.BuildFlags): one
+# compiled graph, where a build without it would compile every package once
+# more (9 minutes on a fresh machine). Only the slurm launcher, small, is
+# built without.
 step "go vet (with the e2e tests)"
 $GO vet -race -tags e2e ./...
 
