@@ -16,6 +16,11 @@ metrics_server_flag = $(if $(filter-out 0,$(METRICS_SERVER)),--metrics-server "$
 VERSION    ?= $(shell git describe --tags --match 'v*' 2>/dev/null || echo v0.1.0-dev)
 GIT_COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 BUILD_TAGS ?=
+# build-static's path flag: -trimpath keeps the build machine's paths out of
+# the image's binary. make test's check of the static build sets it empty, so
+# that it reuses the packages the control plane's build compiled (the same
+# versions and CGO_ENABLED=0) instead of compiling the graph once more.
+STATIC_PATHS ?= -trimpath
 IMAGE      ?= virtual-kubelet:$(VERSION)
 LDFLAGS    := -X github.com/vkubelet/virtual-kubelet/internal/version.Version=$(VERSION) \
               -X github.com/vkubelet/virtual-kubelet/internal/version.GitCommit=$(GIT_COMMIT)
@@ -31,7 +36,7 @@ proto: ## regenerate plugin/providerv1alpha1 from proto/ (protoc from apt, gener
 	BIN=$(BIN) hack/proto/gen.sh
 
 build-static: ## the image's binary, static (CGO_ENABLED=0), without Docker: bin/virtual-kubelet-static
-	CGO_ENABLED=0 $(GO) build -trimpath -tags "$(BUILD_TAGS)" -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/virtual-kubelet-static ./cmd/virtual-kubelet
+	CGO_ENABLED=0 $(GO) build $(STATIC_PATHS) -tags "$(BUILD_TAGS)" -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/virtual-kubelet-static ./cmd/virtual-kubelet
 
 image: ## the container image (needs a Docker engine)
 	@docker info >/dev/null 2>&1 || { echo "make image needs a running Docker engine; make build-static builds the same binary without one" >&2; exit 1; }

@@ -29,6 +29,37 @@ func TestPinsMatchControlPlane(t *testing.T) {
 	}
 }
 
+// newerThanControlPlane are the modules the daemon deliberately requires
+// at a version other than the control plane's, and why: each costs a fresh
+// machine the packages that import it, compiled once more.
+var newerThanControlPlane = map[string]string{
+	// The slurm provider resolves tenants' paths with it: the newest release.
+	"github.com/cyphar/filepath-securejoin": "v0.7.0",
+	"cyphar.com/go-pathrs":                  "v0.2.5", // securejoin v0.7.0's
+}
+
+// TestDaemonSharesControlPlaneVersions: the daemon's module requires the
+// modules it shares with the control plane at the control plane's versions.
+// make test's static build (CGO_ENABLED=0, as the control plane's) then
+// reuses the packages the control plane's build compiled; with other
+// versions, a fresh machine compiles the whole graph once more (about 12
+// minutes on two cores).
+func TestDaemonSharesControlPlaneVersions(t *testing.T) {
+	controlPlane := versions(t, "../controlplane/build/go.mod")
+	for _, r := range parseMod(t, "../../go.mod").Require {
+		want, ok := controlPlane[r.Mod.Path]
+		if exception, listed := newerThanControlPlane[r.Mod.Path]; listed {
+			if r.Mod.Version != exception {
+				t.Errorf("go.mod requires %s %s; newerThanControlPlane lists %s", r.Mod.Path, r.Mod.Version, exception)
+			}
+			continue
+		}
+		if ok && r.Mod.Version != want {
+			t.Errorf("go.mod requires %s %s; the control plane builds with %s", r.Mod.Path, r.Mod.Version, want)
+		}
+	}
+}
+
 // versions are the module versions a go.mod builds with: its requirements,
 // with its replacements applied.
 func versions(t *testing.T, path string) map[string]string {

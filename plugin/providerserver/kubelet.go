@@ -106,11 +106,15 @@ func (s *services) StatsSummary(ctx context.Context, _ *pb.StatsSummaryRequest) 
 // stamped 12 s is off by up to a second over its scrape interval. RFC 3339
 // allows the fraction, and every reader of the kubelet's format parses it.
 func marshalSummary(summary *statsv1alpha1.Summary) ([]byte, error) {
-	precise := jsonv2.MarshalToFunc(func(enc *jsontext.Encoder, t metav1.Time) error {
+	return jsonv2.Marshal(summary, summaryOptions)
+}
+
+// summaryOptions are encoding/json's behaviour with metav1.Time to the
+// nanosecond, built once.
+var summaryOptions = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(), jsonv2.WithMarshalers(
+	jsonv2.MarshalToFunc(func(enc *jsontext.Encoder, t metav1.Time) error {
 		if t.IsZero() {
 			return enc.WriteToken(jsontext.Null)
 		}
 		return enc.WriteToken(jsontext.String(t.UTC().Format(time.RFC3339Nano)))
-	})
-	return jsonv2.Marshal(summary, jsonv1.DefaultOptionsV1(), jsonv2.WithMarshalers(precise))
-}
+	})))

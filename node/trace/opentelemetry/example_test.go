@@ -28,7 +28,7 @@ func Example() {
 
 	for _, s := range spans.Ended() {
 		for _, kv := range s.Attributes() {
-			fmt.Println(s.Name(), kv.Key, kv.Value.Emit())
+			fmt.Println(s.Name(), kv.Key, kv.Value.String())
 		}
 	}
 	// Output: provider.CreatePod pod default/web
