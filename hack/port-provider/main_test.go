@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/mod/modfile"
 )
 
 // priorSource is src with PRIOR standing for the prior project's module
@@ -198,4 +200,37 @@ func TestMigratingTableMatchesPaths(t *testing.T) {
 	if rows != len(paths) {
 		t.Errorf("MIGRATING.md has %d rows of prior packages, the tool maps %d", rows, len(paths))
 	}
+}
+
+// TestFixtureRequiresOurVersions: the provider the e2e test ports requires
+// each module at the version this module does. A version of its own
+// (newer, so chosen) would make its build compile the packages above that
+// module a second time, with -race: minutes on a fresh machine, and
+// downloads this module's go.sum does not cover.
+func TestFixtureRequiresOurVersions(t *testing.T) {
+	ours := map[string]string{}
+	for _, r := range readMod(t, "../../go.mod").Require {
+		ours[r.Mod.Path] = r.Mod.Version
+	}
+	for _, r := range readMod(t, "testdata/provider/go.mod.txt").Require {
+		if r.Mod.Path == priorModule {
+			continue
+		}
+		if want, ok := ours[r.Mod.Path]; !ok || r.Mod.Version != want {
+			t.Errorf("testdata/provider/go.mod.txt requires %s %s; go.mod requires %q", r.Mod.Path, r.Mod.Version, want)
+		}
+	}
+}
+
+func readMod(t *testing.T, path string) *modfile.File {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := modfile.Parse(path, data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
