@@ -1,11 +1,9 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
-	"golang.org/x/mod/modfile"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/gomodfile"
 )
 
 // TestPinsMatchControlPlane: every module hack/metrics-server/build pins is
@@ -13,8 +11,8 @@ import (
 // Otherwise a fresh machine compiles those packages twice, once for each
 // binary (minutes), and nothing else would say so.
 func TestPinsMatchControlPlane(t *testing.T) {
-	controlPlane := versions(t, "../controlplane/build/go.mod")
-	pins := parseMod(t, "../metrics-server/build/go.mod").Replace
+	controlPlane := gomodfile.Versions(t, "../controlplane/build/go.mod")
+	pins := gomodfile.Parse(t, "../metrics-server/build/go.mod").Replace
 	if len(pins) == 0 {
 		t.Fatal("hack/metrics-server/build/go.mod pins nothing")
 	}
@@ -45,8 +43,8 @@ var newerThanControlPlane = map[string]string{
 // versions, a fresh machine compiles the whole graph once more (about 12
 // minutes on two cores).
 func TestDaemonSharesControlPlaneVersions(t *testing.T) {
-	controlPlane := versions(t, "../controlplane/build/go.mod")
-	for _, r := range parseMod(t, "../../go.mod").Require {
+	controlPlane := gomodfile.Versions(t, "../controlplane/build/go.mod")
+	for _, r := range gomodfile.Parse(t, "../../go.mod").Require {
 		want, ok := controlPlane[r.Mod.Path]
 		if exception, listed := newerThanControlPlane[r.Mod.Path]; listed {
 			if r.Mod.Version != exception {
@@ -58,31 +56,4 @@ func TestDaemonSharesControlPlaneVersions(t *testing.T) {
 			t.Errorf("go.mod requires %s %s; the control plane builds with %s", r.Mod.Path, r.Mod.Version, want)
 		}
 	}
-}
-
-// versions are the module versions a go.mod builds with: its requirements,
-// with its replacements applied.
-func versions(t *testing.T, path string) map[string]string {
-	f := parseMod(t, path)
-	v := map[string]string{}
-	for _, r := range f.Require {
-		v[r.Mod.Path] = r.Mod.Version
-	}
-	for _, r := range f.Replace {
-		v[r.Old.Path] = r.New.Version
-	}
-	return v
-}
-
-func parseMod(t *testing.T, path string) *modfile.File {
-	t.Helper()
-	data, err := os.ReadFile(filepath.FromSlash(path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := modfile.Parse(path, data, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/mod/modfile"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/gomodfile"
 )
 
 // priorSource is src with PRIOR standing for the prior project's module
@@ -208,11 +208,8 @@ func TestMigratingTableMatchesPaths(t *testing.T) {
 // module a second time, with -race: minutes on a fresh machine, and
 // downloads this module's go.sum does not cover.
 func TestFixtureRequiresOurVersions(t *testing.T) {
-	ours := map[string]string{}
-	for _, r := range readMod(t, "../../go.mod").Require {
-		ours[r.Mod.Path] = r.Mod.Version
-	}
-	for _, r := range readMod(t, "testdata/provider/go.mod.txt").Require {
+	ours := gomodfile.Versions(t, "../../go.mod")
+	for _, r := range gomodfile.Parse(t, "testdata/provider/go.mod.txt").Require {
 		if r.Mod.Path == priorModule {
 			continue
 		}
@@ -220,17 +217,4 @@ func TestFixtureRequiresOurVersions(t *testing.T) {
 			t.Errorf("testdata/provider/go.mod.txt requires %s %s; go.mod requires %q", r.Mod.Path, r.Mod.Version, want)
 		}
 	}
-}
-
-func readMod(t *testing.T, path string) *modfile.File {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := modfile.Parse(path, data, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
 }
