@@ -45,7 +45,7 @@ func (p *Provider) evictOverfullEmptyDirs(ctx context.Context) {
 			continue
 		}
 		c.pj.evicted = why
-		p.report(c.pj)
+		p.report(c.key, c.pj)
 		cred, id := c.pj.tenant.cred, c.pj.jobID
 		p.mu.Unlock()
 		log.G(ctx).Infof("pod %s evicted: %s", c.key, why)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // TestReportStoppingFromExitFiles: a deleted pod whose containers have
@@ -98,5 +99,49 @@ func TestReportStartingFromFiles(t *testing.T) {
 	p.reportFromFiles()
 	if len(notified) != 1 {
 		t.Errorf("%d notifications, want no more: the pending job's pod waits for a listing", len(notified))
+	}
+}
+
+// TestStaleReadIsNotApplied: status reads read the pods' files without
+// the provider's lock, so two may finish out of order. The later read's
+// status stands; a read that forgets the pod (its job ended while it was
+// being deleted) still forgets it when a later read was applied first.
+func TestStaleReadIsNotApplied(t *testing.T) {
+	var notified []*corev1.Pod
+	p := &Provider{pods: map[string]*podJob{}, ignored: map[string]bool{}, cfg: &Config{StateDir: t.TempDir()}, tenancy: &tenancy{pinned: map[types.UID]*tenant{}},
+		notify: func(pod *corev1.Pod) { notified = append(notified, pod) }}
+	dir := t.TempDir()
+	info := filepath.Join(dir, "c", "main", "info")
+	if err := os.MkdirAll(filepath.Dir(info), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	pj := &podJob{pod: testPod("p", shell("main", "sleep 1")), dir: dir, jobID: "7", job: &job{ID: 7, State: stateRunning, StartTime: 1700000000}, listed: true}
+	p.pods["ns/p"] = pj
+
+	older := p.beginRead("ns/p", pj, false)
+	older.readFiles() // before the container started: Pending
+	if err := os.WriteFile(info, []byte(`{"child-pid": 5}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	newer := p.beginRead("ns/p", pj, false)
+	newer.readFiles()
+	p.apply(newer)
+	p.apply(older)
+	if pj.status.Phase != corev1.PodRunning || len(notified) != 1 {
+		t.Fatalf("phase %s after %d notifications, want Running once: the older read was applied over the newer", pj.status.Phase, len(notified))
+	}
+
+	pj.deleting = true
+	ending := p.beginRead("ns/p", pj, true)
+	ending.readFiles()
+	later := p.beginRead("ns/p", pj, false)
+	later.readFiles()
+	p.apply(later)
+	p.apply(ending)
+	if _, ok := p.pods["ns/p"]; ok {
+		t.Error("the pod whose job ended is still known: its forgetting read was dropped as stale")
+	}
+	if !p.ignored["7"] {
+		t.Error("the forgotten pod's job is not among the ignored ones")
 	}
 }

@@ -52,8 +52,8 @@ func TestHeldJobIsThePodsReason(t *testing.T) {
 // begins, not at every poll; a job released and held again gets another.
 func TestHeldJobRecordsOneEvent(t *testing.T) {
 	events := k8srecord.NewFakeRecorder(10)
-	p := &Provider{events: events}
 	pj := &podJob{pod: testPod("p", shell("a", "true")), dir: t.TempDir(), listed: true}
+	p := &Provider{events: events, pods: map[string]*podJob{"ns/p": pj}}
 	for _, state := range []struct{ state, reason string }{
 		{statePending, "Priority"},
 		{statePending, "launch_failed_requeued_held"},
@@ -62,7 +62,7 @@ func TestHeldJobRecordsOneEvent(t *testing.T) {
 		{statePending, "JobHeldAdmin"},
 	} {
 		pj.job = &job{ID: 7, State: state.state, Reason: state.reason}
-		p.report(pj)
+		p.report("ns/p", pj)
 	}
 	close(events.Events)
 	var got []string

@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -12,6 +13,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/vkubelet/virtual-kubelet/node/log"
 )
 
 // realListing is what Slurm 22.05's squeue printed for listNamed: a
@@ -134,6 +139,32 @@ func TestBriefJobIdentity(t *testing.T) {
 	p.logForged(ctx, []job{mine, stranger, {ID: 41, UserID: 1001, Name: "vk_n", brief: true}})
 	if p.ignored["12"] || !p.ignored["40"] || !p.ignored["41"] {
 		t.Errorf("once it returned job 12: ignored %v, want 40 and 41", p.ignored)
+	}
+}
+
+// TestForgottenPodsJobIsNotForged: Slurm lists a job for a while after it
+// ended. Once its pod is forgotten the job is no pod's, but not a forged
+// one: it is not logged; a forged job beside it is.
+func TestForgottenPodsJobIsNotForged(t *testing.T) {
+	var logged bytes.Buffer
+	logger := logrus.New()
+	logger.SetOutput(&logged)
+	ctx := log.WithLogger(context.Background(), log.FromLogrus(logrus.NewEntry(logger)))
+	p := &Provider{jobName: "vk_n", pods: map[string]*podJob{}, ignored: map[string]bool{}, cfg: &Config{StateDir: t.TempDir()}, tenancy: &tenancy{pinned: map[types.UID]*tenant{}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: types.UID("uid-1")}}
+	pj := &podJob{pod: pod, tenant: &tenant{uid: 1001}, dir: t.TempDir(), jobID: "12"}
+	p.pods["ns/p"] = pj
+	p.forget("ns/p", pj)
+
+	ended := job{ID: 12, UserID: 1001, Name: "vk_n", State: "COMPLETED", brief: true}
+	forged := job{ID: 13, UserID: 1002, Name: "vk_n", State: stateRunning, brief: true}
+	p.logForged(ctx, []job{ended, forged})
+	if strings.Contains(logged.String(), "job 12 ") || !strings.Contains(logged.String(), "job 13 of user 1002") {
+		t.Errorf("logged %q, want job 13 (forged) only", logged.String())
+	}
+	p.logForged(ctx, nil)
+	if len(p.ignored) != 0 {
+		t.Errorf("ignored %v once no job is listed, want none", p.ignored)
 	}
 }
 

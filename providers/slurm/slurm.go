@@ -20,7 +20,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,7 +74,8 @@ type Provider struct {
 	// names, the same for every pod: made once.
 	hostPaths, hidden []byte
 	// ignored are the jobs, by ID, that carry this node's job name but are
-	// no pod's: logged once each.
+	// no pod's: forged ones, logged once each, and those of forgotten
+	// pods, which Slurm lists for a while after they ended.
 	ignored map[string]bool
 	// events records Events on the pods (a held job); nil in a plugin
 	// process.
@@ -107,6 +107,9 @@ type podJob struct {
 	// sizeLimit); empty while it was not.
 	evicted string
 	status  corev1.PodStatus
+	// reads counts the status reads begun (beginRead), applied the
+	// last one applied: a read that finishes after a later one is stale.
+	reads, applied uint64
 }
 
 var (
@@ -382,7 +385,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	p.forgetDevices(pod)
 	pj.jobID, pj.submitted = id, time.Now()
 	log.G(ctx).Infof("pod %s is job %s", key, id)
-	p.report(pj)
+	p.report(key, pj)
 	return nil
 }
 
@@ -623,6 +626,9 @@ func (p *Provider) forget(key string, pj *podJob) {
 		p.notify(p.notification(pj))
 	}
 	delete(p.pods, key)
+	if pj.jobID != "" {
+		p.ignored[pj.jobID] = true
+	}
 	p.removeRecord(pj.pod.UID)
 	p.tenancy.release(pj.pod.UID)
 	_ = os.RemoveAll(pj.dir)
@@ -696,13 +702,15 @@ const filesInterval = 200 * time.Millisecond
 // the last listing saw it; a pod being deleted is forgotten once a
 // listing shows its job ended.
 func (p *Provider) reportFromFiles() {
+	var reads []statusRead
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, pj := range p.pods {
+	for key, pj := range p.pods {
 		if pj.watchedByFiles() {
-			p.report(pj)
+			reads = append(reads, p.beginRead(key, pj, false))
 		}
 	}
+	p.mu.Unlock()
+	p.finishReads(reads)
 }
 
 // watchedByFiles reports whether the pod's next status change shows in its
@@ -734,8 +742,8 @@ func (p *Provider) poll(ctx context.Context) error {
 		byID[jobs[i].jobID()] = &jobs[i]
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.logForged(ctx, jobs)
+	reads := make([]statusRead, 0, len(p.pods))
 	for key, pj := range p.pods {
 		if pj.jobID == "" || listed.Before(pj.submitted) {
 			continue
@@ -751,13 +759,10 @@ func (p *Provider) poll(ctx context.Context) error {
 		if pj.reachedDeadline(listed) {
 			p.cancelAtDeadline(ctx, pj.tenant.cred, pj.jobID)
 		}
-		if pj.deleting && (pj.job == nil || jobDone(pj.job.State)) {
-			pj.status = podStatus(pj.pod, p.view(pj))
-			p.forget(key, pj)
-			continue
-		}
-		p.report(pj)
+		reads = append(reads, p.beginRead(key, pj, pj.deleting && (pj.job == nil || jobDone(pj.job.State))))
 	}
+	p.mu.Unlock()
+	p.finishReads(reads)
 	return nil
 }
 
@@ -829,30 +834,4 @@ func (p *Provider) cancelAtDeadline(ctx context.Context, cred *syscall.Credentia
 			log.G(ctx).WithError(err).Warnf("cancelling job %s at the pod's active deadline", id)
 		}
 	}()
-}
-
-// view gathers what the pod's status is computed from; it reads the
-// pod's files, not Slurm.
-func (p *Provider) view(pj *podJob) jobView {
-	v := jobView{gone: pj.listed && pj.job == nil, pastDeadline: pj.pastDeadline, evicted: pj.evicted, job: pj.job, files: map[string]containerFiles{}, podIP: p.InternalIP}
-	for _, list := range [][]corev1.Container{pj.pod.Spec.InitContainers, pj.pod.Spec.Containers} {
-		for _, c := range list {
-			v.files[c.Name] = readContainerFiles(pj.dir, c.Name)
-		}
-	}
-	return v
-}
-
-// report recomputes the pod's status and notifies it if it changed; p.mu
-// must be held.
-func (p *Provider) report(pj *podJob) {
-	s := podStatus(pj.pod, p.view(pj))
-	if reflect.DeepEqual(s, pj.status) {
-		return
-	}
-	p.recordHold(pj.pod, pj.status, s)
-	pj.status = s
-	if p.notify != nil {
-		p.notify(p.notification(pj))
-	}
 }
