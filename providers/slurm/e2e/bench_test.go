@@ -6,9 +6,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +19,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/childproc"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/slurmtest"
@@ -41,27 +45,34 @@ const benchWorkers = 50
 // SLURM_CONF), with sbatch, W at a time; waits until squeue shows all
 // RUNNING and until each job's script has started (it touches a file in
 // MARKS), cancels them with scancel, W at a time, and waits until squeue
-// shows none. It prints the four times, in seconds since the epoch.
+// shows none. It prints the five times (start, all submitted, all RUNNING,
+// all scripts started, none left), in seconds since the epoch. It looks at
+// the marks every 0.1 s and asks squeue every 0.5 s, as the pod pass
+// watches the API server rather than list it: the observer's load stays
+// out of both passes.
 const floorScript = `set -euo pipefail
 n=$1 workers=$2 marks=$3
-count() { squeue --noheader --name=vk_floor --format=%i "$@" | wc -l; }
 t0=$EPOCHREALTIME
 seq "$n" | xargs -P "$workers" -I{} env -i PATH="$PATH" SLURM_CONF="$SLURM_CONF" sbatch --parsable --quiet --export=ALL \
 	--job-name=vk_floor --output=/dev/null --nodes=1 --ntasks=1 --cpus-per-task=1 \
 	--wrap="touch $marks/\$SLURM_JOB_ID; exec sleep 3600" >/dev/null
-t1= t2=
+ts=$EPOCHREALTIME
+t1= t2= i=0
 while [[ -z $t1 || -z $t2 ]]; do
-	[[ -z $t1 ]] && (($(count --states=RUNNING) == n)) && t1=$EPOCHREALTIME
-	[[ -z $t2 ]] && (($(find "$marks" -type f | wc -l) == n)) && t2=$EPOCHREALTIME
-	if held=$(squeue --noheader --name=vk_floor --states=PENDING --format='%i %r' | grep -i held); then
-		echo "jobs held: $held" >&2
-		exit 1
+	if ((i++ % 5 == 0)); then
+		states=$(squeue --noheader --name=vk_floor --format='%T %r')
+		if held=$(grep -i held <<<"$states"); then
+			echo "jobs held: $held" >&2
+			exit 1
+		fi
+		[[ -z $t1 ]] && (($(grep -c '^RUNNING ' <<<"$states") == n)) && t1=$EPOCHREALTIME
 	fi
+	[[ -z $t2 ]] && (($(find "$marks" -type f | wc -l) == n)) && t2=$EPOCHREALTIME
 	sleep 0.1
 done
 squeue --noheader --name=vk_floor --format=%i | xargs -P "$workers" -n 1 scancel
-until (($(count) == 0)); do sleep 0.1; done
-echo "$t0 $t1 $t2 $EPOCHREALTIME"
+until [[ -z $(squeue --noheader --name=vk_floor --format=%i) ]]; do sleep 0.1; done
+echo "$t0 $ts $t1 $t2 $EPOCHREALTIME"
 `
 
 // benchTimes are one pass's figures: from the first submission (or pod
@@ -72,6 +83,8 @@ type benchTimes struct {
 	allocated     time.Duration // the floor's: until squeue shows all RUNNING, before their scripts start
 	load          string        // /proc/loadavg's 1-, 5- and 15-minute figures at the start
 	machineCPU    time.Duration // CPU time all the machine's processes used over the pass
+	byCommand     []commandCPU  // that CPU time by command, most first
+	timeline      string        // when the jobs' scripts (the floor's) or the pods' containers started, and when the pods were seen Running
 }
 
 // TestSlurmBench measures N pods on one Slurm node against the floor, what
@@ -102,7 +115,8 @@ func TestSlurmBench(t *testing.T) {
 		"SLURM_ACCT_GATHER_FREQUENCY="+cmp.Or(os.Getenv("VK_SLURM_BENCH_ACCT"), "30"))
 
 	floor := floorPass(t, n, pods)
-	t.Logf("floor: %d jobs RUNNING in squeue in %s, their scripts started in %s, gone in %s (load %s)", pods, floor.allocated, floor.running, floor.gone, floor.load)
+	t.Logf("floor: %d jobs RUNNING in squeue in %s, their scripts started in %s, gone in %s (load %s); CPU-s by command, own+reaped children's: %s",
+		pods, floor.allocated, floor.running, floor.gone, floor.load, formatCPU(floor.byCommand, 10))
 
 	fast := t.TempDir()
 	if err := childproc.Build(fast); err != nil {
@@ -121,7 +135,9 @@ func TestSlurmBench(t *testing.T) {
 	cpuBefore := processCPU(t, d.Cmd.Process.Pid)
 	daemon := podPass(t, n, ns, pods)
 	cpu := processCPU(t, d.Cmd.Process.Pid) - cpuBefore
-	t.Logf("daemon: %d pods Running in %s, gone in %s (load %s), daemon CPU %s", pods, daemon.running, daemon.gone, daemon.load, cpu)
+	t.Logf("floor timeline: %s; daemon timeline: %s", floor.timeline, daemon.timeline)
+	t.Logf("daemon: %d pods Running in %s, gone in %s (load %s), daemon CPU %s; CPU-s by command, own+reaped children's: %s",
+		pods, daemon.running, daemon.gone, daemon.load, cpu, formatCPU(daemon.byCommand, 10))
 
 	table := fmt.Sprintf(`| %d pods, one Slurm node (%d CPUs, %d jobs a core) | submitted → all running | deleted → all gone |
 |---|---|---|
@@ -197,7 +213,7 @@ func floorPass(t *testing.T, n *slurmtest.Node, jobs int) benchTimes {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	load, cpu := loadAvg(t), machineCPU(t)
+	load, cpu, procs := loadAvg(t), machineCPU(t), takeCPUSnapshot()
 	marks := filepath.Join(n.Dir, "floor-marks")
 	if err := os.Mkdir(marks, 0o777); err != nil {
 		t.Fatal(err)
@@ -213,12 +229,13 @@ func floorPass(t *testing.T, n *slurmtest.Node, jobs int) benchTimes {
 	if err != nil {
 		t.Fatalf("the floor pass: %v\n%s", err, out)
 	}
-	var t0, t1, t2, t3 float64
-	if _, err := fmt.Sscan(string(out), &t0, &t1, &t2, &t3); err != nil {
+	var t0, ts, t1, t2, t3 float64
+	if _, err := fmt.Sscan(string(out), &t0, &ts, &t1, &t2, &t3); err != nil {
 		t.Fatalf("the floor pass printed %q: %v", out, err)
 	}
 	sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-	return benchTimes{allocated: sec(t1 - t0), running: sec(t2 - t0), gone: sec(t3 - t2), load: load, machineCPU: machineCPU(t) - cpu}
+	started := fmt.Sprintf("all submitted %.2fs; scripts started %s", ts-t0, spread(time.Unix(0, int64(t0*1e9)), modTimes(filepath.Join(marks, "*"))))
+	return benchTimes{timeline: started, allocated: sec(t1 - t0), running: sec(t2 - t0), gone: sec(t3 - t2), load: load, machineCPU: machineCPU(t) - cpu, byCommand: takeCPUSnapshot().cpuSince(procs)}
 }
 
 // benchContainer sleeps and exits on TERM, as the floor's job does. A bare
@@ -234,7 +251,7 @@ var benchContainer = corev1.Container{Name: "main", Image: "busybox", Command: [
 func podPass(t *testing.T, n *slurmtest.Node, ns string, pods int) benchTimes {
 	t.Helper()
 	ctx := context.Background()
-	load, cpu := loadAvg(t), machineCPU(t)
+	load, cpu, procs := loadAvg(t), machineCPU(t), takeCPUSnapshot()
 	inParallel := func(f func(name string) error) {
 		var wg sync.WaitGroup
 		errs := make(chan error, pods)
@@ -260,36 +277,106 @@ func podPass(t *testing.T, n *slurmtest.Node, ns string, pods int) benchTimes {
 			t.Fatal(err)
 		}
 	}
-	// count polls the pods until want says how many there are.
-	count := func(what string, want func([]corev1.Pod) bool) {
-		t.Helper()
-		poll.Until(t, 10*time.Minute, what, func() (bool, string) {
-			list, err := n.C.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-			if err != nil {
-				return false, err.Error()
-			}
-			return want(list.Items), fmt.Sprintf("%d pods", len(list.Items))
-		})
-	}
+	watched := observePods(t, n, ns)
 	start := time.Now()
+	var mu sync.Mutex
+	var created []time.Time
 	inParallel(func(name string) error {
 		_, err := n.C.Client.CoreV1().Pods(ns).Create(ctx, n.Pod(ns, name, benchContainer), metav1.CreateOptions{})
+		mu.Lock()
+		created = append(created, time.Now())
+		mu.Unlock()
 		return err
 	})
-	count("all pods Running", func(items []corev1.Pod) bool {
-		r := 0
-		for i := range items {
-			if items[i].Status.Phase == corev1.PodRunning {
-				r++
-			}
+	runningAt := watched.wait(t, "all pods Running", func(o *podObserver) []time.Time {
+		if len(o.running) < pods {
+			return nil
 		}
-		return r == pods
+		return slices.Collect(maps.Values(o.running))
 	})
-	running := time.Since(start)
+	running := latest(runningAt).Sub(start)
+	timeline := fmt.Sprintf("created %s; submitted %s; containers started %s; seen Running %s",
+		spread(start, created), spread(start, modTimes(filepath.Join(n.Dir, "work", ".vk-state", "*.json"))),
+		spread(start, modTimes(filepath.Join(n.Dir, "work", "*", "c", "main", "info"))), spread(start, runningAt))
 	start = time.Now()
 	inParallel(func(name string) error {
 		return n.C.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
 	})
-	count("all pods gone", func(items []corev1.Pod) bool { return len(items) == 0 })
-	return benchTimes{running: running, gone: time.Since(start), load: load, machineCPU: machineCPU(t) - cpu}
+	goneAt := watched.wait(t, "all pods gone", func(o *podObserver) []time.Time {
+		if len(o.gone) < pods {
+			return nil
+		}
+		return slices.Collect(maps.Values(o.gone))
+	})
+	gone := latest(goneAt).Sub(start)
+	return benchTimes{running: running, gone: gone, timeline: timeline, load: load, machineCPU: machineCPU(t) - cpu, byCommand: takeCPUSnapshot().cpuSince(procs)}
+}
+
+// podObserver follows the pass's pods through an informer, one list and
+// then a watch, rather than listing them all again and again: a load on
+// the API server that the pass would be measured with.
+type podObserver struct {
+	mu      sync.Mutex
+	running map[string]time.Time // when each pod was first seen Running
+	gone    map[string]time.Time // when each pod was seen deleted
+}
+
+// observePods starts following the namespace's pods, until the test ends.
+func observePods(t *testing.T, n *slurmtest.Node, ns string) *podObserver {
+	t.Helper()
+	o := &podObserver{running: map[string]time.Time{}, gone: map[string]time.Time{}}
+	factory := informers.NewSharedInformerFactoryWithOptions(n.C.Client, 0, informers.WithNamespace(ns))
+	pods := factory.Core().V1().Pods().Informer()
+	saw := func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok && p.Status.Phase == corev1.PodRunning {
+			o.mu.Lock()
+			if _, ok := o.running[p.Name]; !ok {
+				o.running[p.Name] = time.Now()
+			}
+			o.mu.Unlock()
+		}
+	}
+	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    saw,
+		UpdateFunc: func(_, obj any) { saw(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); ok {
+				o.mu.Lock()
+				o.gone[p.Name] = time.Now()
+				o.mu.Unlock()
+			}
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	factory.Start(ctx.Done())
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			t.Fatalf("the %v informer did not sync", typ)
+		}
+	}
+	return o
+}
+
+// wait waits until done returns the times it was waiting for.
+func (o *podObserver) wait(t *testing.T, what string, done func(*podObserver) []time.Time) []time.Time {
+	t.Helper()
+	var at []time.Time
+	poll.Until(t, 10*time.Minute, what, func() (bool, string) {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		at = done(o)
+		return at != nil, fmt.Sprintf("%d seen Running, %d deleted", len(o.running), len(o.gone))
+	})
+	return at
+}
+
+// latest is the latest of times.
+func latest(times []time.Time) time.Time {
+	return slices.MaxFunc(times, time.Time.Compare)
 }
