@@ -7,8 +7,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 
-step() { printf '\n==> %s\n' "$*"; }
 started=$(date +%s)
+# Each step's line says when it began, in seconds since the start.
+step() { printf '\n==> %s (at %ds)\n' "$*" $(($(date +%s) - started)); }
+
+# golangci-lint installs (compiles) in the background while the control
+# plane builds: a build leaves a core idle while it links each binary.
+lint_install_log=$(mktemp /tmp/vk-lint-install.XXXXXX)
+hack/lint.sh install >"$lint_install_log" 2>&1 &
+lint_install=$!
 
 step "control plane binaries"
 VK_CONTROLPLANE_BIN=$(hack/controlplane/build.sh)
@@ -38,6 +45,10 @@ step "go vet (with the e2e tests)"
 $GO vet -race -tags e2e ./...
 
 step "golangci-lint"
+if ! wait "$lint_install"; then
+	echo "installing golangci-lint failed:"; cat "$lint_install_log"; exit 1
+fi
+rm -f "$lint_install_log"
 hack/lint.sh
 
 step "build"
@@ -83,6 +94,17 @@ record unit $GO test -race -count=1 ./... || { print_times; exit 1; }
 # their tests only those files' run here (the unit tests ran above).
 mapfile -t e2e_files < <(git ls-files '*_test.go' | xargs grep -l '^//go:build e2e$')
 mapfile -t e2e < <(printf '%s\n' "${e2e_files[@]}" | xargs -n1 dirname | sort -u | sed 's|^|./|')
+# go test starts packages in the order given, E2E_PARALLEL at a time: the
+# longest start first, so that none of them begins near the end and runs on
+# alone (longest-first; the list is their order in a cold run, slowest
+# first; packages not in it follow in name order).
+slowest_first=(test/daemon/kubernetes test/daemon/faults test/daemon/pods providers/slurm/e2e
+	providers/slurm/e2e/tenants hack/bench providers/slurm/e2e/faults test/daemon/replicas node test/daemon/kubectl
+	test/e2e test/daemon/stages)
+mapfile -t e2e < <(
+	for p in "${slowest_first[@]}"; do printf '%s\n' "${e2e[@]}" | grep -x "./$p" || true; done
+	printf '%s\n' "${e2e[@]}" | grep -vxF -f <(printf './%s\n' "${slowest_first[@]}")
+)
 e2e_tests=$(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(.*/\1/p' "${e2e_files[@]}" | grep -vx TestMain | sort -u | paste -sd'|')
 
 step "e2e tests (-race -tags e2e) in ${#e2e[@]} packages"
