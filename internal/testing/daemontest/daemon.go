@@ -81,7 +81,7 @@ func Start(t *testing.T, c *testcluster.Cluster, host *nethost.Host, extra ...st
 	} else {
 		d.Addr = "127.0.0.1"
 		args = append(args, "--kubeconfig", c.Info.Kubeconfig, "--node-ip", d.Addr, "--listen-address", d.Addr,
-			"--listen-port", strconv.Itoa(freeport.Get(t)))
+			"--listen-port", strconv.Itoa(freeport.GetBlock(t, max(count, 1))))
 		d.command = func() *exec.Cmd { return exec.Command(binary, append(args, extra...)...) }
 	}
 	if err := d.start(); err != nil {
