@@ -196,16 +196,11 @@ func processCPU(t *testing.T, pid int) time.Duration {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The fields after the command name, which is in parentheses: utime
-	// and stime are the 12th and 13th, in clock ticks (100 a second).
-	_, rest, _ := strings.Cut(string(data), ") ")
-	f := strings.Fields(rest)
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
+	_, cpu, ok := parseProcStat(string(data))
+	if !ok {
 		t.Fatalf("/proc/%d/stat: %q", pid, data)
 	}
-	return time.Duration(utime+stime) * 10 * time.Millisecond
+	return cpu.self
 }
 
 // floorPass runs floorScript in the node host.
