@@ -135,6 +135,13 @@ func serveNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		return err
 	}
 	defer leave()
+	if sh.pods != nil && ha.FenceOf(ctx) != nil {
+		// Another replica may have served the node while this one's watch
+		// was behind: act only on a cache that has caught up.
+		if err := sh.pods.WaitCaughtUp(ctx, sh.client, name); err != nil {
+			return err
+		}
+	}
 	n, caps, err := buildNode(ctx, o, name, port, nodeIP, sh, from)
 	if err != nil {
 		return err

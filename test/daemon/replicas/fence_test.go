@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -83,17 +82,15 @@ func TestPausedReplicaSendsNothing(t *testing.T) {
 	}
 	createOn("old")
 	allRunning(t, g.c, g.ns, len(moved))
-	before := backendCalls(t, p)
-
-	if err := p.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	t.Cleanup(func() {
-		if !resumed {
-			_ = p.Cmd.Process.Signal(syscall.SIGCONT)
-		}
+	// A pod shows Running as soon as the provider reports it, before its
+	// CreatePod call has returned and been counted.
+	var before map[string]int
+	daemontest.Eventually(t, "the replica's CreatePod calls counted", func() (bool, string) {
+		before = backendCalls(t, p)
+		return before["CreatePod success"] == len(moved), fmt.Sprintf("%d CreatePod calls counted", before["CreatePod success"])
 	})
+
+	resume := p.pause(t)
 	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -104,10 +101,7 @@ func TestPausedReplicaSendsNothing(t *testing.T) {
 	allRunning(t, g.c, g.ns, len(moved))
 	deleteAll()
 
-	if err := p.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	resumed = true
+	resume()
 	resumedAt := time.Now()
 	daemontest.Eventually(t, "the resumed replica rejoins and gets its nodes back", g.balanced())
 	t.Logf("the resumed replica holds its %d nodes again after %s", len(moved), time.Since(resumedAt).Round(100*time.Millisecond))

@@ -3,7 +3,9 @@
 package replicas_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -116,6 +118,42 @@ func (g *haGroup) start(t *testing.T) *replica {
 	g.h.setAddr(r.identity, r.Addr)
 	g.replicas = append(g.replicas, r)
 	return r
+}
+
+// pause stops r (SIGSTOP) and returns once every thread of it has
+// stopped: the kernel stops one thread first, which then stops the others,
+// and under load the rest run on meanwhile. resume (SIGCONT) is also called
+// when the test ends, if it was not before.
+func (r *replica) pause(t *testing.T) (resume func()) {
+	t.Helper()
+	pid := r.Cmd.Process.Pid
+	if err := r.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resume = sync.OnceFunc(func() {
+		if err := r.Cmd.Process.Signal(syscall.SIGCONT); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			t.Error(err)
+		}
+	})
+	t.Cleanup(resume)
+	daemontest.Eventually(t, "every thread of the paused replica stopped", func() (bool, string) {
+		threads, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		if err != nil || len(threads) == 0 {
+			return false, fmt.Sprintf("no threads of process %d: %v", pid, err)
+		}
+		for _, path := range threads {
+			stat, err := os.ReadFile(path)
+			if err != nil {
+				return false, err.Error()
+			}
+			// The state follows the command name's closing parenthesis.
+			if i := bytes.LastIndexByte(stat, ')'); i < 0 || i+2 >= len(stat) || stat[i+2] != 'T' {
+				return false, fmt.Sprintf("%s: %.80s", path, stat)
+			}
+		}
+		return true, ""
+	})
+	return resume
 }
 
 // live are the identities of the replicas that run and are not paused.
@@ -289,15 +327,11 @@ func TestReplicasShareNodes(t *testing.T) {
 		}
 	}
 	pausedNodes := g.held(p)
-	if err := p.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	resume := p.pause(t)
 	stopped := time.Now()
 	daemontest.Eventually(t, "the paused replica's nodes held by the other one", g.balanced(p))
 	t.Logf("failover of %d nodes after SIGSTOP: %s", len(pausedNodes), time.Since(stopped).Round(100*time.Millisecond))
-	if err := p.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
+	resume()
 	resumed := time.Now()
 	daemontest.Eventually(t, "the resumed replica rejoins and gets its nodes back", g.balanced())
 	t.Logf("the resumed replica serves its nodes again after %s", time.Since(resumed).Round(100*time.Millisecond))
