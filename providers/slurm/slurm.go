@@ -83,6 +83,11 @@ type Provider struct {
 	// devices are the GRES published as DRA devices; nil when the Slurm
 	// nodes have none of those the config names.
 	devices *nodeDevices
+	// forgotten are the directories of pods forgotten under mu, removed
+	// once it is released (removeForgotten): a pod's dozens of files take
+	// milliseconds to remove, hundreds of pods' would hold off every
+	// other call.
+	forgotten []string
 }
 
 // podJob is one pod and its job.
@@ -575,6 +580,7 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	if ended || id == "" {
 		p.forget(key, pj)
 		p.mu.Unlock()
+		p.removeForgotten()
 		return nil
 	}
 	pending := pj.job == nil || pj.job.State == statePending
@@ -619,8 +625,8 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	return nil
 }
 
-// forget reports the pod's final status and drops it, its record and its
-// directory; p.mu must be held.
+// forget reports the pod's final status and drops it and its record; its
+// directory goes with the next removeForgotten. p.mu must be held.
 func (p *Provider) forget(key string, pj *podJob) {
 	if p.notify != nil {
 		p.notify(p.notification(pj))
@@ -631,7 +637,20 @@ func (p *Provider) forget(key string, pj *podJob) {
 	}
 	p.removeRecord(pj.pod.UID)
 	p.tenancy.release(pj.pod.UID)
-	_ = os.RemoveAll(pj.dir)
+	p.forgotten = append(p.forgotten, pj.dir)
+}
+
+// removeForgotten removes the directories of the pods forgotten so far;
+// p.mu must not be held. A directory is named by its pod's UID, never
+// used again, so removing it late races with nothing.
+func (p *Provider) removeForgotten() {
+	p.mu.Lock()
+	dirs := p.forgotten
+	p.forgotten = nil
+	p.mu.Unlock()
+	for _, dir := range dirs {
+		_ = os.RemoveAll(dir)
+	}
 }
 
 // GetPod implements node.PodLifecycleHandler.

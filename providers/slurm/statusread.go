@@ -70,7 +70,7 @@ func (p *Provider) apply(r statusRead) {
 }
 
 // finishReads reads the pods' files without p.mu, then applies each read
-// under it.
+// under it, and removes the directories of the pods it forgot.
 func (p *Provider) finishReads(reads []statusRead) {
 	if len(reads) == 0 {
 		return
@@ -79,10 +79,11 @@ func (p *Provider) finishReads(reads []statusRead) {
 		reads[i].readFiles()
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	for _, r := range reads {
 		p.apply(r)
 	}
+	p.mu.Unlock()
+	p.removeForgotten()
 }
 
 // report recomputes the pod's status now, its files read under p.mu (one

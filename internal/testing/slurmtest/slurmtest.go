@@ -141,14 +141,15 @@ func (n *Node) Start(t *testing.T) *Daemon {
 	return n.StartBinary(t, daemontest.Binary())
 }
 
-// StartBinary is Start with another virtual-kubelet binary.
-func (n *Node) StartBinary(t *testing.T, binary string) *Daemon {
+// StartBinary is Start with another virtual-kubelet binary; extra flags
+// come last and win.
+func (n *Node) StartBinary(t *testing.T, binary string, extra ...string) *Daemon {
 	t.Helper()
 	d := &Daemon{Output: &childproc.Output{}}
 	addr := n.Host.Addr.String()
-	cmd := n.Host.Command(context.Background(), binary, "--provider", "slurm", "--provider-config", n.Config,
+	cmd := n.Host.Command(context.Background(), binary, append([]string{"--provider", "slurm", "--provider-config", n.Config,
 		"--nodename", n.Name, "--kubeconfig", n.C.Info.NodeKubeconfig, "--node-ip", addr, "--listen-address", addr,
-		"--metrics-addr", "", "--log-level", "debug")
+		"--metrics-addr", "", "--log-level", "debug"}, extra...)...)
 	cmd.Stdout, cmd.Stderr = d.Output, d.Output
 	var err error
 	if d.Process, err = childproc.Start(cmd); err != nil {

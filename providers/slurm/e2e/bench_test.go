@@ -84,7 +84,7 @@ type benchTimes struct {
 	load          string        // /proc/loadavg's 1-, 5- and 15-minute figures at the start
 	machineCPU    time.Duration // CPU time all the machine's processes used over the pass
 	byCommand     []commandCPU  // that CPU time by command, most first
-	timeline      string        // when the jobs' scripts (the floor's) or the pods' containers started, and when the pods were seen Running
+	timeline      string        // when the jobs' scripts (the floor's) or the pods' containers started, when the pods were seen Running, and when deleted, ended and gone
 }
 
 // TestSlurmBench measures N pods on one Slurm node against the floor, what
@@ -130,7 +130,7 @@ func TestSlurmBench(t *testing.T) {
 	if err := os.WriteFile(n.Config, cfg, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := n.StartBinary(t, filepath.Join(fast, "virtual-kubelet"))
+	d := n.StartBinary(t, filepath.Join(fast, "virtual-kubelet"), strings.Fields(os.Getenv("VK_SLURM_BENCH_FLAGS"))...)
 	n.WaitReady(t)
 	cpuBefore := processCPU(t, d.Cmd.Process.Pid)
 	daemon := podPass(t, n, ns, pods)
@@ -294,8 +294,14 @@ func podPass(t *testing.T, n *slurmtest.Node, ns string, pods int) benchTimes {
 		spread(start, created), spread(start, modTimes(filepath.Join(n.Dir, "work", ".vk-state", "*.json"))),
 		spread(start, modTimes(filepath.Join(n.Dir, "work", "*", "c", "main", "info"))), spread(start, runningAt))
 	start = time.Now()
+	exits := sampleModTimes(filepath.Join(n.Dir, "work", "*", "c", "main", "exit"))
+	var deleted []time.Time
 	inParallel(func(name string) error {
-		return n.C.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		err := n.C.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		mu.Lock()
+		deleted = append(deleted, time.Now())
+		mu.Unlock()
+		return err
 	})
 	goneAt := watched.wait(t, "all pods gone", func(o *podObserver) []time.Time {
 		if len(o.gone) < pods {
@@ -304,6 +310,10 @@ func podPass(t *testing.T, n *slurmtest.Node, ns string, pods int) benchTimes {
 		return slices.Collect(maps.Values(o.gone))
 	})
 	gone := latest(goneAt).Sub(start)
+	watched.mu.Lock()
+	endedAt := slices.Collect(maps.Values(watched.ended))
+	watched.mu.Unlock()
+	timeline += fmt.Sprintf("; deleted %s; containers exited %s; seen ended %s; gone %s", spread(start, deleted), spread(start, exits()), spread(start, endedAt), spread(start, goneAt))
 	return benchTimes{running: running, gone: gone, timeline: timeline, load: load, machineCPU: machineCPU(t) - cpu, byCommand: takeCPUSnapshot().cpuSince(procs)}
 }
 
@@ -313,23 +323,35 @@ func podPass(t *testing.T, n *slurmtest.Node, ns string, pods int) benchTimes {
 type podObserver struct {
 	mu      sync.Mutex
 	running map[string]time.Time // when each pod was first seen Running
+	ended   map[string]time.Time // when each pod was first seen Succeeded or Failed
 	gone    map[string]time.Time // when each pod was seen deleted
 }
 
 // observePods starts following the namespace's pods, until the test ends.
 func observePods(t *testing.T, n *slurmtest.Node, ns string) *podObserver {
 	t.Helper()
-	o := &podObserver{running: map[string]time.Time{}, gone: map[string]time.Time{}}
+	o := &podObserver{running: map[string]time.Time{}, ended: map[string]time.Time{}, gone: map[string]time.Time{}}
 	factory := informers.NewSharedInformerFactoryWithOptions(n.C.Client, 0, informers.WithNamespace(ns))
 	pods := factory.Core().V1().Pods().Informer()
 	saw := func(obj any) {
-		if p, ok := obj.(*corev1.Pod); ok && p.Status.Phase == corev1.PodRunning {
-			o.mu.Lock()
-			if _, ok := o.running[p.Name]; !ok {
-				o.running[p.Name] = time.Now()
-			}
-			o.mu.Unlock()
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
 		}
+		var first map[string]time.Time
+		switch p.Status.Phase {
+		case corev1.PodRunning:
+			first = o.running
+		case corev1.PodSucceeded, corev1.PodFailed:
+			first = o.ended
+		default:
+			return
+		}
+		o.mu.Lock()
+		if _, ok := first[p.Name]; !ok {
+			first[p.Name] = time.Now()
+		}
+		o.mu.Unlock()
 	}
 	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    saw,

@@ -5,6 +5,7 @@ package e2e_test
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -128,6 +129,39 @@ func spread(start time.Time, at []time.Time) string {
 	slices.Sort(d)
 	q := func(f float64) float64 { return d[int(f*float64(len(d)-1))].Seconds() }
 	return fmt.Sprintf("%d: first %.2fs, median %.2fs, p90 %.2fs, last %.2fs", len(d), q(0), q(0.5), q(0.9), q(1))
+}
+
+// sampleModTimes looks for files that match pattern every 50ms, as they
+// may be removed soon after they are written, until stop is called; stop
+// returns the modification time of each file seen.
+func sampleModTimes(pattern string) (stop func() []time.Time) {
+	seen := map[string]time.Time{}
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			paths, _ := filepath.Glob(pattern)
+			for _, p := range paths {
+				if _, ok := seen[p]; !ok {
+					if st, err := os.Stat(p); err == nil {
+						seen[p] = st.ModTime()
+					}
+				}
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() []time.Time {
+		close(done)
+		<-stopped
+		return slices.Collect(maps.Values(seen))
+	}
 }
 
 // modTimes is the modification time of each file that matches pattern.
