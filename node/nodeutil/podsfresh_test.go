@@ -1,11 +1,18 @@
 package nodeutil
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 )
 
 func versioned(name, uid, rv string) *corev1.Pod {
@@ -51,5 +58,52 @@ func TestCaughtUp(t *testing.T) {
 				t.Errorf("caughtUp = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestWaitCaughtUpHoldsUntilTheCacheCatchesUp: a cache that still holds a
+// pod the API server deleted (a watch behind) holds a takeover until the
+// delete reaches it. The cache follows one clientset, the API server's
+// list comes from another.
+func TestWaitCaughtUpHoldsUntilTheCacheCatchesUp(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	behind := fake.NewClientset(versioned("old", "u1", "5"))
+	factory := informers.NewSharedInformerFactory(behind, 0)
+	pods, err := NewPodsByNode(factory.Core().V1().Pods())
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), factory.Core().V1().Pods().Informer().HasSynced) {
+		t.Fatal("the pod informer never synced")
+	}
+	// The API server: node n has no pod any more, as of version 10.
+	apiServer := fake.NewClientset()
+	apiServer.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}}, nil
+	})
+
+	done := make(chan error, 1)
+	go func() { done <- pods.WaitCaughtUp(ctx, apiServer, "n") }()
+	select {
+	case err := <-done:
+		t.Fatalf("WaitCaughtUp returned %v while the cache still held a deleted pod", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := behind.CoreV1().Pods("ns").Delete(ctx, "old", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WaitCaughtUp did not return once the cache had caught up")
+	}
+	// A node whose cached pods are as listed is not waited on.
+	if err := pods.WaitCaughtUp(ctx, apiServer, "other"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -29,10 +29,13 @@ import (
 )
 
 // benchPodsVar runs TestSlurmBench with that many pods; unset, it skips.
-// VK_SLURM_BENCH_OUT names a file for its table (markdown).
+// VK_SLURM_BENCH_OUT names a file for its table (markdown), and
+// VK_SLURM_BENCH_FLAGS adds flags to the daemon's (--log-level info, as
+// users run it, unless they say otherwise).
 const (
-	benchPodsVar = "VK_SLURM_BENCH_PODS"
-	benchOutVar  = "VK_SLURM_BENCH_OUT"
+	benchPodsVar  = "VK_SLURM_BENCH_PODS"
+	benchOutVar   = "VK_SLURM_BENCH_OUT"
+	benchFlagsVar = "VK_SLURM_BENCH_FLAGS"
 )
 
 // benchWorkers is the concurrency of both passes: the floor's sbatch and
@@ -130,7 +133,7 @@ func TestSlurmBench(t *testing.T) {
 	if err := os.WriteFile(n.Config, cfg, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := n.StartBinary(t, filepath.Join(fast, "virtual-kubelet"), strings.Fields(os.Getenv("VK_SLURM_BENCH_FLAGS"))...)
+	d := n.StartBinary(t, filepath.Join(fast, "virtual-kubelet"), append([]string{"--log-level", "info"}, strings.Fields(os.Getenv(benchFlagsVar))...)...)
 	n.WaitReady(t)
 	cpuBefore := processCPU(t, d.Cmd.Process.Pid)
 	daemon := podPass(t, n, ns, pods)
