@@ -226,3 +226,29 @@ func FuzzParseListing(f *testing.F) {
 		}
 	})
 }
+
+// TestForgottenPodsDirectoryIsRemoved: a read that forgets a pod whose job
+// ended removes the pod's directory, once the provider's lock is released.
+func TestForgottenPodsDirectoryIsRemoved(t *testing.T) {
+	p := &Provider{jobName: "vk_n", pods: map[string]*podJob{}, ignored: map[string]bool{}, cfg: &Config{StateDir: t.TempDir()}, tenancy: &tenancy{pinned: map[types.UID]*tenant{}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: types.UID("uid-1")}}
+	dir := filepath.Join(t.TempDir(), "uid-1")
+	if err := os.MkdirAll(filepath.Join(dir, "c", "main"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	pj := &podJob{pod: pod, tenant: &tenant{uid: 1001}, dir: dir, jobID: "12", listed: true, deleting: true}
+	p.pods["ns/p"] = pj
+	p.mu.Lock()
+	r := p.beginRead("ns/p", pj, true)
+	p.mu.Unlock()
+	p.finishReads([]statusRead{r})
+	if _, ok := p.pods["ns/p"]; ok {
+		t.Error("the pod is still known once its read forgot it")
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the pod's directory after it was forgotten: %v, want it gone", err)
+	}
+	if len(p.forgotten) != 0 {
+		t.Errorf("directories left to remove: %q", p.forgotten)
+	}
+}
