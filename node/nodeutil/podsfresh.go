@@ -34,17 +34,23 @@ func (p *PodsByNode) WaitCaughtUp(ctx context.Context, client kubernetes.Interfa
 	}
 	started := time.Now()
 	var listed *corev1.PodList
-	var listedAt time.Time
+	var nextList time.Time
 	err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		if listed == nil || time.Since(listedAt) >= relistEvery {
+		if now := time.Now(); !now.Before(nextList) {
+			// A failed list is tried again as late as a stale one, so an
+			// API server that does not answer gets one warning a second.
+			nextList = now.Add(relistEvery)
 			l, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 				FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
 			})
 			if err != nil {
 				log.G(ctx).WithError(err).Warn("listing the node's pods to check the pod cache; retrying")
-				return false, nil
+			} else {
+				listed = l
 			}
-			listed, listedAt = l, time.Now()
+		}
+		if listed == nil {
+			return false, nil
 		}
 		cached, err := p.informer.GetIndexer().ByIndex(NodeNameIndex, node)
 		if err != nil {
