@@ -9,8 +9,10 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,4 +71,67 @@ func PortForwardEcho(t *testing.T, c *testcluster.Cluster, ns, pod string, port 
 		return "", err
 	}
 	return bufio.NewReader(conn).ReadString('\n')
+}
+
+// PodColumns records, per pod, every READY and STATUS pair that
+// `kubectl get pods --watch` prints in a namespace. Watching, unlike
+// polling, sees a status the API server held only briefly.
+type PodColumns struct {
+	mu   sync.Mutex
+	seen map[string][]string // pod name → distinct "READY STATUS" in order
+}
+
+// WatchPodColumns starts kubectl get pods --watch in ns for the rest of
+// the test.
+func WatchPodColumns(t *testing.T, c *testcluster.Cluster, ns string) *PodColumns {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, filepath.Join(c.Info.BinDir, "kubectl"), "--kubeconfig", c.Info.Kubeconfig, "-n", ns,
+		"get", "pods", "--watch", "--no-headers")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w := &PodColumns{seen: map[string][]string{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lines := bufio.NewScanner(stdout)
+		for lines.Scan() {
+			if f := strings.Fields(lines.Text()); len(f) >= 3 {
+				w.add(f[0], f[1]+" "+f[2])
+			}
+		}
+	}()
+	t.Cleanup(func() { stop(); <-done; _ = cmd.Wait() })
+	return w
+}
+
+func (w *PodColumns) add(pod, columns string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s := w.seen[pod]; len(s) == 0 || s[len(s)-1] != columns {
+		w.seen[pod] = append(s, columns)
+	}
+}
+
+// WaitFor waits until kubectl has printed want for pod, in that order
+// (other statuses may come between).
+func (w *PodColumns) WaitFor(t *testing.T, pod string, want ...string) {
+	t.Helper()
+	Eventually(t, fmt.Sprintf("kubectl get pods --watch shows %s %v", pod, want), func() (bool, string) {
+		w.mu.Lock()
+		seen := slices.Clone(w.seen[pod])
+		w.mu.Unlock()
+		next := 0
+		for _, s := range seen {
+			if next < len(want) && s == want[next] {
+				next++
+			}
+		}
+		return next == len(want), fmt.Sprintf("seen %v", seen)
+	})
 }

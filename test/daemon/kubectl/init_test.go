@@ -4,8 +4,6 @@ package kubectl_test
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,32 +39,16 @@ func testInitContainersThroughKubectl(t *testing.T, via daemontest.Transport) {
 			t.Fatal(err)
 		}
 	}
-	// status is what kubectl get pod shows: READY and STATUS.
-	status := func(name string) string {
-		out, err := c.Kubectl(ctx, "-n", ns, "get", "pod", name, "--no-headers")
-		if f := strings.Fields(out); err == nil && len(f) >= 3 {
-			return f[1] + " " + f[2]
-		}
-		return fmt.Sprint(out, err)
-	}
-	seen := func(name string, want ...string) {
-		t.Helper()
-		var got []string
-		for _, w := range want {
-			daemontest.Eventually(t, fmt.Sprintf("kubectl get pod %s shows %s (seen %v)", name, w, got), func() (bool, string) {
-				s := status(name)
-				if len(got) == 0 || got[len(got)-1] != s {
-					got = append(got, s)
-				}
-				return s == w, s
-			})
-		}
-	}
+	// What kubectl get pods prints, every line: polling could miss a
+	// status the API server held for less than a poll.
+	printed := daemontest.WatchPodColumns(t, c, ns)
 
+	// seed runs long enough that its Init:1/2 is written on its own, not
+	// folded into the next status write by a slow API server.
 	newPod("ordered", corev1.RestartPolicyAlways, map[string]string{
-		mock.AnnotationRunFor + ".migrate": "2s", mock.AnnotationRunFor + ".seed": "2s",
+		mock.AnnotationRunFor + ".migrate": "3s", mock.AnnotationRunFor + ".seed": "5s",
 	}, corev1.Container{Name: "migrate", Image: "busybox"}, corev1.Container{Name: "seed", Image: "busybox"})
-	seen("ordered", "0/1 Init:0/2", "0/1 Init:1/2", "1/1 Running")
+	printed.WaitFor(t, "ordered", "0/1 Init:0/2", "0/1 Init:1/2", "1/1 Running")
 	p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "ordered", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -87,12 +69,12 @@ func testInitContainersThroughKubectl(t *testing.T, via daemontest.Transport) {
 
 	newPod("failing", corev1.RestartPolicyNever, map[string]string{mock.AnnotationExitCode + ".migrate": "2"},
 		corev1.Container{Name: "migrate", Image: "busybox"})
-	seen("failing", "0/1 Init:Error")
+	printed.WaitFor(t, "failing", "0/1 Init:Error")
 	daemontest.WaitPod(t, c.Client, ns, "failing", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
 
 	newPod("sidecar", corev1.RestartPolicyAlways, nil,
 		corev1.Container{Name: "proxy", Image: "envoy", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)})
-	seen("sidecar", "2/2 Running")
+	printed.WaitFor(t, "sidecar", "2/2 Running")
 	if out := daemontest.Kubectl(t, c, "-n", ns, "exec", "sidecar", "-c", "proxy", "--", "hostname"); out != "sidecar\n" {
 		t.Errorf("exec into the sidecar: %q", out)
 	}
