@@ -161,7 +161,10 @@ func writeDaemonStats(b *strings.Builder, client clientStats, calls map[string]f
 	fmt.Fprintf(b, "- daemon's API requests by method and code: %s; %s in the client's rate limiter\n", formatCounts(client.Requests), ms(client.LimiterWait))
 	fmt.Fprintf(b, "- provider calls by method and result: %s\n", formatCounts(calls))
 	for _, q := range queues {
-		fmt.Fprintf(b, "- queue %s: %.0f adds, %.0f retries, mean wait %s, mean work %s\n",
+		// client-go's retries metric counts every delayed add: a retry
+		// after an error, and a look scheduled ahead (a deleting pod's
+		// stop deadline), which is not a failure.
+		fmt.Fprintf(b, "- queue %s: %.0f adds, %.0f delayed adds (retries and scheduled looks), mean wait %s, mean work %s\n",
 			q.Name, q.Adds, q.Retries, q.MeanWait.Round(time.Microsecond), q.MeanWork.Round(time.Microsecond))
 	}
 }
