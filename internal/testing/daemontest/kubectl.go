@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,7 +38,7 @@ func PortForwardEcho(t *testing.T, c *testcluster.Cluster, ns, pod string, port 
 	local := freeport.Get(t)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	pf := exec.CommandContext(ctx, filepath.Join(c.Info.BinDir, "kubectl"), "--kubeconfig", c.Info.Kubeconfig, "-n", ns,
+	pf := c.KubectlCommand(ctx, "-n", ns,
 		"port-forward", "pod/"+pod, fmt.Sprintf("%d:%d", local, port))
 	stdout, _ := pf.StdoutPipe()
 	if err := pf.Start(); err != nil {
@@ -86,7 +84,7 @@ type PodColumns struct {
 func WatchPodColumns(t *testing.T, c *testcluster.Cluster, ns string) *PodColumns {
 	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, filepath.Join(c.Info.BinDir, "kubectl"), "--kubeconfig", c.Info.Kubeconfig, "-n", ns,
+	cmd := c.KubectlCommand(ctx, "-n", ns,
 		"get", "pods", "--watch", "--no-headers")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

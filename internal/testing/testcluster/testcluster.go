@@ -350,10 +350,15 @@ func (c *Cluster) deleteNodesAt(addr string) {
 	}
 }
 
-// Kubectl runs the cluster's kubectl (same version as the control plane)
-// with the admin kubeconfig and returns its combined output.
+// KubectlCommand is the cluster's kubectl (same version as the control
+// plane) with the admin kubeconfig and args, not yet started.
+func (c *Cluster) KubectlCommand(ctx context.Context, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, filepath.Join(c.Info.BinDir, "kubectl"), append([]string{"--kubeconfig", c.Info.Kubeconfig}, args...)...)
+}
+
+// Kubectl runs the cluster's kubectl with the admin kubeconfig and returns
+// its combined output.
 func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(c.Info.BinDir, "kubectl"), append([]string{"--kubeconfig", c.Info.Kubeconfig}, args...)...)
-	out, err := cmd.CombinedOutput()
+	out, err := c.KubectlCommand(ctx, args...).CombinedOutput()
 	return string(out), err
 }

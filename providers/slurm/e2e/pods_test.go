@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -165,7 +163,7 @@ func portForward(t *testing.T, c *testcluster.Cluster, ns, pod string, port int)
 	t.Helper()
 	ctx, stop := context.WithTimeout(context.Background(), 30*time.Second)
 	defer stop()
-	pf := exec.CommandContext(ctx, filepath.Join(c.Info.BinDir, "kubectl"), "--kubeconfig", c.Info.Kubeconfig, "-n", ns,
+	pf := c.KubectlCommand(ctx, "-n", ns,
 		"port-forward", "pod/"+pod, fmt.Sprintf(":%d", port))
 	stdout, err := pf.StdoutPipe()
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -164,7 +163,7 @@ func TestSharedKubeletListener(t *testing.T) {
 func kubectlIn(c *testcluster.Cluster, ns, stdin string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(c.Info.BinDir, "kubectl"), append([]string{"--kubeconfig", c.Info.Kubeconfig, "-n", ns}, args...)...)
+	cmd := c.KubectlCommand(ctx, append([]string{"-n", ns}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -175,7 +174,7 @@ func kubectlIn(c *testcluster.Cluster, ns, stdin string, args ...string) (string
 func attachFirstLine(c *testcluster.Cluster, ns, pod string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(c.Info.BinDir, "kubectl"), "--kubeconfig", c.Info.Kubeconfig, "-n", ns, "attach", pod, "-c", "app")
+	cmd := c.KubectlCommand(ctx, "-n", ns, "attach", pod, "-c", "app")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return "", err

@@ -99,7 +99,7 @@ pods:
 func (tc *twoClusters) kubectl(stdin string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(tc.a.Info.BinDir, "kubectl"), append([]string{"--kubeconfig", tc.a.Info.Kubeconfig, "-n", tc.ns}, args...)...)
+	cmd := tc.a.KubectlCommand(ctx, append([]string{"-n", tc.ns}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -301,7 +301,7 @@ spec:
 		}
 		fctx, stop := context.WithTimeout(ctx, 20*time.Second)
 		defer stop()
-		follow := exec.CommandContext(fctx, filepath.Join(tc.a.Info.BinDir, "kubectl"), "--kubeconfig", tc.a.Info.Kubeconfig, "-n", tc.ns, "logs", "-f", "--tail=0", "shell")
+		follow := tc.a.KubectlCommand(fctx, "-n", tc.ns, "logs", "-f", "--tail=0", "shell")
 		stdout, _ := follow.StdoutPipe()
 		if err := follow.Start(); err != nil {
 			t.Fatal(err)

@@ -81,7 +81,7 @@ func startPythonPlugin(t *testing.T) string {
 func kubectlIn(c *testcluster.Cluster, ns, stdin string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(c.Info.BinDir, "kubectl"), append([]string{"--kubeconfig", c.Info.Kubeconfig, "-n", ns}, args...)...)
+	cmd := c.KubectlCommand(ctx, append([]string{"-n", ns}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	return string(out), err

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -131,7 +130,7 @@ func testPodFilesThroughKubectl(t *testing.T, via daemontest.Transport) {
 	// kubectl debug -it adds an ephemeral container (the API server bumps
 	// the pod's generation, so it reaches UpdatePod); the session gets the
 	// mock's shell, whose exit code ends the container.
-	debug := exec.CommandContext(ctx, filepath.Join(c.Info.BinDir, "kubectl"), "--kubeconfig", c.Info.Kubeconfig, "-n", ns,
+	debug := c.KubectlCommand(ctx, "-n", ns,
 		"debug", "-it", "hello", "--image=busybox", "--container=dbg")
 	debug.Stdin = strings.NewReader("hostname\necho hello from debug\nexit 3\n")
 	out, err := debug.CombinedOutput()

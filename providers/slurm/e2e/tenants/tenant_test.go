@@ -107,7 +107,7 @@ sleep 3600`
 	// During an exec too, no argv on the node holds the Secret's value.
 	execCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	ex := exec.CommandContext(execCtx, filepath.Join(n.C.Info.BinDir, "kubectl"), "--kubeconfig", n.C.Info.Kubeconfig, "-n", ns, "exec", "probe", "--", "sleep", "4")
+	ex := n.C.KubectlCommand(execCtx, "-n", ns, "exec", "probe", "--", "sleep", "4")
 	if err := ex.Start(); err != nil {
 		t.Fatal(err)
 	}
