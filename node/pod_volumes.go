@@ -72,12 +72,8 @@ func newPodVolumes(pc *PodController, cfg PodControllerConfig) (*podvolumes.Mana
 	}
 	var r volume.Resolver
 	r.Node = cfg.Node
-	if cfg.ConfigMapInformer != nil {
-		r.ConfigMaps = cfg.ConfigMapInformer.Lister()
-	}
-	if cfg.SecretInformer != nil {
-		r.Secrets = cfg.SecretInformer.Lister()
-	}
+	// The env's listers: the same caches, their misses confirmed alike.
+	r.ConfigMaps, r.Secrets = pc.env.ConfigMaps, pc.env.Secrets
 	if cfg.ServiceAccountClient != nil {
 		r.Tokens = volume.NewTokens(cfg.ServiceAccountClient, cfg.ServiceAccountTokenMaxAge)
 	}

@@ -73,6 +73,12 @@ type PodControllerConfig struct {
 	ConfigMapInformer corev1informers.ConfigMapInformer
 	SecretInformer    corev1informers.SecretInformer
 	ServiceInformer   corev1informers.ServiceInformer
+	// ObjectClient, if set, confirms with the API server each ConfigMap or
+	// Secret a pod refers to that the informers' caches lack, as a kubelet
+	// reading them from the API server would see an object created just
+	// before the pod. Without it, or when that read fails, the caches'
+	// answer stands. nodeutil sets it.
+	ObjectClient ObjectClient
 
 	// Node, if set, returns the node the pods run on, for what a kubelet
 	// resolves from its node: a downward API reference to a limit a
@@ -302,10 +308,16 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 	pc.env.ServiceVars = &podenv.ServiceVarsMemo{}
 	if i := cfg.ConfigMapInformer; i != nil {
 		pc.env.ConfigMaps = i.Lister()
+		if c := cfg.ObjectClient; c != nil {
+			pc.env.ConfigMaps = confirmedConfigMaps{i.Lister(), c}
+		}
 		pc.configInfs = append(pc.configInfs, i.Informer())
 	}
 	if i := cfg.SecretInformer; i != nil {
 		pc.env.Secrets = i.Lister()
+		if c := cfg.ObjectClient; c != nil {
+			pc.env.Secrets = confirmedSecrets{i.Lister(), c}
+		}
 		pc.configInfs = append(pc.configInfs, i.Informer())
 	}
 	if i := cfg.ServiceInformer; i != nil {

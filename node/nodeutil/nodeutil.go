@@ -180,6 +180,7 @@ func New(cfg Config) (*Node, error) {
 		ConfigMapInformer: core.ConfigMaps(),
 		SecretInformer:    core.Secrets(),
 		ServiceInformer:   core.Services(),
+		ObjectClient:      cfg.Client.CoreV1(),
 		EventRecorder:     recorder,
 		Provider:          cfg.Capabilities.Pods,
 		Capabilities:      cfg.Capabilities,

@@ -166,7 +166,7 @@ func TestRBACIsSufficientAndMinimal(t *testing.T) {
 		{"create", "", "pods", "", ns},
 		{"update", "", "pods", "", ns},
 		{"patch", "", "pods", "", ns},
-		{"get", "", "secrets", "", ns},
+		{"update", "", "secrets", "", ns},
 		{"get", "", "serviceaccounts", "", ns},
 		{"create", "", "serviceaccounts", "", ns},
 		{"delete", "", "nodes", "", ""},
