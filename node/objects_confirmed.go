@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 
@@ -30,20 +31,36 @@ type ObjectClient interface {
 // confirmTimeout bounds a confirming GET: listers take no context.
 const confirmTimeout = 10 * time.Second
 
-// confirmMiss is the API server's answer for an object the cache does not
-// hold (cacheErr, a NotFound): the object, or NotFound. When the read
-// fails otherwise, the cache's answer stands, as it would without a client.
-func confirmMiss[T any](cacheErr error, kind, namespace, name string, get func(context.Context, string, metav1.GetOptions) (T, error)) (T, error) {
+// confirmedIn is a namespaced lister whose misses are confirmed with the
+// API server's live read: it is a ConfigMapNamespaceLister or a
+// SecretNamespaceLister as T is a ConfigMap or a Secret.
+type confirmedIn[T any] struct {
+	kind, namespace string
+	list            func(labels.Selector) ([]T, error)
+	cached          func(name string) (T, error)
+	live            func(context.Context, string, metav1.GetOptions) (T, error)
+}
+
+// List lists the cache's objects.
+func (c confirmedIn[T]) List(selector labels.Selector) ([]T, error) { return c.list(selector) }
+
+// Get is the cache's object, else the API server's, else NotFound. When the
+// live read fails otherwise, the cache's answer stands, as it would without
+// a client.
+func (c confirmedIn[T]) Get(name string) (T, error) {
+	obj, err := c.cached(name)
+	if !apierrors.IsNotFound(err) {
+		return obj, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
 	defer cancel()
-	obj, err := get(ctx, name, metav1.GetOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		log.L.WithError(err).WithFields(log.Fields{"kind": kind, "namespace": namespace, "name": name}).
+	live, liveErr := c.live(ctx, name, metav1.GetOptions{})
+	if liveErr != nil && !apierrors.IsNotFound(liveErr) {
+		log.L.WithError(liveErr).WithFields(log.Fields{"kind": c.kind, "namespace": c.namespace, "name": name}).
 			Debug("cannot confirm an object missing from the cache; taking the cache's answer")
-		var none T
-		return none, cacheErr
+		return obj, err
 	}
-	return obj, err
+	return live, liveErr
 }
 
 // confirmedConfigMaps is a ConfigMap lister whose misses are confirmed
@@ -54,21 +71,8 @@ type confirmedConfigMaps struct {
 }
 
 func (l confirmedConfigMaps) ConfigMaps(namespace string) corev1listers.ConfigMapNamespaceLister {
-	return confirmedConfigMapsIn{l.ConfigMapLister.ConfigMaps(namespace), namespace, l.client.ConfigMaps(namespace)}
-}
-
-type confirmedConfigMapsIn struct {
-	corev1listers.ConfigMapNamespaceLister
-	namespace string
-	client    corev1client.ConfigMapInterface
-}
-
-func (l confirmedConfigMapsIn) Get(name string) (*corev1.ConfigMap, error) {
-	cm, err := l.ConfigMapNamespaceLister.Get(name)
-	if !apierrors.IsNotFound(err) {
-		return cm, err
-	}
-	return confirmMiss(err, "ConfigMap", l.namespace, name, l.client.Get)
+	in := l.ConfigMapLister.ConfigMaps(namespace)
+	return confirmedIn[*corev1.ConfigMap]{"ConfigMap", namespace, in.List, in.Get, l.client.ConfigMaps(namespace).Get}
 }
 
 // confirmedSecrets is a Secret lister whose misses are confirmed with the
@@ -79,19 +83,6 @@ type confirmedSecrets struct {
 }
 
 func (l confirmedSecrets) Secrets(namespace string) corev1listers.SecretNamespaceLister {
-	return confirmedSecretsIn{l.SecretLister.Secrets(namespace), namespace, l.client.Secrets(namespace)}
-}
-
-type confirmedSecretsIn struct {
-	corev1listers.SecretNamespaceLister
-	namespace string
-	client    corev1client.SecretInterface
-}
-
-func (l confirmedSecretsIn) Get(name string) (*corev1.Secret, error) {
-	s, err := l.SecretNamespaceLister.Get(name)
-	if !apierrors.IsNotFound(err) {
-		return s, err
-	}
-	return confirmMiss(err, "Secret", l.namespace, name, l.client.Get)
+	in := l.SecretLister.Secrets(namespace)
+	return confirmedIn[*corev1.Secret]{"Secret", namespace, in.List, in.Get, l.client.Secrets(namespace).Get}
 }
