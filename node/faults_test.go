@@ -227,7 +227,9 @@ func TestStopNeverConfirmed(t *testing.T) {
 
 // TestGracePeriodShortenedAndForced: a second delete with a shorter grace
 // period, and a forced delete, reach the provider as further DeletePod calls
-// with the new grace period, and the pods go.
+// with the new grace period, and the pods go. The provider keeps its pods
+// (holdTerminal), so once one is gone from the API server each provider
+// resync deletes it again as an orphan: only the second call is checked.
 func TestGracePeriodShortenedAndForced(t *testing.T) {
 	c := testcluster.Shared(t)
 	ctx := context.Background()
@@ -252,7 +254,7 @@ func TestGracePeriodShortenedAndForced(t *testing.T) {
 	}
 	eventually(t, "shortened: DeletePod again with 1s", func() (bool, string) {
 		g := p.deleteGraces("shortened")
-		return len(g) == 2 && g[1] == 1, fmt.Sprint(g)
+		return len(g) >= 2 && g[1] == 1, fmt.Sprint(g)
 	})
 	waitGone(t, c.Client, ns, "shortened")
 
@@ -263,7 +265,7 @@ func TestGracePeriodShortenedAndForced(t *testing.T) {
 	waitGone(t, c.Client, ns, "forced")
 	eventually(t, "forced: DeletePod again with 0s", func() (bool, string) {
 		g := p.deleteGraces("forced")
-		return len(g) == 2 && g[1] == 0, fmt.Sprint(g)
+		return len(g) >= 2 && g[1] == 0, fmt.Sprint(g)
 	})
 }
 
