@@ -114,7 +114,7 @@ func TestProviderInAnotherModule(t *testing.T) {
 		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), args...) //nolint:staticcheck // see above
 		cmd.Dir = dir
 		// Offline, from the module cache this module's own build filled.
-		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GOPROXY=off", "GOSUMDB=off", "GOTOOLCHAIN=local")
+		cmd.Env = append(os.Environ(), "GOWORK=off", childproc.GoFlagsEnv("-mod=mod"), "GOPROXY=off", "GOSUMDB=off", "GOTOOLCHAIN=local")
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}

@@ -6,6 +6,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
+# shellcheck source=hack/controlplane/env.sh
+source hack/controlplane/env.sh
+# Every go command below, and those the tests run, compile with the control
+# plane's flags (VK_GCFLAGS): the static build reuses its packages.
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-gcflags=$VK_GCFLAGS"
 
 started=$(date +%s)
 # Each step's line says when it began, in seconds since the start.
@@ -87,8 +92,10 @@ print_times() {
 	sort -k3,3 -g -r "$times" | awk '{printf "%8.1fs  %-5s %s\n", $3, $1, $2}'
 }
 
+# go vet ran above on every package, the e2e tests' files included: the
+# subset go test would run again is left out (-vet=off).
 step "unit tests (-race)"
-record unit $GO test -race -count=1 ./... || { print_times; exit 1; }
+record unit $GO test -race -vet=off -count=1 ./... || { print_times; exit 1; }
 
 # e2e packages are the ones with test files built only with -tags e2e; of
 # their tests only those files' run here (the unit tests ran above).
@@ -99,8 +106,10 @@ mapfile -t e2e < <(printf '%s\n' "${e2e_files[@]}" | xargs -n1 dirname | sort -u
 # alone (longest-first; the list is their order in a cold run, slowest
 # first; packages not in it follow in name order).
 slowest_first=(test/daemon/kubernetes test/daemon/faults test/daemon/pods providers/slurm/e2e
-	providers/slurm/e2e/tenants hack/bench providers/slurm/e2e/faults test/daemon/replicas node test/daemon/kubectl
-	test/e2e test/daemon/stages)
+	providers/slurm/e2e/tenants node hack/bench providers/slurm/e2e/faults test/daemon/replicas test/daemon/kubectl
+	test/e2e test/daemon/deploy test/daemon/stages test/daemon/plugins test/daemon/managed test/daemon/usage
+	test/daemon/dra providers/slurm test/daemon/conformance hack/port-provider test/daemon/volumes
+	test/daemon/observability node/api)
 mapfile -t e2e < <(
 	for p in "${slowest_first[@]}"; do printf '%s\n' "${e2e[@]}" | grep -x "./$p" || true; done
 	printf '%s\n' "${e2e[@]}" | grep -vxF -f <(printf './%s\n' "${slowest_first[@]}")
@@ -116,7 +125,7 @@ export VK_TEST_CLUSTER=$cluster
 # and nodes of its own. An e2e package's processes mostly wait on the API
 # server, Slurm and the daemons' timers; with three at a time the two cores
 # were 42-85 % busy through this step, minute by minute.
-record e2e $GO test -race -tags e2e -count=1 -p "${E2E_PARALLEL:-4}" -timeout 30m -run "^($e2e_tests)\$" "${e2e[@]}" || { print_times; exit 1; }
+record e2e $GO test -race -tags e2e -vet=off -count=1 -p "${E2E_PARALLEL:-4}" -timeout 30m -run "^($e2e_tests)\$" "${e2e[@]}" || { print_times; exit 1; }
 
 print_times
 step "all passed in $(($(date +%s) - started))s"

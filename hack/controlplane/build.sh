@@ -58,12 +58,12 @@ cd "$here/build"
 # requirement names, not the one a replace pins, and hack/metrics-server (which
 # pins this module's versions by replace) could not reuse these packages.
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
-go build -ldflags "$ldflags" -o "$tmp/" \
+go build -gcflags="$VK_GCFLAGS" -ldflags "$ldflags" -o "$tmp/" \
 	k8s.io/kubernetes/cmd/kube-apiserver \
 	k8s.io/kubernetes/cmd/kube-controller-manager \
 	k8s.io/kubernetes/cmd/kube-scheduler \
 	k8s.io/kubernetes/cmd/kubectl
-go build -ldflags "-s -w" -o "$tmp/etcd" ./etcd
+go build -gcflags="$VK_GCFLAGS" -ldflags "-s -w" -o "$tmp/etcd" ./etcd
 
 rm -rf "$bin"
 mv "$tmp" "$bin"

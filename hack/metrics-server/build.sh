@@ -37,7 +37,7 @@ if ! grep -q "sigs.k8s.io/metrics-server $VK_METRICS_SERVER_VERSION\$" go.mod; t
 	echo "hack/metrics-server/build/go.mod does not require metrics-server $VK_METRICS_SERVER_VERSION (env.sh's)" >&2
 	exit 1
 fi
-CGO_ENABLED=0 GOFLAGS=-mod=mod go build -ldflags "$ldflags" -o "$tmp/" sigs.k8s.io/metrics-server/cmd/metrics-server
+CGO_ENABLED=0 GOFLAGS=-mod=mod go build -gcflags="$VK_GCFLAGS" -ldflags "$ldflags" -o "$tmp/" sigs.k8s.io/metrics-server/cmd/metrics-server
 
 rm -rf "$(dirname "$bin")"
 mv "$tmp" "$(dirname "$bin")"

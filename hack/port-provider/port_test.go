@@ -71,7 +71,7 @@ func portFixture(t *testing.T) string {
 	// The module proxy stays on: the ported go.mod's graph names module
 	// versions (go-logr/logr v1.2.2) this module's pruned graph never
 	// downloads, so a fresh module cache does not have them.
-	build.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+	build.Env = append(os.Environ(), childproc.GoFlagsEnv("-mod=mod"), "GOWORK=off")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the ported provider: %v\n%s", err, out)
 	}

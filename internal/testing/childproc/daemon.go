@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 )
 
@@ -48,6 +49,14 @@ func BuildFlags() []string {
 		return []string{"-race"}
 	}
 	return nil
+}
+
+// GoFlagsEnv is the GOFLAGS entry of a child go command's environment that
+// needs more flags than it inherits (-mod=mod, say): the inherited ones
+// (make test's compiler flags) are kept, or the child would compile the
+// whole graph once more instead of reusing the test's packages.
+func GoFlagsEnv(more ...string) string {
+	return "GOFLAGS=" + strings.TrimSpace(os.Getenv("GOFLAGS")+" "+strings.Join(more, " "))
 }
 
 // Build builds virtual-kubelet into dir with the go build flags given, and
