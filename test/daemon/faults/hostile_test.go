@@ -7,10 +7,16 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/vkubelet/virtual-kubelet/internal/testing/daemontest"
+	"github.com/vkubelet/virtual-kubelet/internal/testing/nethost"
 	"github.com/vkubelet/virtual-kubelet/internal/testing/testcluster"
 	"github.com/vkubelet/virtual-kubelet/providers/mock"
 )
@@ -88,14 +95,46 @@ func daemonPID(t *testing.T, d *daemontest.Daemon) int {
 
 // attackedNode starts a daemon in a node host, so the API server reaches
 // its kubelet API, and returns the cluster, a namespace for the test, the
-// daemon and its process id.
-func attackedNode(t *testing.T) (*testcluster.Cluster, string, *daemontest.Daemon, int) {
+// daemon, its process id and its host. The daemon serves pprof on the
+// host's loopback (see goroutines).
+func attackedNode(t *testing.T) (*testcluster.Cluster, string, *daemontest.Daemon, int, *nethost.Host) {
 	t.Helper()
 	c := testcluster.Shared(t)
 	ns := c.Namespace(t)
-	d := daemontest.Start(t, c, c.AddHost(t, testcluster.UniqueName("h")))
+	host := c.AddHost(t, testcluster.UniqueName("h"))
+	d := daemontest.Start(t, c, host, "--metrics-addr", profilingAddr, "--enable-profiling")
 	daemontest.WaitNodeReady(t, c.Client, d.Name)
-	return c, ns, d, daemonPID(t, d)
+	return c, ns, d, daemonPID(t, d), host
+}
+
+// profilingAddr is where an attacked node's daemon serves pprof, on its
+// host's loopback.
+const profilingAddr = "127.0.0.1:10255"
+
+// stalledAfter is how long an exec of the flood runs before the test takes
+// the goroutines of both sides: at least 20 times the median on a loaded
+// machine.
+const stalledAfter = 15 * time.Second
+
+// goroutines returns the goroutines of the test process and of the daemon
+// in host, stacks grouped with their counts, to show where a request
+// stalled while it still is.
+func goroutines(host *nethost.Host) string {
+	var b strings.Builder
+	b.WriteString("the test's goroutines:\n")
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+	b.WriteString("\nthe daemon's goroutines:\n")
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(context.Context, string, string) (net.Conn, error) { return host.Dial("tcp", profilingAddr) },
+	}}
+	resp, err := client.Get("http://" + profilingAddr + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		b.WriteString(err.Error())
+		return b.String()
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(&b, io.LimitReader(resp.Body, 4<<20))
+	return b.String()
 }
 
 // checkMemory fails the test if the daemon's peak memory passed the bound
@@ -156,7 +195,7 @@ func TestHostileAnnotationsAreRejected(t *testing.T) {
 // TestHugeCopyIsRefused: kubectl cp of a 1 GiB file into a mock container
 // fails with one clear line, and the daemon never holds the file.
 func TestHugeCopyIsRefused(t *testing.T) {
-	c, ns, d, pid := attackedNode(t)
+	c, ns, d, pid, _ := attackedNode(t)
 	ctx := context.Background()
 	daemontest.CreatePods(t, c.Client, ns, daemontest.MockPod("target", d.Name, corev1.RestartPolicyAlways, nil))
 	daemontest.WaitPod(t, c.Client, ns, "target", "Running", daemontest.Running)
@@ -213,7 +252,7 @@ func TestHugeCopyIsRefused(t *testing.T) {
 // the figures are 5,000 and 10,000).
 func TestExecFlood(t *testing.T) {
 	pods, execs := daemontest.FloodSize(t, envFloodPods, 500), daemontest.FloodSize(t, envFloodExecs, 1000)
-	c, ns, d, pid := attackedNode(t)
+	c, ns, d, pid, host := attackedNode(t)
 	ctx := context.Background()
 
 	start := time.Now()
@@ -253,6 +292,9 @@ func TestExecFlood(t *testing.T) {
 	created := make(chan time.Time, 1)
 	var failed int64
 	var firstErr error
+	took := make([]time.Duration, execs)
+	var stall string // guarded by stallOnce
+	var stallOnce sync.Once
 	go func() {
 		defer close(flood)
 		failed, firstErr = daemontest.InParallel(execs, func(i int) error {
@@ -262,23 +304,44 @@ func TestExecFlood(t *testing.T) {
 					return err
 				}
 			}
-			return execTrue(ctx, c, ns, fmt.Sprintf("p%d", i%pods))
+			pod, began := fmt.Sprintf("p%d", i%pods), time.Now()
+			// The goroutines of both sides, taken while the first exec to
+			// take long still waits (the client gives up at 30 s).
+			slow := time.AfterFunc(stalledAfter, func() { stallOnce.Do(func() { stall = goroutines(host) }) })
+			err := execTrue(ctx, c, ns, pod)
+			slow.Stop()
+			took[i] = time.Since(began)
+			if err != nil {
+				return fmt.Errorf("exec %d in %s, at %s after %s: %w", i, pod, began.Format(time.RFC3339Nano), took[i].Round(time.Millisecond), err)
+			}
+			return nil
 		})
 	}()
 	latecomer := <-created
 	daemontest.WaitPod(t, c.Client, ns, "latecomer", "Running during the exec flood", daemontest.Running)
 	t.Logf("a pod created during the flood was seen Running after %s", time.Since(latecomer).Round(10*time.Millisecond))
 	<-flood
-	took := time.Since(start)
-	t.Logf("%d execs against %d pods in %s (%.0f/s), %d failed", execs, pods, took.Round(time.Second), float64(execs)/took.Seconds(), failed)
+	all := time.Since(start)
+	t.Logf("%d execs against %d pods in %s (%.0f/s), %d failed; each took %s", execs, pods, all.Round(time.Second), float64(execs)/all.Seconds(), failed, spread(took))
 	if failed > 0 {
+		stallOnce.Do(func() {}) // waits for a goroutines call under way
 		t.Errorf("%d of %d execs failed, the first: %v", failed, execs, firstErr)
+		t.Logf("goroutines %s into the first exec that took that long:\n%s", stalledAfter, stall)
 	}
 	checkMemory(t, pid, pods, fmt.Sprintf("after %d execs", execs))
 	if _, peak := processMemory(t, pid); peak-before > floodGrowth {
 		t.Errorf("the exec flood raised the daemon's peak memory from %d MiB to %d MiB", before>>20, peak>>20)
 	}
 	daemontest.CheckNoPanic(t, d)
+}
+
+// spread describes durations by their median, 99th percentile and maximum,
+// which tell a slow machine (all three grow) from one stalled request.
+func spread(d []time.Duration) string {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	at := func(q float64) time.Duration { return s[int(q*float64(len(s)-1))].Round(time.Millisecond) }
+	return fmt.Sprintf("median %s, p99 %s, max %s", at(0.5), at(0.99), at(1))
 }
 
 // execTrue runs "true" in the pod's container through the API server, as
