@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,9 +55,12 @@ type NodeController struct { //nolint:revive
 	errorHandler   ErrorHandler
 
 	// desired is the node as we want it in the API server; only the control
-	// loop goroutine touches it once Run has started.
+	// loop goroutine changes it once Run has started, and never in place:
+	// each change makes a new node (setDesired, withConditions), sharing
+	// what did not change, so that readers of reported need no copy of
+	// their own. A thousand nodes keep one copy each, not two.
 	desired *corev1.Node
-	// reported is a copy of desired for readers outside the control loop.
+	// reported is desired, for readers outside the control loop.
 	reported atomic.Pointer[corev1.Node]
 	// uid of the registered Node, owner of the lease.
 	uid types.UID
@@ -105,7 +109,7 @@ func NewNodeController(p NodeProvider, node *corev1.Node, nodes v1.NodeInterface
 		ready:          make(chan struct{}),
 		run:            newRunOnce(),
 	}
-	n.reported.Store(n.desired.DeepCopy())
+	n.reported.Store(n.desired)
 	n.labels = NewNodeLabelGuard(n.name)
 	for _, o := range opts {
 		if err := o(n); err != nil {
@@ -240,9 +244,23 @@ func (n *NodeController) setDesired(ctx context.Context, node *corev1.Node) (obj
 	objectChanged = !apiequality.Semantic.DeepEqual(n.desired.Labels, next.Labels) ||
 		!apiequality.Semantic.DeepEqual(n.desired.Annotations, next.Annotations) ||
 		!apiequality.Semantic.DeepEqual(n.desired.Spec, next.Spec)
-	n.desired = next
-	n.reported.Store(next.DeepCopy())
+	n.setNode(next)
 	return objectChanged
+}
+
+// setNode makes node the desired one.
+func (n *NodeController) setNode(node *corev1.Node) {
+	n.desired = node
+	n.reported.Store(node)
+}
+
+// withConditions makes the desired node one with its conditions changed by
+// change, which gets a copy of them.
+func (n *NodeController) withConditions(change func([]corev1.NodeCondition)) {
+	next := *n.desired
+	next.Status.Conditions = slices.Clone(n.desired.Status.Conditions)
+	change(next.Status.Conditions)
+	n.setNode(&next)
 }
 
 func (n *NodeController) controlLoop(ctx context.Context) error {

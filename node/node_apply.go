@@ -49,7 +49,7 @@ func (n *NodeController) registerOnce(ctx context.Context) error {
 	}
 	// After a restart the conditions keep the transition times the API
 	// server has, as long as their status is the same.
-	keepTransitionTimes(existing.Status.Conditions, n.desired.Status.Conditions)
+	n.withConditions(func(c []corev1.NodeCondition) { keepTransitionTimes(existing.Status.Conditions, c) })
 	if err := n.applyStatus(ctx); err != nil {
 		return err
 	}
@@ -126,13 +126,15 @@ func keepTransitionTimes(from, to []corev1.NodeCondition) {
 // gets one now.
 func (n *NodeController) touchConditions() {
 	now := metav1.Now()
-	for i := range n.desired.Status.Conditions {
-		c := &n.desired.Status.Conditions[i]
-		c.LastHeartbeatTime = now
-		if c.LastTransitionTime.IsZero() {
-			c.LastTransitionTime = now
+	n.withConditions(func(conditions []corev1.NodeCondition) {
+		for i := range conditions {
+			c := &conditions[i]
+			c.LastHeartbeatTime = now
+			if c.LastTransitionTime.IsZero() {
+				c.LastTransitionTime = now
+			}
 		}
-	}
+	})
 }
 
 // writeNode writes the whole node: object, taints and status. It returns an

@@ -201,6 +201,9 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The node controller keeps the node; a thousand nodes need not keep
+	// a second copy each.
+	n.cfg.Node = nil
 	return n, nil
 }
 
@@ -305,7 +308,7 @@ func (n *Node) Run(ctx context.Context) (retErr error) {
 			return n.firstErr()
 		}
 	}
-	log.G(ctx).WithField("node", n.cfg.Node.Name).Info("node is ready")
+	log.G(ctx).WithField("node", n.nodeController.Node().Name).Info("node is ready")
 	close(n.ready)
 	if n.devices != nil {
 		// The Node is registered: its slices can name it as their owner.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -62,9 +63,14 @@ func (s stringKeys) NumRequeues(key string) int    { return s.l.NumRequeues(key)
 // Queue is a named work queue with a handler and a retry policy.
 type Queue struct {
 	name    string
-	q       workqueue.TypedRateLimitingInterface[string]
 	handler Handler
 	retry   ShouldRetryFunc
+
+	// made is the work queue, made with limiter at the first key (see
+	// queue): a process of a thousand idle nodes has four thousand queues.
+	made     atomic.Pointer[workqueue.TypedRateLimitingInterface[string]]
+	limiter  workqueue.TypedRateLimiter[any]
+	shutDown bool // guarded by mu: a queue made after ShutDown starts shut down
 
 	gaveUp func(ctx context.Context, key string)
 	// metricsProvider is WithMetrics's; nil reports through client-go's
@@ -112,9 +118,6 @@ func WithMetrics(p workqueue.MetricsProvider) Option {
 // New returns a queue. A nil limiter means DefaultRateLimiter and a nil retry
 // policy means DefaultRetryFunc. The name labels the queue's metrics and spans.
 func New(name string, limiter workqueue.TypedRateLimiter[any], retry ShouldRetryFunc, handler Handler, opts ...Option) *Queue {
-	if limiter == nil {
-		limiter = DefaultRateLimiter()
-	}
 	if retry == nil {
 		retry = DefaultRetryFunc
 	}
@@ -122,13 +125,44 @@ func New(name string, limiter workqueue.TypedRateLimiter[any], retry ShouldRetry
 		name:    name,
 		handler: handler,
 		retry:   retry,
+		limiter: limiter,
 	}
 	for _, o := range opts {
 		o(q)
 	}
 	q.run.stopped = make(chan struct{})
-	q.q = q.newWorkQueue(stringKeys{limiter})
 	return q
+}
+
+// queue returns the work queue, made on the first call.
+func (q *Queue) queue() workqueue.TypedRateLimitingInterface[string] {
+	if w := q.made.Load(); w != nil {
+		return *w
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if w := q.made.Load(); w != nil {
+		return *w
+	}
+	limiter := q.limiter
+	if limiter == nil {
+		limiter = DefaultRateLimiter()
+	}
+	w := q.newWorkQueue(stringKeys{limiter})
+	if q.shutDown {
+		w.ShutDown()
+	}
+	q.made.Store(&w)
+	return w
+}
+
+// waiting is the number of keys waiting for a worker, without making the
+// work queue.
+func (q *Queue) waiting() int {
+	if w := q.made.Load(); w != nil {
+		return (*w).Len()
+	}
+	return 0
 }
 
 // OnGiveUp sets f to be called with each key the retry policy gives up on,
@@ -142,13 +176,13 @@ func (q *Queue) Name() string { return q.name }
 // added twice; a key being handled is handled again afterwards.
 func (q *Queue) Enqueue(key string) {
 	q.note(key)
-	q.q.Add(key)
+	q.queue().Add(key)
 }
 
 // EnqueueAfter adds key after d.
 func (q *Queue) EnqueueAfter(key string, d time.Duration) {
 	q.note(key)
-	q.q.AddAfter(key, d)
+	q.queue().AddAfter(key, d)
 }
 
 // Forget clears the retry history of key; a waiting key stays queued.
@@ -156,7 +190,9 @@ func (q *Queue) Forget(key string) {
 	q.mu.Lock()
 	q.items.remove(key)
 	q.mu.Unlock()
-	q.q.Forget(key)
+	if w := q.made.Load(); w != nil {
+		(*w).Forget(key)
+	}
 }
 
 // Len is the number of keys waiting or being handled: UnprocessedLen plus
@@ -164,7 +200,7 @@ func (q *Queue) Forget(key string) {
 func (q *Queue) Len() int { return q.UnprocessedLen() + q.ItemsBeingProcessedLen() }
 
 // UnprocessedLen is the number of keys waiting for a worker.
-func (q *Queue) UnprocessedLen() int { return q.q.Len() }
+func (q *Queue) UnprocessedLen() int { return q.waiting() }
 
 // ItemsBeingProcessedLen is the number of keys a worker is handling.
 func (q *Queue) ItemsBeingProcessedLen() int {
@@ -193,7 +229,7 @@ func (q *Queue) Start(ctx context.Context, workers int) {
 		q.run.Lock()
 		q.run.ctx = nil
 		q.run.Unlock()
-		q.q.ShutDown()
+		q.ShutDown()
 		close(q.run.stopped)
 	})
 	q.startWorkers()
@@ -215,12 +251,19 @@ func (q *Queue) Run(ctx context.Context, workers int) {
 
 // ShutDown stops the queue without running it: for a caller that returns
 // before Start. Keys are no longer accepted.
-func (q *Queue) ShutDown() { q.q.ShutDown() }
+func (q *Queue) ShutDown() {
+	q.mu.Lock()
+	q.shutDown = true
+	q.mu.Unlock()
+	if w := q.made.Load(); w != nil {
+		(*w).ShutDown()
+	}
+}
 
 // handle runs the handler on key, which the caller took from the queue, and
 // hands a failure to the retry policy.
 func (q *Queue) handle(ctx context.Context, key string) {
-	defer q.q.Done(key)
+	defer q.queue().Done(key)
 	q.mu.Lock()
 	q.processing++
 	q.mu.Unlock()
@@ -261,9 +304,9 @@ func (q *Queue) handle(ctx context.Context, key string) {
 		}
 	case delay != nil:
 		log.G(ctx).WithError(err).Debugf("retrying in %s", *delay)
-		q.q.AddAfter(key, *delay)
+		q.queue().AddAfter(key, *delay)
 	default:
 		log.G(ctx).WithError(err).Debug("retrying")
-		q.q.AddRateLimited(key)
+		q.queue().AddRateLimited(key)
 	}
 }

@@ -210,6 +210,46 @@ func TestShutDownDropsWaitingKeys(t *testing.T) {
 	q.EnqueueAfter("late", time.Millisecond) // after shutdown: ignored, no panic
 }
 
+// A queue makes its work queue at its first key (or, with the fixed
+// workers of vk_workqueue, at Start), not before; one shut down before any
+// key ignores those that come later.
+func TestWorkQueueMadeAtTheFirstKey(t *testing.T) {
+	handled := make(chan string, 1)
+	q := New("test", nil, nil, func(_ context.Context, key string) error {
+		handled <- key
+		return nil
+	})
+	q.Forget("k")
+	if q.made.Load() != nil || q.Len() != 0 {
+		t.Fatalf("a queue without keys made its work queue (length %d)", q.Len())
+	}
+	q.Enqueue("k")
+	if q.made.Load() == nil {
+		t.Fatal("the first key made no work queue")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	q.Start(ctx, 1)
+	if got := <-handled; got != "k" {
+		t.Fatalf("handled %q, want k", got)
+	}
+
+	var calls atomic.Int32
+	idle := New("idle", nil, nil, func(context.Context, string) error {
+		calls.Add(1)
+		return nil
+	})
+	idleCtx, stop := context.WithCancel(context.Background())
+	idle.Start(idleCtx, 1)
+	stop()
+	idle.Wait()
+	idle.Enqueue("late")
+	time.Sleep(50 * time.Millisecond)
+	if n, l := calls.Load(), idle.Len(); n != 0 || l != 0 {
+		t.Errorf("a key added after shutdown was handled %d times, length %d", n, l)
+	}
+}
+
 // A busy queue runs at most its workers' keys at once.
 func TestWorkersAreBounded(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())

@@ -26,14 +26,14 @@ func (q *Queue) startWorkers() {
 	for range n {
 		q.run.wg.Go(func() {
 			for {
-				key, shutdown := q.q.Get()
+				key, shutdown := q.queue().Get()
 				if shutdown {
 					return
 				}
 				if ctx.Err() != nil {
 					// Keys still waiting at shutdown are dropped, as
 					// the on-demand workers drop them.
-					q.q.Done(key)
+					q.queue().Done(key)
 					continue
 				}
 				q.handle(ctx, key)

@@ -40,7 +40,7 @@ func (q *Queue) wake() {
 	if q.run.ctx == nil {
 		return
 	}
-	for n := min(q.run.workers-q.pool.busy, q.q.Len()); n > 0; n-- {
+	for n := min(q.run.workers-q.pool.busy, q.waiting()); n > 0; n-- {
 		q.pool.busy++
 		q.run.wg.Go(q.work)
 	}
@@ -52,12 +52,12 @@ func (q *Queue) work() {
 	for {
 		q.run.Lock()
 		ctx := q.run.ctx
-		if ctx == nil || q.q.Len() == 0 {
+		if ctx == nil || q.waiting() == 0 {
 			q.pool.busy--
 			q.run.Unlock()
 			return
 		}
-		key, _ := q.q.Get()
+		key, _ := q.queue().Get()
 		q.pool.metrics.taken(key)
 		q.run.Unlock()
 		q.handle(ctx, key)
