@@ -141,7 +141,7 @@ func New(cfg Config) *Manager {
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "kube-probe"
 	}
-	return &Manager{cfg: cfg, http: newHTTPClient(), ctx: ctx, stop: stop, pods: map[string]*podProbes{}}
+	return &Manager{cfg: cfg, http: probeClient(), ctx: ctx, stop: stop, pods: map[string]*podProbes{}}
 }
 
 // Stop ends every worker and waits for them.

@@ -129,6 +129,10 @@ func (m *Manager) runHTTP(ctx context.Context, pod *corev1.Pod, c *corev1.Contai
 	return outcome{Failure, fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode)}, nil
 }
 
+// probeClient is the process's client of HTTP probes, shared by every
+// node's manager: it keeps no connection, so it holds nothing of a node's.
+var probeClient = sync.OnceValue(newHTTPClient)
+
 // newHTTPClient is the client of HTTP probes: no proxy, no connection kept
 // between probes, the pod's certificate not verified (the kubelet's
 // semantics), and redirects followed only on the same host; a redirect
