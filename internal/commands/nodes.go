@@ -87,7 +87,7 @@ func startShared(ctx context.Context, o *Options, client kubernetes.Interface, d
 		informers.WithTransform(nodeutil.TrimPodsWith(sh.interner)))
 	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTweakListOptions(nodeListOptions(&o.Node)),
-		informers.WithTransform(nodeutil.DropManagedFields))
+		informers.WithTransform(nodeutil.TrimNodesWith(sh.interner)))
 	var err error
 	if sh.pods, err = nodeutil.NewPodsByNode(podFactory.Core().V1().Pods()); err != nil {
 		sh.stop()

@@ -1,4 +1,4 @@
-// Package intern keeps one instance of the values that many pods repeat,
+// Package intern keeps one instance of the values that many pods (and Nodes) repeat,
 // so that a process holding thousands of pods holds each such value once:
 // strings, resource lists, label and annotation maps, volume sources,
 // tolerations, environment lists, security contexts, affinity and probes.

@@ -25,6 +25,19 @@ func TrimPodsWith(in *intern.Interner) cache.TransformFunc {
 	}
 }
 
+// TrimNodesWith is a Node informer's transform: DropManagedFields, and the
+// values Nodes repeat (capacity, conditions, the node's software) shared
+// through in (intern.Interner.Node), so that a process managing a thousand
+// Nodes caches each such value once.
+func TrimNodesWith(in *intern.Interner) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		if node, ok := obj.(*corev1.Node); ok {
+			in.Node(node)
+		}
+		return DropManagedFields(obj)
+	}
+}
+
 // TrimPods is a pod informer's transform that keeps no tables:
 // DropManagedFields, and a pod's strings made canonical (intern.String),
 // so that pods share their namespaces, images and the like. Maps and

@@ -1,0 +1,45 @@
+package intern
+
+import corev1 "k8s.io/api/core/v1"
+
+// Node replaces in place the values of node that nodes repeat with the
+// shared instances: the Nodes of one template differ in little more than
+// their names, labels, addresses, identifiers and times. node must not be
+// shared yet: an informer's transform is the place. A nil Interner shares
+// the node's strings only. Labels are left alone: each Node's name a label
+// of its own (kubernetes.io/hostname), no two maps are equal.
+func (in *Interner) Node(node *corev1.Node) {
+	if in == nil {
+		in = &stringsOnly
+	}
+	m := &node.ObjectMeta
+	m.Annotations = in.StringMap(m.Annotations)
+	each(m.Finalizers)
+	for i := range node.Spec.Taints {
+		t := &node.Spec.Taints[i]
+		t.Key, t.Value, t.Effect = String(t.Key), String(t.Value), corev1.TaintEffect(String(string(t.Effect)))
+	}
+	s := &node.Status
+	s.Capacity, s.Allocatable = in.ResourceList(s.Capacity), in.ResourceList(s.Allocatable)
+	for i := range s.Conditions {
+		c := &s.Conditions[i]
+		c.Type, c.Status = corev1.NodeConditionType(String(string(c.Type))), corev1.ConditionStatus(String(string(c.Status)))
+		c.Reason, c.Message = String(c.Reason), String(c.Message)
+	}
+	for i := range s.Addresses {
+		s.Addresses[i].Type = corev1.NodeAddressType(String(string(s.Addresses[i].Type)))
+	}
+	// The machine's, system's and boot's IDs are the node's own.
+	info := &s.NodeInfo
+	info.KernelVersion, info.OSImage = String(info.KernelVersion), String(info.OSImage)
+	info.ContainerRuntimeVersion, info.KubeletVersion = String(info.ContainerRuntimeVersion), String(info.KubeletVersion)
+	info.KubeProxyVersion = String(info.KubeProxyVersion) //nolint:staticcheck // still set by some kubelets
+	info.OperatingSystem, info.Architecture = String(info.OperatingSystem), String(info.Architecture)
+	each(s.DeclaredFeatures)
+	for i := range s.RuntimeHandlers {
+		s.RuntimeHandlers[i].Name = String(s.RuntimeHandlers[i].Name)
+	}
+	for i := range s.Images {
+		each(s.Images[i].Names)
+	}
+}
