@@ -153,7 +153,9 @@ func TestPodDevicesPerContainer(t *testing.T) {
 
 // TestClaimsReadyFor: a pod's claims are ready as the kubelet requires:
 // made (a template's), made for the pod, reserved for it, allocated, and
-// on this node; each other case is an error saying which.
+// on this node; each other case is an error saying which. A claim the
+// cache lacks or has stale is read from the API server, as the kubelet
+// reads it; one ready in the cache is not.
 func TestClaimsReadyFor(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "vk0"}}
 	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "vk1"}}
@@ -176,16 +178,23 @@ func TestClaimsReadyFor(t *testing.T) {
 		claim *resourcev1.ResourceClaim
 		node  *corev1.Node
 		want  string
+		// live, if set, is the claim as the API server has it.
+		live *resourcev1.ResourceClaim
 	}{
-		{"ready", pod, ready, node, ""},
-		{"node unknown", pod, ready, nil, ""},
-		{"claim not needed", notNeeded, nil, node, ""},
-		{"template's claim not made", noStatus, ready, node, "ResourceClaim not created yet"},
-		{"claim missing", pod, nil, node, `fetch ResourceClaim p-gpu-x: resourceclaim.resource.k8s.io "p-gpu-x" not found`},
-		{"not made for the pod", pod, notOwned, node, "was not created for Pod ns/p"},
-		{"not reserved", pod, unreserved, node, "pod p (pod-uid) is not allowed to use ResourceClaim p-gpu-x (claim-uid)"},
-		{"not allocated", pod, unallocated, node, "ResourceClaim p-gpu-x is not allocated"},
-		{"another node's", pod, ready, other, "ResourceClaim p-gpu-x is allocated on other nodes than vk1"},
+		{"ready", pod, ready, node, "", nil},
+		{"node unknown", pod, ready, nil, "", nil},
+		{"claim not needed", notNeeded, nil, node, "", nil},
+		{"template's claim not made", noStatus, ready, node, "ResourceClaim not created yet", nil},
+		{"claim missing", pod, nil, node, `fetch ResourceClaim p-gpu-x: resourceclaim.resource.k8s.io "p-gpu-x" not found`, nil},
+		{"not made for the pod", pod, notOwned, node, "was not created for Pod ns/p", nil},
+		{"not reserved", pod, unreserved, node, "pod p (pod-uid) is not allowed to use ResourceClaim p-gpu-x (claim-uid)", nil},
+		{"not allocated", pod, unallocated, node, "ResourceClaim p-gpu-x is not allocated", nil},
+		{"another node's", pod, ready, other, "ResourceClaim p-gpu-x is allocated on other nodes than vk1", nil},
+		// The cache lags: the API server's claim is the one that counts.
+		{"allocated since the cache saw it", pod, unallocated, node, "", ready},
+		{"not in the cache yet", pod, nil, node, "", ready},
+		{"not allocated in either", pod, unallocated, node, "ResourceClaim p-gpu-x is not allocated", unallocated},
+		{"ready in the cache: no read", pod, ready, node, "", unallocated},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inf := informers.NewSharedInformerFactory(fake.NewClientset(), 0).Resource().V1().ResourceClaims()
@@ -195,12 +204,15 @@ func TestClaimsReadyFor(t *testing.T) {
 				}
 			}
 			c := &podClaims{lister: inf.Lister()}
-			got, err := c.readyFor(tc.pod, tc.node)
+			if tc.live != nil {
+				c.live = fake.NewClientset(tc.live).ResourceV1()
+			}
+			got, err := c.readyFor(context.Background(), tc.pod, tc.node)
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("readyFor: %v", err)
 				}
-				if tc.claim != nil && tc.pod == pod && got["gpu"] == nil {
+				if (tc.claim != nil || tc.live != nil) && tc.pod == pod && got["gpu"] == nil {
 					t.Fatalf("readyFor = %v, want claim gpu", got)
 				}
 				return

@@ -6,7 +6,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcev1informers "k8s.io/client-go/informers/resource/v1"
+	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 	resourcev1listers "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -29,16 +31,17 @@ type podClaims struct {
 	provider DeviceProvider
 	lister   resourcev1listers.ResourceClaimLister
 	informer cache.SharedIndexInformer
+	live     resourcev1client.ResourceClaimsGetter // nil: the cache's answer stands
 }
 
-func newPodClaims(caps Capabilities, inf resourcev1informers.ResourceClaimInformer) (*podClaims, error) {
+func newPodClaims(caps Capabilities, inf resourcev1informers.ResourceClaimInformer, live resourcev1client.ResourceClaimsGetter) (*podClaims, error) {
 	if caps.Devices == nil {
 		return nil, nil
 	}
 	if inf == nil {
 		return nil, fmt.Errorf("pod controller: ResourceClaimInformer is required for a provider with devices (DeviceProvider)")
 	}
-	return &podClaims{provider: caps.Devices, lister: inf.Lister(), informer: inf.Informer()}, nil
+	return &podClaims{provider: caps.Devices, lister: inf.Lister(), informer: inf.Informer(), live: live}, nil
 }
 
 // prepareDevices hands the provider the devices of a pod about to be
@@ -54,7 +57,7 @@ func (pc *PodController) prepareDevices(ctx context.Context, pod, forProvider *c
 	if pc.env.Node != nil {
 		node = pc.env.Node()
 	}
-	claims, err := pc.claims.readyFor(pod, node)
+	claims, err := pc.claims.readyFor(ctx, pod, node)
 	if err != nil {
 		// The kubelet's words, so the Events read the same.
 		pc.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonFailedPrepareDevices, "Failed to prepare dynamic resources: prepare dynamic resources: %v", err)
@@ -84,8 +87,10 @@ func (pc *PodController) prepareDevices(ctx context.Context, pod, forProvider *c
 // readyFor returns the pod's claims by the pod's name for them, as the
 // kubelet checks them before it prepares them: each created for the pod
 // (a template's), reserved for it and allocated, on node when it is known.
-// A claim the pod does not need (no name in its status) is left out.
-func (c *podClaims) readyFor(pod *corev1.Pod, node *corev1.Node) (map[string]*resourcev1.ResourceClaim, error) {
+// A claim the pod does not need (no name in its status) is left out. The
+// cache can lag: a claim it does not have ready yet is read from the API
+// server, where the kubelet reads it, when there is a client.
+func (c *podClaims) readyFor(ctx context.Context, pod *corev1.Pod, node *corev1.Node) (map[string]*resourcev1.ResourceClaim, error) {
 	out := map[string]*resourcev1.ResourceClaim{}
 	for i := range pod.Spec.ResourceClaims {
 		podClaim := &pod.Spec.ResourceClaims[i]
@@ -98,27 +103,45 @@ func (c *podClaims) readyFor(pod *corev1.Pod, node *corev1.Node) (map[string]*re
 		}
 		claim, err := c.lister.ResourceClaims(pod.Namespace).Get(*name)
 		if err != nil {
-			return nil, fmt.Errorf("fetch ResourceClaim %s: %w", *name, err)
+			err = fmt.Errorf("fetch ResourceClaim %s: %w", *name, err)
+		} else {
+			err = claimReady(pod, node, claim, mustCheckOwner)
 		}
-		if mustCheckOwner {
-			if err := resourceclaim.IsForPod(pod, claim, false); err != nil {
-				return nil, err
+		if err != nil && c.live != nil {
+			ctx, cancel := context.WithTimeout(ctx, confirmTimeout)
+			live, liveErr := c.live.ResourceClaims(pod.Namespace).Get(ctx, *name, metav1.GetOptions{})
+			cancel()
+			if liveErr == nil {
+				claim, err = live, claimReady(pod, node, live, mustCheckOwner)
 			}
 		}
-		if !resourceclaim.IsReservedForPod(pod, claim, false) {
-			return nil, fmt.Errorf("pod %s (%s) is not allowed to use ResourceClaim %s (%s)", pod.Name, pod.UID, *name, claim.UID)
-		}
-		if claim.Status.Allocation == nil {
-			return nil, fmt.Errorf("ResourceClaim %s is not allocated", *name)
-		}
-		if sel := claim.Status.Allocation.NodeSelector; sel != nil && node != nil {
-			if ok, err := nodeaffinity.NewLazyErrorNodeSelector(sel).Match(node); err != nil || !ok {
-				return nil, fmt.Errorf("ResourceClaim %s is allocated on other nodes than %s", *name, node.Name)
-			}
+		if err != nil {
+			return nil, err
 		}
 		out[podClaim.Name] = claim
 	}
 	return out, nil
+}
+
+// claimReady says why the pod cannot use claim yet, if it cannot.
+func claimReady(pod *corev1.Pod, node *corev1.Node, claim *resourcev1.ResourceClaim, mustCheckOwner bool) error {
+	if mustCheckOwner {
+		if err := resourceclaim.IsForPod(pod, claim, false); err != nil {
+			return err
+		}
+	}
+	if !resourceclaim.IsReservedForPod(pod, claim, false) {
+		return fmt.Errorf("pod %s (%s) is not allowed to use ResourceClaim %s (%s)", pod.Name, pod.UID, claim.Name, claim.UID)
+	}
+	if claim.Status.Allocation == nil {
+		return fmt.Errorf("ResourceClaim %s is not allocated", claim.Name)
+	}
+	if sel := claim.Status.Allocation.NodeSelector; sel != nil && node != nil {
+		if ok, err := nodeaffinity.NewLazyErrorNodeSelector(sel).Match(node); err != nil || !ok {
+			return fmt.Errorf("ResourceClaim %s is allocated on other nodes than %s", claim.Name, node.Name)
+		}
+	}
+	return nil
 }
 
 // addClaimHandler has a change of a claim look again at the pods it is

@@ -11,6 +11,7 @@ import (
 	corev1informers "k8s.io/client-go/informers/core/v1"
 	resourcev1informers "k8s.io/client-go/informers/resource/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -102,6 +103,12 @@ type PodControllerConfig struct {
 	// a pod's claims are checked in it before the pod is created. The
 	// caller starts it.
 	ResourceClaimInformer resourcev1informers.ResourceClaimInformer
+	// ClaimClient, if set, reads from the API server a claim of a pod that
+	// the informer's cache does not have ready for it (missing, not
+	// reserved for the pod, not allocated), as the kubelet reads claims:
+	// the cache can lag the scheduler's writes. Without it, or when the
+	// read fails, the cache's answer stands. nodeutil sets it.
+	ClaimClient resourcev1client.ResourceClaimsGetter
 
 	// ServiceAccountClient requests the service-account tokens of projected
 	// volumes (TokenRequest) for a provider with the volumes capability
@@ -330,7 +337,7 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 
 	pc.volumes, pc.volumeQueue = newPodVolumes(pc, cfg)
 	var err error
-	if pc.claims, err = newPodClaims(pc.caps, cfg.ResourceClaimInformer); err != nil {
+	if pc.claims, err = newPodClaims(pc.caps, cfg.ResourceClaimInformer, cfg.ClaimClient); err != nil {
 		return nil, err
 	}
 	if pc.claims != nil {

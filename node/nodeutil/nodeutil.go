@@ -181,6 +181,7 @@ func New(cfg Config) (*Node, error) {
 		SecretInformer:    core.Secrets(),
 		ServiceInformer:   core.Services(),
 		ObjectClient:      cfg.Client.CoreV1(),
+		ClaimClient:       cfg.Client.ResourceV1(),
 		EventRecorder:     recorder,
 		Provider:          cfg.Capabilities.Pods,
 		Capabilities:      cfg.Capabilities,

@@ -190,6 +190,16 @@ func TestDevicesScheduledPreparedAndSeen(t *testing.T) {
 			t.Errorf("no pod sees device %d: %v", i, seen)
 		}
 	}
+	// The scheduler allocated and reserved each claim before it bound the
+	// pod, so no pod waited for one: a claim the daemon's cache had not
+	// seen ready yet was read from the API server, as the kubelet reads it.
+	evs, err := c.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=FailedPrepareDynamicResources"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs.Items {
+		t.Errorf("pod %s waited for its claims: %s", ev.InvolvedObject.Name, ev.Message)
+	}
 
 	ninth := gpuPod("gpu-8", d.Name, "one-gpu", nil)
 	daemontest.CreatePods(t, c.Client, ns, ninth)
