@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcev1informers "k8s.io/client-go/informers/resource/v1"
 	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
@@ -113,6 +114,10 @@ func (c *podClaims) readyFor(ctx context.Context, pod *corev1.Pod, node *corev1.
 			cancel()
 			if liveErr == nil {
 				claim, err = live, claimReady(pod, node, live, mustCheckOwner)
+			} else if !apierrors.IsNotFound(liveErr) {
+				// As confirmedIn does for ConfigMaps and Secrets: a role
+				// without get on resourceclaims shows here.
+				log.G(ctx).WithError(liveErr).WithField("claim", *name).Debug("cannot read a claim the cache lacks or has stale; taking the cache's answer")
 			}
 		}
 		if err != nil {
