@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // watchHijack makes r's context end when the connection is gone. Once a
@@ -83,6 +85,9 @@ type watchedConn struct {
 	net.Conn
 	cancel context.CancelFunc
 	once   sync.Once
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 func (c *watchedConn) Read(b []byte) (int, error) {
@@ -93,7 +98,52 @@ func (c *watchedConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// Close ends the connection without a reset (see lingeringClose); the
+// session's own reader and its handler may both call it.
 func (c *watchedConn) Close() error {
 	c.once.Do(c.cancel)
-	return c.Conn.Close()
+	c.closeOnce.Do(func() { c.closeErr = lingeringClose(c.Conn) })
+	return c.closeErr
+}
+
+// Bounds of lingeringClose: how long it waits for the peer to close, and
+// how much of what the peer still sends it reads meanwhile.
+const (
+	lingerTimeout  = time.Second
+	lingerMaxBytes = 256 << 10
+)
+
+// lingeringClose closes conn as net/http closes its own connections. A
+// socket closed while bytes it received are unread (a client's WebSocket
+// ping that came in with the session's last frames) is reset, not shut
+// down; a peer that gets the reset may drop what it had not read yet,
+// such as a session's final status. So it shuts down the writing side
+// first, then reads and discards until the peer closes too, or for
+// lingerTimeout at most, and only then closes.
+func lingeringClose(conn net.Conn) error {
+	if !closeWrite(conn) {
+		return conn.Close()
+	}
+	// Close ends a read still blocked at the bound, whatever deadline the
+	// session's reader set meanwhile.
+	bound := time.AfterFunc(lingerTimeout, func() { _ = conn.Close() })
+	_, _ = io.Copy(io.Discard, io.LimitReader(conn, lingerMaxBytes))
+	if !bound.Stop() {
+		return nil // closed at the bound
+	}
+	return conn.Close()
+}
+
+// closeWrite shuts down the writing side of conn: a TLS close_notify and
+// then the TCP FIN under it. It reports whether conn could do that.
+func closeWrite(conn net.Conn) bool {
+	type closeWriter interface{ CloseWrite() error }
+	if tc, ok := conn.(*tls.Conn); ok {
+		if tc.CloseWrite() != nil {
+			return false
+		}
+		conn = tc.NetConn()
+	}
+	cw, ok := conn.(closeWriter)
+	return ok && cw.CloseWrite() == nil
 }
