@@ -55,7 +55,7 @@ type NodeController struct { //nolint:revive
 	errorHandler   ErrorHandler
 
 	// desired is the node as we want it in the API server; only the control
-	// loop goroutine changes it once Run has started, and never in place:
+	// loop changes it once Run has started, and never in place:
 	// each change makes a new node (setDesired, withConditions), sharing
 	// what did not change, so that readers of reported need no copy of
 	// their own. A thousand nodes keep one copy each, not two.
@@ -67,11 +67,12 @@ type NodeController struct { //nolint:revive
 	// existing: the Node is someone else's (WithExistingNode).
 	existing bool
 
-	statusUpdates chan *corev1.Node
-	nodeDeleted   chan struct{}
-	// nodeStale says someone else changed a condition of ours.
-	nodeStale chan struct{}
-	watch     NodeWatch
+	watch NodeWatch
+
+	// loop says what the control loop has to do and who runs it; cycle is
+	// the state of the loop (see node_loop.go).
+	loop  loop
+	cycle cycle
 
 	ready chan struct{}
 	run   *runOnce
@@ -103,12 +104,12 @@ func NewNodeController(p NodeProvider, node *corev1.Node, nodes v1.NodeInterface
 		desired:        node.DeepCopy(),
 		pingInterval:   DefaultPingInterval,
 		statusInterval: DefaultStatusUpdateInterval,
-		statusUpdates:  make(chan *corev1.Node, 1),
-		nodeDeleted:    make(chan struct{}, 1),
-		nodeStale:      make(chan struct{}, 1),
 		ready:          make(chan struct{}),
 		run:            newRunOnce(),
 	}
+	// Start's goroutine holds the loop until the node is registered: what
+	// comes before waits for it.
+	n.loop.running = true
 	n.reported.Store(n.desired)
 	n.labels = NewNodeLabelGuard(n.name)
 	for _, o := range opts {
@@ -179,35 +180,53 @@ func (n *NodeController) Err() error {
 // lifecycle controller's Ready Unknown after missed heartbeats) is written
 // back as soon as the provider answers Ping.
 func (n *NodeController) Run(ctx context.Context) (retErr error) {
+	if err := n.Start(ctx); err != nil {
+		return err
+	}
+	<-n.Done()
+	return n.run.result()
+}
+
+// Start does what Run does, but returns at once: Ready is closed once the
+// node is registered, and Done once the controller has stopped, Err
+// saying why. Between its writes, the controller holds no goroutine of its
+// own, only timers.
+func (n *NodeController) Start(ctx context.Context) error {
 	if err := n.run.start("node controller"); err != nil {
 		return err
 	}
-	defer func() { n.run.finish(retErr) }()
+	go n.start(ctx)
+	return nil
+}
 
+// start registers the node, then runs the loop until nothing is pending.
+func (n *NodeController) start(ctx context.Context) {
 	ctx = log.WithFields(ctx, map[string]any{"node": n.name})
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	c := &n.cycle
+	c.ctx, c.cancel = ctx, cancel
 
 	n.p.NotifyNodeStatus(ctx, n.onProviderStatus)
 
 	if err := n.register(ctx); err != nil {
-		return err
+		n.stop(err)
+		return
 	}
-
 	if n.watch != nil {
-		defer n.watch.Subscribe(n.name, n.observed)()
+		c.release = append(c.release, n.watch.Subscribe(n.name, n.observed))
 	} else {
 		var wg sync.WaitGroup
-		defer wg.Wait()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			n.watchNode(ctx)
 		}()
+		c.release = append(c.release, wg.Wait) // after cancel, see stop
 	}
 
 	close(n.ready)
-	return n.controlLoop(ctx)
+	n.arm(ctx)
+	n.drain()
 }
 
 // Node returns the node as this controller keeps it: the one it was given,
@@ -218,18 +237,7 @@ func (n *NodeController) Node() *corev1.Node { return n.reported.Load() }
 // onProviderStatus keeps only the newest node the provider reported; the
 // control loop writes it.
 func (n *NodeController) onProviderStatus(node *corev1.Node) {
-	node = node.DeepCopy()
-	for {
-		select {
-		case n.statusUpdates <- node:
-			return
-		default:
-		}
-		select {
-		case <-n.statusUpdates:
-		default:
-		}
-	}
+	n.post(evUpdate, node.DeepCopy())
 }
 
 // setDesired takes the provider's node as the one to write: its labels
@@ -261,79 +269,6 @@ func (n *NodeController) withConditions(change func([]corev1.NodeCondition)) {
 	next.Status.Conditions = slices.Clone(n.desired.Status.Conditions)
 	change(next.Status.Conditions)
 	n.setNode(&next)
-}
-
-func (n *NodeController) controlLoop(ctx context.Context) error {
-	ping := time.NewTicker(n.pingInterval)
-	defer ping.Stop()
-
-	// Without leases the status is the heartbeat, written at the ping
-	// interval; with them, the lease is renewed at its own interval.
-	var renew, status <-chan time.Time
-	if n.leases != nil {
-		r := time.NewTicker(n.renewInterval)
-		defer r.Stop()
-		renew = r.C
-		s := time.NewTicker(n.statusInterval)
-		defer s.Stop()
-		status = s.C
-	}
-
-	healthy := true
-	// stale: a condition of ours was overwritten and is not written back
-	// yet. That waits for a healthy provider, and a failed write is tried
-	// again at the next tick.
-	stale := false
-	for {
-		if stale && healthy {
-			var err error
-			if stale, err = n.mendStatus(ctx); err != nil {
-				return err
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ping.C:
-			healthy = n.ping(ctx)
-			if n.leases == nil && healthy {
-				if err := n.writeStatus(ctx); err != nil {
-					return err
-				}
-			}
-		case <-renew:
-			if healthy {
-				n.renewLease(ctx)
-			}
-		case <-status:
-			// The periodic write refreshes the conditions' heartbeats: an
-			// unhealthy provider gets none, so the node goes NotReady.
-			if !healthy {
-				continue
-			}
-			if err := n.writeStatus(ctx); err != nil {
-				return err
-			}
-		case node := <-n.statusUpdates:
-			write := n.writeStatus
-			if n.setDesired(ctx, node) {
-				write = n.writeNode
-			}
-			if err := write(ctx); err != nil {
-				return err
-			}
-		case <-n.nodeStale:
-			stale = true
-		case <-n.nodeDeleted:
-			if n.existing {
-				return fmt.Errorf("node %s: %w", n.name, ErrNodeDeleted)
-			}
-			log.G(ctx).Warn("node was deleted from the API server; registering it again")
-			if err := n.register(ctx); err != nil {
-				log.G(ctx).WithError(err).Error("registering the node again")
-			}
-		}
-	}
 }
 
 func (n *NodeController) ping(ctx context.Context) bool {

@@ -58,9 +58,9 @@ func (n *NodeController) watchNode(ctx context.Context) {
 func (n *NodeController) observed(node *corev1.Node) {
 	switch {
 	case node == nil:
-		signal(n.nodeDeleted)
+		n.post(evDeleted, nil)
 	case conditionsOverwritten(n.reported.Load().Status.Conditions, node.Status.Conditions):
-		signal(n.nodeStale)
+		n.post(evStale, nil)
 	}
 }
 
@@ -76,12 +76,4 @@ func conditionsOverwritten(ours, theirs []corev1.NodeCondition) bool {
 		}
 	}
 	return false
-}
-
-// signal leaves one pending signal on c; one is enough.
-func signal(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
 }

@@ -258,16 +258,26 @@ func (n *Node) Run(ctx context.Context) (retErr error) {
 			}
 		}()
 	}
-	wg.Add(1)
+	// Neither controller has a goroutine of its own while idle: the node
+	// controller runs on timers until ctx ends, and the pod controller
+	// starts here, once its caches are synced, and stops when ctx ends.
+	if err := n.nodeController.Start(ctx); err != nil {
+		return err
+	}
+	defer func() { <-n.nodeController.Done() }()
+	defer func() { <-n.podController.Done() }()
+	// A node controller that fails while the pod controller waits for
+	// its caches cuts that wait short.
+	starting := make(chan struct{})
 	go func() {
-		defer wg.Done()
-		if err := n.nodeController.Run(ctx); err != nil {
-			cancel()
+		select {
+		case <-n.nodeController.Done():
+			if n.nodeController.Err() != nil {
+				cancel()
+			}
+		case <-starting:
 		}
 	}()
-	// The pod controller has no goroutine of its own while idle: it starts
-	// here, once its caches are synced, and stops when ctx ends.
-	defer func() { <-n.podController.Done() }()
 
 	if n.podFactory != nil {
 		n.podFactory.Start(ctx.Done())
@@ -276,7 +286,9 @@ func (n *Node) Run(ctx context.Context) (retErr error) {
 	n.refFactory.Start(ctx.Done())
 	defer n.refFactory.Shutdown()
 	defer cancel()
-	if err := n.podController.Start(ctx, n.cfg.Workers); err != nil {
+	err := n.podController.Start(ctx, n.cfg.Workers)
+	close(starting)
+	if err != nil {
 		// Cut short by a failing server or node controller, whose error
 		// is the one to return, or by ctx ending: no error.
 		select {
