@@ -262,6 +262,7 @@ func (n *Node) Run(ctx context.Context) (retErr error) {
 	// controller runs on timers until ctx ends, and the pod controller
 	// starts here, once its caches are synced, and stops when ctx ends.
 	if err := n.nodeController.Start(ctx); err != nil {
+		cancel() // before the wait for the server
 		return err
 	}
 	defer func() { <-n.nodeController.Done() }()
