@@ -95,8 +95,11 @@
 // container statuses, as the kubelet does, when the provider's status leaves
 // them out; their transition times move only when they change.
 //
-// Both controllers are started with Run, which blocks until its context ends;
-// Ready is closed once a controller is up, and Done and Err tell how it ended.
+// Both controllers are started with Run, which blocks until its context ends,
+// or with Start, which returns at once (the pod controller's once its caches
+// are synced): between their work they hold no goroutine, so a process can
+// run a thousand idle nodes. Ready is closed once a controller is up, and
+// Done and Err tell how it ended.
 // The kubelet HTTP API (logs, exec, port-forward, stats) lives in package
 // node/api.
 //

@@ -28,7 +28,7 @@ const (
 
 // loop runs the control loop's steps one at a time, on a goroutine only
 // while there is something to do: an idle node holds timers, not a
-// goroutine (a thousand nodes held a thousand blocked stacks).
+// goroutine and its stack, which a process of a thousand nodes feels.
 type loop struct {
 	mu      sync.Mutex
 	pending event
