@@ -19,6 +19,7 @@ import (
 
 	"github.com/vkubelet/virtual-kubelet/internal/ha"
 	"github.com/vkubelet/virtual-kubelet/node/log"
+	"github.com/vkubelet/virtual-kubelet/node/nodeutil"
 )
 
 // runReplica runs the daemon as one of the replicas sharing its nodes
@@ -120,70 +121,84 @@ func (g startGate) enter(ctx context.Context) (leave func(), err error) {
 	}
 }
 
-// serveNode serves one node until ctx ends: its provider, its Node and pod
-// controllers, and its kubelet API on port. It returns once they have all
-// stopped. The node is brought up through starts. With --startup-timeout,
-// a node not up within it from the takeover is an error, which hands the
-// node over. from is the Node of a managed node (buildNode), else nil.
+// serveNode serves one node until ctx ends or it fails (startNode), and
+// returns once everything it started has stopped.
 func serveNode(ctx context.Context, o *Options, name string, port int32, nodeIP string, sh *shared, servers *servers, starts startGate, from *corev1.Node) error {
+	n, release, err := startNode(ctx, o, name, port, nodeIP, sh, servers, starts, from)
+	if err != nil {
+		return err
+	}
+	<-n.Done()
+	release()
+	return n.Err()
+}
+
+// startNode starts one node: its provider, its Node and pod controllers,
+// and its kubelet API on port. It returns once the node is up, brought up
+// through starts; the node then runs until ctx ends or it fails, and
+// release, called once n.Done is closed, stops the rest. With
+// --startup-timeout, a node not up within it from the takeover is an
+// error, which hands the node over. from is the Node of a managed node
+// (buildNode), else nil.
+func startNode(ctx context.Context, o *Options, name string, port int32, nodeIP string, sh *shared, servers *servers, starts startGate, from *corev1.Node) (n *nodeutil.Node, release func(), err error) {
 	var deadline time.Time
 	if t := o.Node.StartupTimeout; t > 0 {
 		deadline = time.Now().Add(t)
 	}
 	leave, err := starts.enter(ctx)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer leave()
+	defer leave() // the node is up or has failed
 	if sh.pods != nil && ha.FenceOf(ctx) != nil {
 		// Another replica may have served the node while this one's watch
 		// was behind: act only on a cache that has caught up.
 		if err := sh.pods.WaitCaughtUp(ctx, sh.client, name); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
 	n, caps, err := buildNode(ctx, o, name, port, nodeIP, sh, from)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	stop, err := servers.kubeletAPI(ctx, name, port, nodeIP, caps)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer stop()
-	go func() {
-		select {
-		case <-n.Ready():
-			leave()
-		case <-ctx.Done():
-		}
-	}()
-	return runUpBy(ctx, deadline, n.Run, n.Ready(), fmt.Sprintf("node %s did not come up within --startup-timeout %s", name, o.Node.StartupTimeout))
+	up, err := startUpBy(ctx, deadline, n, fmt.Sprintf("node %s did not come up within --startup-timeout %s", name, o.Node.StartupTimeout))
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return n, func() { up(); stop() }, nil
 }
 
-// runUpBy runs run until it returns; if ready is not closed by deadline
-// (none when zero), it ends run's context and, once run has returned,
-// returns an error with the message late.
-func runUpBy(ctx context.Context, deadline time.Time, run func(context.Context) error, ready <-chan struct{}, late string) error {
+// starter is a node that starts in the background (nodeutil.Node).
+type starter interface {
+	Start(ctx context.Context) error
+	Done() <-chan struct{}
+}
+
+// startUpBy starts n; if n is not up by deadline (none when zero), it ends
+// n's context and, once n has stopped, returns an error with the message
+// late. release, called once n has stopped, frees what startUpBy holds.
+func startUpBy(ctx context.Context, deadline time.Time, n starter, late string) (release func(), err error) {
 	if deadline.IsZero() {
-		return run(ctx)
+		return func() {}, n.Start(ctx)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- run(ctx) }()
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-	select {
-	case <-ready:
-		return <-done
-	case err := <-done:
-		return err
-	case <-timer.C:
-		cancel()
-		_ = <-done // the cancelled run's own error says nothing more than late
-		return errors.New(late)
+	timer := time.AfterFunc(time.Until(deadline), cancel)
+	err = n.Start(ctx)
+	if timer.Stop() {
+		if err != nil {
+			cancel()
+		}
+		return cancel, err
 	}
+	// The deadline came first: n stops, if it has not, with its context;
+	// its own error says nothing more than late.
+	<-n.Done()
+	return nil, errors.New(late)
 }
 
 // serviceAccountNamespace is where a pod finds its namespace.

@@ -10,39 +10,68 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// TestRunUpBy: a replica's node that is not up by --startup-timeout is
-// stopped and its serving fails (which hands it over); one that comes up in
-// time runs until its context ends; no deadline waits forever.
-func TestRunUpBy(t *testing.T) {
-	never := make(chan struct{})
-	up := make(chan struct{})
-	close(up)
-	untilDone := func(ctx context.Context) error { <-ctx.Done(); return nil }
+// fakeStarter is a node whose start-up is start; once up, it runs until
+// its context ends.
+type fakeStarter struct {
+	start func(ctx context.Context) error
+	done  chan struct{}
+}
 
-	err := runUpBy(context.Background(), time.Now().Add(50*time.Millisecond), untilDone, never, "node vk0 did not come up")
-	if err == nil || err.Error() != "node vk0 did not come up" {
+func newFakeStarter(start func(ctx context.Context) error) *fakeStarter {
+	return &fakeStarter{start: start, done: make(chan struct{})}
+}
+
+func (f *fakeStarter) Start(ctx context.Context) error {
+	if err := f.start(ctx); err != nil {
+		close(f.done)
+		return err
+	}
+	context.AfterFunc(ctx, func() { close(f.done) })
+	return nil
+}
+
+func (f *fakeStarter) Done() <-chan struct{} { return f.done }
+
+// TestStartUpBy: a replica's node that is not up by --startup-timeout is
+// stopped and its start fails (which hands it over); one that comes up in
+// time runs past the deadline until its context ends; no deadline waits
+// forever.
+func TestStartUpBy(t *testing.T) {
+	never := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	up := func(context.Context) error { return nil }
+
+	late := newFakeStarter(never)
+	if _, err := startUpBy(context.Background(), time.Now().Add(50*time.Millisecond), late, "node vk0 did not come up"); err == nil || err.Error() != "node vk0 did not come up" {
 		t.Errorf("not up by the deadline: %v, want the startup error", err)
+	}
+	select {
+	case <-late.Done():
+	default:
+		t.Error("startUpBy returned before the late node stopped")
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	result := make(chan error, 1)
-	go func() { result <- runUpBy(ctx, time.Now().Add(50*time.Millisecond), untilDone, up, "late") }()
+	inTime := newFakeStarter(up)
+	release, err := startUpBy(ctx, time.Now().Add(50*time.Millisecond), inTime, "late")
+	if err != nil {
+		t.Fatalf("a node up in time: %v", err)
+	}
 	select {
-	case err := <-result:
-		t.Fatalf("a node up in time stopped at the deadline: %v", err)
+	case <-inTime.Done():
+		t.Fatal("a node up in time stopped at the deadline")
 	case <-time.After(200 * time.Millisecond):
 	}
 	cancel()
-	if err := <-result; err != nil {
-		t.Errorf("a node up in time, stopped with its context: %v", err)
-	}
+	<-inTime.Done()
+	release()
 
 	failed := errors.New("provider refused")
-	if err := runUpBy(context.Background(), time.Now().Add(time.Minute), func(context.Context) error { return failed }, never, "late"); !errors.Is(err, failed) {
+	refuses := func(context.Context) error { return failed }
+	if _, err := startUpBy(context.Background(), time.Now().Add(time.Minute), newFakeStarter(refuses), "late"); !errors.Is(err, failed) {
 		t.Errorf("a node that fails before the deadline: %v, want its own error", err)
 	}
-	if err := runUpBy(context.Background(), time.Time{}, func(context.Context) error { return failed }, never, "late"); !errors.Is(err, failed) {
-		t.Errorf("no deadline: %v, want run's error", err)
+	if _, err := startUpBy(context.Background(), time.Time{}, newFakeStarter(refuses), "late"); !errors.Is(err, failed) {
+		t.Errorf("no deadline: %v, want start's error", err)
 	}
 }
 

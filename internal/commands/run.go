@@ -197,10 +197,17 @@ func newNodeGroup(nodes []*nodeutil.Node) *nodeGroup {
 	return g
 }
 
-// run runs n until it stops, and then reports it done.
+// run starts n and reports it done once it has stopped. The goroutine
+// that started n ends once n is up; a small one waits in its place.
 func (g *nodeGroup) run(ctx context.Context, n *nodeutil.Node) {
-	_ = n.Run(ctx)
-	g.firstDone <- n
+	if err := n.Start(ctx); err != nil {
+		g.firstDone <- n
+		return
+	}
+	go func() {
+		<-n.Done()
+		g.firstDone <- n
+	}()
 }
 
 // wait returns once every node has stopped.

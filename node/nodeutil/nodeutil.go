@@ -116,7 +116,8 @@ type Node struct {
 	err   error
 }
 
-// New builds a Node; nothing is started and nothing is written until Run.
+// New builds a Node; nothing is started and nothing is written until Run
+// or Start.
 func New(cfg Config) (*Node, error) {
 	if cfg.Client == nil || cfg.Node == nil || cfg.Node.Name == "" || (cfg.Provider == nil && cfg.Capabilities == nil) {
 		return nil, errors.New("nodeutil: Client, Node (with a name) and Provider (or Capabilities) are required")
@@ -227,23 +228,37 @@ func DropManagedFields(obj any) (any, error) {
 // Run registers the node, starts the informers and both controllers, and
 // blocks until ctx ends or a controller fails; it then stops everything and
 // waits for it to stop.
-func (n *Node) Run(ctx context.Context) (retErr error) {
-	defer func() {
-		n.mu.Lock()
-		n.err = retErr
-		n.mu.Unlock()
-		close(n.done)
-	}()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+func (n *Node) Run(ctx context.Context) error {
+	if err := n.Start(ctx); err != nil {
+		return err
+	}
+	<-n.done
+	return n.Err()
+}
 
+// Start does what Run does but returns once the node is ready (Ready is
+// closed), or with the error that kept it from starting. The node then runs
+// until ctx ends or a controller fails: Done is closed once everything has
+// stopped, and Err says why. Start and Run are called once, one of them.
+//
+// The caller's goroutine is not held while the node runs: a process with
+// many nodes keeps one small goroutine a node waiting, not the stack that
+// started it.
+func (n *Node) Start(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	// What Start has started, stopped in reverse once the node ends.
+	stops := []func(){cancel}
 	if n.broadcast != nil {
 		n.broadcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: n.cfg.Client.CoreV1().Events("")})
-		defer n.broadcast.Shutdown()
+		stops = append(stops, n.broadcast.Shutdown)
+	}
+	var wg sync.WaitGroup
+	stops = append(stops, wg.Wait)
+	failed := func(err error) error {
+		n.finish(stops, err)
+		return err
 	}
 
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	serveErr := make(chan error, 1)
 	// A server or node controller that fails ends ctx, which also cuts
 	// short a pod controller still waiting for its caches.
@@ -263,10 +278,9 @@ func (n *Node) Run(ctx context.Context) (retErr error) {
 	// starts here, once its caches are synced, and stops when ctx ends.
 	if err := n.nodeController.Start(ctx); err != nil {
 		cancel() // before the wait for the server
-		return err
+		return failed(err)
 	}
-	defer func() { <-n.nodeController.Done() }()
-	defer func() { <-n.podController.Done() }()
+	stops = append(stops, func() { <-n.nodeController.Done() }, func() { <-n.podController.Done() })
 	// A node controller that fails while the pod controller waits for
 	// its caches cuts that wait short.
 	starting := make(chan struct{})
@@ -282,11 +296,10 @@ func (n *Node) Run(ctx context.Context) (retErr error) {
 
 	if n.podFactory != nil {
 		n.podFactory.Start(ctx.Done())
-		defer n.podFactory.Shutdown()
+		stops = append(stops, n.podFactory.Shutdown)
 	}
 	n.refFactory.Start(ctx.Done())
-	defer n.refFactory.Shutdown()
-	defer cancel()
+	stops = append(stops, n.refFactory.Shutdown, cancel)
 	err := n.podController.Start(ctx, n.cfg.Workers)
 	close(starting)
 	if err != nil {
@@ -295,17 +308,17 @@ func (n *Node) Run(ctx context.Context) (retErr error) {
 		select {
 		case err := <-serveErr:
 			if err != nil {
-				return err
+				return failed(err)
 			}
 		default:
 		}
 		if err := n.nodeControllerErr(); err != nil {
-			return err
+			return failed(err)
 		}
 		if ctx.Err() != nil {
-			return nil
+			return failed(nil)
 		}
-		return fmt.Errorf("pod controller: %w", err)
+		return failed(fmt.Errorf("pod controller: %w", err))
 	}
 
 	for _, c := range []interface {
@@ -315,11 +328,11 @@ func (n *Node) Run(ctx context.Context) (retErr error) {
 		select {
 		case <-c.Ready():
 		case <-c.Done():
-			return n.firstErr()
+			return failed(n.firstErr())
 		case err := <-serveErr:
-			return err
+			return failed(err)
 		case <-ctx.Done():
-			return n.firstErr()
+			return failed(n.firstErr())
 		}
 	}
 	log.G(ctx).WithField("node", n.nodeController.Node().Name).Info("node is ready")
@@ -329,15 +342,36 @@ func (n *Node) Run(ctx context.Context) (retErr error) {
 		wg.Add(1)
 		go func() { defer wg.Done(); n.devices.Run(ctx) }()
 	}
+	go n.wait(ctx, serveErr, stops)
+	return nil
+}
 
+// wait holds a ready node until ctx ends, a controller stops or the server
+// fails, and then stops the rest.
+func (n *Node) wait(ctx context.Context, serveErr <-chan error, stops []func()) {
+	var err error
 	select {
 	case <-n.nodeController.Done():
+		err = n.firstErr()
 	case <-n.podController.Done():
-	case err := <-serveErr:
-		return err
+		err = n.firstErr()
+	case err = <-serveErr:
 	case <-ctx.Done():
+		err = n.firstErr()
 	}
-	return n.firstErr()
+	n.finish(stops, err)
+}
+
+// finish stops, in reverse, what Start started, and then ends the node
+// with err.
+func (n *Node) finish(stops []func(), err error) {
+	for i := len(stops) - 1; i >= 0; i-- {
+		stops[i]()
+	}
+	n.mu.Lock()
+	n.err = err
+	n.mu.Unlock()
+	close(n.done)
 }
 
 func (n *Node) firstErr() error {
@@ -415,10 +449,11 @@ func (n *Node) WaitReady(ctx context.Context, timeout time.Duration) error {
 // Ready is closed once the node is registered and the pod controller runs.
 func (n *Node) Ready() <-chan struct{} { return n.ready }
 
-// Done is closed once Run has returned.
+// Done is closed once the node has stopped: Run has returned, or what
+// Start started has stopped.
 func (n *Node) Done() <-chan struct{} { return n.done }
 
-// Err is the error Run returned, once Done is closed.
+// Err is why the node stopped (Run's error), once Done is closed.
 func (n *Node) Err() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
