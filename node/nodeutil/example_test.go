@@ -48,6 +48,36 @@ func ExampleNew() {
 	// stopped: <nil>
 }
 
+// Start returns once the node is up, so that a process starting many nodes
+// does not keep a goroutine blocked in each.
+func ExampleNode_Start() {
+	client := fake.NewClientset()
+	n, err := nodeutil.New(nodeutil.Config{
+		Client:   client,
+		Node:     &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "vk2"}},
+		Provider: nopProvider{},
+	})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := n.Start(ctx); err != nil {
+		panic(err)
+	}
+	select {
+	case <-n.Ready():
+		fmt.Println("ready when Start returns")
+	default:
+		fmt.Println("not ready")
+	}
+	cancel()
+	<-n.Done()
+	fmt.Println("stopped:", n.Err())
+	// Output:
+	// ready when Start returns
+	// stopped: <nil>
+}
+
 func ExampleNewNode() {
 	client := fake.NewClientset()
 	n, err := nodeutil.NewNode("vk1", func(cfg nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
