@@ -175,6 +175,15 @@ func TestNodeRegistersAndRenewsLease(t *testing.T) {
 		}
 		return l.Spec.RenewTime.After(first), l.Spec.RenewTime.String()
 	})
+	// The controller keeps its copy of the lease without managed fields;
+	// its updates leave the API server's in place.
+	renewed, err := c.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(renewed.ManagedFields) == 0 {
+		t.Errorf("the renewed lease lost its managed fields")
+	}
 
 	// The node lifecycle controller trusts the lease: the node stays Ready.
 	ready := func(n *corev1.Node) bool {

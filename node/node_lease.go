@@ -47,7 +47,7 @@ func (n *NodeController) ensureLease(ctx context.Context) error {
 	want := n.leaseObject(time.Now())
 	created, err := n.leases.Create(ctx, want, metav1.CreateOptions{})
 	if err == nil {
-		n.lease = created
+		n.keepLease(created)
 		return nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
@@ -55,6 +55,14 @@ func (n *NodeController) ensureLease(ctx context.Context) error {
 	}
 	n.lease = nil
 	return n.updateLease(ctx)
+}
+
+// keepLease keeps l, as written, for the next renewal, without its managed
+// fields: an update that leaves them out keeps the API server's, and a
+// thousand nodes need not hold a copy each.
+func (n *NodeController) keepLease(l *coordinationv1.Lease) {
+	l.ManagedFields = nil
+	n.lease = l
 }
 
 // updateLease renews the lease, fixing its holder, duration and owner on the
@@ -80,7 +88,7 @@ func (n *NodeController) updateLease(ctx context.Context) error {
 		update.OwnerReferences = want.OwnerReferences
 		updated, err := n.leases.Update(ctx, update, metav1.UpdateOptions{})
 		if err == nil {
-			n.lease = updated
+			n.keepLease(updated)
 			return nil
 		}
 		n.lease = nil

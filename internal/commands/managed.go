@@ -132,32 +132,32 @@ func runManaged(ctx context.Context, cancel context.CancelFunc, o *Options, clie
 	defer servers.shutdown(shutdownTimeout)
 
 	starts := make(startGate, maxConcurrentStarts)
-	serve := func(ctx context.Context, n *corev1.Node, port int32) (wait func() error, err error) {
+	serve := func(ctx context.Context, n *corev1.Node, port int32, stopped func(error)) error {
 		// Read afresh, with the managed fields that say what is whose.
 		fresh, err := client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err) || err == nil && fresh.UID != n.UID:
-			return nil, fmt.Errorf("node %s: %w", n.Name, node.ErrNodeDeleted)
+			return fmt.Errorf("node %s: %w", n.Name, node.ErrNodeDeleted)
 		case err != nil:
-			return nil, err
+			return err
 		}
 		remove := func() {}
 		if annotations := o.nodeAnnotations(n.Name); annotations != nil {
 			if remove, err = applyListenerAnnotations(ctx, client, fresh, annotations); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		started, release, err := startNode(withNode(ctx, n.Name), o, n.Name, port, nodeIP, sh, servers, starts, fresh)
 		if err != nil {
 			remove()
-			return nil, err
+			return err
 		}
-		return func() error {
-			<-started.Done()
+		started.AfterStop(func() {
 			release()
 			remove()
-			return started.Err()
-		}, nil
+			stopped(started.Err())
+		})
+		return nil
 	}
 	if members != nil {
 		serve = holdManaged(members, client, serve)
@@ -210,35 +210,35 @@ func startReplicaMembers(ctx context.Context, o *Options, restCfg *rest.Config) 
 }
 
 // managedServe starts serving managed Node n, its kubelet API on port;
-// once started, n is served until ctx ends or serving fails. wait returns
-// then, once everything serving held is released, with why it stopped.
-type managedServe func(ctx context.Context, n *corev1.Node, port int32) (wait func() error, err error)
+// once started, n is served until ctx ends or serving fails, and stopped
+// is then called, once everything serving held is released, with why.
+// stopped is not called when managedServe returns an error.
+type managedServe func(ctx context.Context, n *corev1.Node, port int32, stopped func(error)) error
 
 // holdManaged makes serve a replica's: the node joins the shared set, is
 // served only while this replica holds it (ha.Hold), and leaves the set
 // when ctx ends. A node that is gone by then loses its holder lease too,
 // so that Nodes coming and going leave no leases behind.
 func holdManaged(members *ha.Members, client kubernetes.Interface, serve managedServe) managedServe {
-	return func(ctx context.Context, n *corev1.Node, port int32) (func() error, error) {
+	return func(ctx context.Context, n *corev1.Node, port int32, stopped func(error)) error {
 		members.AddNode(n.Name)
-		held := make(chan struct{})
 		go func() {
-			defer close(held)
-			defer members.RemoveNode(n.Name)
 			ha.Hold(ctx, members, n.Name, func(ctx context.Context) error {
-				wait, err := serve(ctx, n, port)
-				if err != nil {
+				held := make(chan error, 1)
+				if err := serve(ctx, n, port, func(err error) { held <- err }); err != nil {
 					return err
 				}
-				return wait()
+				return <-held
 			})
 			cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
 			if _, err := client.CoreV1().Nodes().Get(cleanup, n.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 				members.DeleteHolderLease(cleanup, n.Name)
 			}
+			members.RemoveNode(n.Name)
+			stopped(nil)
 		}()
-		return func() error { <-held; return nil }, nil
+		return nil
 	}
 }
 
@@ -387,16 +387,13 @@ func (m *managedNodes) start(ctx context.Context, n *corev1.Node, port int32) {
 		}
 		m.queue.AddRateLimited(n.Name)
 	}
-	// The start-up runs on a goroutine that ends once the node is up; a
-	// small one waits in its place while the node is served, so that a
-	// thousand idle nodes do not each hold the stack that started them.
+	// The start-up runs on a goroutine that ends once the node is up, so
+	// that a thousand idle nodes do not each hold the stack that started
+	// them.
 	go func() {
-		wait, err := m.serve(nodeCtx, n.DeepCopy(), port)
-		if err != nil {
+		if err := m.serve(nodeCtx, n.DeepCopy(), port, stopped); err != nil {
 			stopped(err)
-			return
 		}
-		go func() { stopped(wait()) }()
 	}()
 }
 

@@ -191,13 +191,13 @@ func TestManagedNodesFollowTheCache(t *testing.T) {
 		port int32
 	}
 	started, stopped := make(chan call, 10), make(chan call, 10)
-	serve := func(ctx context.Context, n *corev1.Node, port int32) (func() error, error) {
+	serve := func(ctx context.Context, n *corev1.Node, port int32, done func(error)) error {
 		started <- call{n.UID, port}
-		return func() error {
-			<-ctx.Done()
+		context.AfterFunc(ctx, func() {
 			stopped <- call{n.UID, port}
-			return nil
-		}, nil
+			done(nil)
+		})
+		return nil
 	}
 	selector := managedSelector(t, ManagedNodeOptions{AnnotationSelector: "kwok.x-k8s.io/node=fake"})
 	m := newManagedNodes(selector, corev1listers.NewNodeLister(indexer), newPortPool(&ServerOptions{ListenAddress: "127.0.0.1", ListenPort: 10250}), serve)

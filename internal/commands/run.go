@@ -198,16 +198,10 @@ func newNodeGroup(nodes []*nodeutil.Node) *nodeGroup {
 }
 
 // run starts n and reports it done once it has stopped. The goroutine
-// that started n ends once n is up; a small one waits in its place.
+// that started n ends once n is up.
 func (g *nodeGroup) run(ctx context.Context, n *nodeutil.Node) {
-	if err := n.Start(ctx); err != nil {
-		g.firstDone <- n
-		return
-	}
-	go func() {
-		<-n.Done()
-		g.firstDone <- n
-	}()
+	n.AfterStop(func() { g.firstDone <- n })
+	_ = n.Start(ctx) // its error is n.Err()
 }
 
 // wait returns once every node has stopped.

@@ -48,8 +48,9 @@ func ExampleNew() {
 	// stopped: <nil>
 }
 
-// Start returns once the node is up, so that a process starting many nodes
-// does not keep a goroutine blocked in each.
+// Start returns once the node is up, and AfterStop follows it without a
+// goroutine waiting, so that a process with many nodes keeps no goroutine
+// blocked in each.
 func ExampleNode_Start() {
 	client := fake.NewClientset()
 	n, err := nodeutil.New(nodeutil.Config{
@@ -61,6 +62,11 @@ func ExampleNode_Start() {
 		panic(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	n.AfterStop(func() {
+		fmt.Println("stopped:", n.Err())
+		close(stopped)
+	})
 	if err := n.Start(ctx); err != nil {
 		panic(err)
 	}
@@ -71,8 +77,7 @@ func ExampleNode_Start() {
 		fmt.Println("not ready")
 	}
 	cancel()
-	<-n.Done()
-	fmt.Println("stopped:", n.Err())
+	<-stopped
 	// Output:
 	// ready when Start returns
 	// stopped: <nil>

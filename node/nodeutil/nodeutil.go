@@ -114,6 +114,8 @@ type Node struct {
 	done  chan struct{}
 	mu    sync.Mutex
 	err   error
+	// afterStop are AfterStop's funcs, until done is closed.
+	afterStop []func()
 }
 
 // New builds a Node; nothing is started and nothing is written until Run
@@ -241,9 +243,9 @@ func (n *Node) Run(ctx context.Context) error {
 // until ctx ends or a controller fails: Done is closed once everything has
 // stopped, and Err says why. Start and Run are called once, one of them.
 //
-// The caller's goroutine is not held while the node runs: a process with
-// many nodes keeps one small goroutine a node waiting, not the stack that
-// started it.
+// The caller's goroutine is not held while the node runs, and with
+// AfterStop none need wait for it to stop: a process with many nodes keeps
+// one small goroutine a node, not the stack that started it.
 func (n *Node) Start(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	// What Start has started, stopped in reverse once the node ends.
@@ -370,8 +372,28 @@ func (n *Node) finish(stops []func(), err error) {
 	}
 	n.mu.Lock()
 	n.err = err
-	n.mu.Unlock()
 	close(n.done)
+	after := n.afterStop
+	n.afterStop = nil
+	n.mu.Unlock()
+	for _, f := range after {
+		go f()
+	}
+}
+
+// AfterStop arranges for f to run on a goroutine of its own once the node
+// has stopped (Done is closed), or at once if it has. Like
+// context.AfterFunc, it lets a caller follow many nodes without a
+// goroutine waiting on each.
+func (n *Node) AfterStop(f func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	select {
+	case <-n.done:
+		go f()
+	default:
+		n.afterStop = append(n.afterStop, f)
+	}
 }
 
 func (n *Node) firstErr() error {

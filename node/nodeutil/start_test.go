@@ -3,6 +3,7 @@ package nodeutil_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,7 +17,8 @@ import (
 
 // TestStartThatFailsHasStopped: a node that cannot start returns the
 // error from Start with everything it started stopped: Done is closed,
-// Err is that error, and Ready never closes.
+// Err is that error, Ready never closes, and AfterStop's funcs run, those
+// given before Start and after.
 func TestStartThatFailsHasStopped(t *testing.T) {
 	client := fake.NewClientset()
 	refused := apierrors.NewForbidden(corev1.Resource("nodes"), "vk3", nil)
@@ -31,6 +33,8 @@ func TestStartThatFailsHasStopped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ran := make(chan string, 2)
+	n.AfterStop(func() { ran <- "before" })
 	err = n.Start(context.Background())
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("Start with the Node refused: %v, want the refusal", err)
@@ -47,5 +51,15 @@ func TestStartThatFailsHasStopped(t *testing.T) {
 	case <-n.Ready():
 		t.Error("Ready closed for a node that did not start")
 	default:
+	}
+	n.AfterStop(func() { ran <- "after" })
+	got := map[string]bool{}
+	for range 2 {
+		select {
+		case f := <-ran:
+			got[f] = true
+		case <-time.After(10 * time.Second):
+			t.Fatalf("AfterStop funcs run: %v, want before and after", got)
+		}
 	}
 }
