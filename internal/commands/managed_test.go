@@ -2,7 +2,10 @@ package commands
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -245,4 +248,42 @@ func TestManagedNodesFollowTheCache(t *testing.T) {
 	if len(m.running) != 0 {
 		t.Errorf("still running: %v", m.running)
 	}
+}
+
+// TestServedNodesHoldNoGoroutine: once a node's serving has started, no
+// goroutine of managedNodes waits on it (a thousand idle nodes would each
+// keep the stack that started them); its end still reaches the queue.
+func TestServedNodesHoldNoGoroutine(t *testing.T) {
+	const nodes = 50
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	var up, ended sync.WaitGroup
+	up.Add(nodes)
+	ended.Add(nodes)
+	serve := func(ctx context.Context, n *corev1.Node, port int32, stopped func(error)) error {
+		context.AfterFunc(ctx, func() { stopped(nil); ended.Done() })
+		up.Done()
+		return nil
+	}
+	selector := managedSelector(t, ManagedNodeOptions{All: true})
+	pool := newPortPool(&ServerOptions{ListenAddress: "127.0.0.1", ListenPort: 10250})
+	pool.shared = true
+	m := newManagedNodes(selector, corev1listers.NewNodeLister(indexer), pool, serve)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	before := runtime.NumGoroutine()
+	for i := range nodes {
+		name := fmt.Sprintf("n%d", i)
+		_ = indexer.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name)}})
+		m.sync(ctx, name)
+	}
+	up.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine()-before >= nodes/2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if held := runtime.NumGoroutine() - before; held >= nodes/2 {
+		t.Fatalf("%d goroutines more with %d nodes served; want none a node", held, nodes)
+	}
+	cancel()
+	ended.Wait()
 }
