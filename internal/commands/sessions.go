@@ -20,24 +20,48 @@ var errShuttingDown = errors.New("the node is shutting down")
 // 1006, "unexpected EOF").
 type sessionTracker struct {
 	http.Handler
-	running sync.WaitGroup
+
+	// A count rather than a sync.WaitGroup: requests keep arriving while
+	// shutdown waits (new streams on an HTTP/2 connection it has not
+	// closed yet), and a WaitGroup's Add from zero must not race its Wait.
+	mu      sync.Mutex
+	running int
+	// idle, once a wait has made it, is closed when running drops to 0.
+	idle chan struct{}
 }
 
 func (t *sessionTracker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	t.running.Add(1)
-	defer t.running.Done()
+	t.mu.Lock()
+	t.running++
+	t.mu.Unlock()
+	defer t.finished()
 	t.Handler.ServeHTTP(w, r)
+}
+
+func (t *sessionTracker) finished() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.running--
+	if t.running == 0 && t.idle != nil {
+		close(t.idle)
+		t.idle = nil
+	}
 }
 
 // wait returns when no request is running, or when ctx ends.
 func (t *sessionTracker) wait(ctx context.Context) {
-	done := make(chan struct{})
-	go func() {
-		t.running.Wait()
-		close(done)
-	}()
+	t.mu.Lock()
+	if t.running == 0 {
+		t.mu.Unlock()
+		return
+	}
+	if t.idle == nil {
+		t.idle = make(chan struct{})
+	}
+	idle := t.idle
+	t.mu.Unlock()
 	select {
-	case <-done:
+	case <-idle:
 	case <-ctx.Done():
 	}
 }

@@ -77,3 +77,32 @@ func TestShutdownEndsSessionsWithStatus(t *testing.T) {
 		t.Fatal("the client's session did not end")
 	}
 }
+
+// TestRequestsArrivingDuringShutdownAreCounted: a request that arrives
+// while shutdown waits for the running ones (a new stream on an HTTP/2
+// connection the shutdown has not closed yet) is counted without a race,
+// and the wait ends once every request has.
+func TestRequestsArrivingDuringShutdownAreCounted(t *testing.T) {
+	for range 200 {
+		release := make(chan struct{})
+		tracker := &sessionTracker{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release })}
+		serve := func() { tracker.ServeHTTP(nil, &http.Request{}) }
+		waited := make(chan struct{})
+		go func() {
+			tracker.wait(context.Background())
+			close(waited)
+		}()
+		served := make(chan struct{})
+		go func() {
+			serve()
+			close(served)
+		}()
+		close(release)
+		<-served
+		select {
+		case <-waited:
+		case <-time.After(10 * time.Second):
+			t.Fatal("shutdown still waits with no request running")
+		}
+	}
+}
