@@ -239,9 +239,10 @@ func (n *Node) Run(ctx context.Context) error {
 }
 
 // Start does what Run does but returns once the node is ready (Ready is
-// closed), or with the error that kept it from starting. The node then runs
-// until ctx ends or a controller fails: Done is closed once everything has
-// stopped, and Err says why. Start and Run are called once, one of them.
+// closed), or with the error that kept it from starting; if ctx ends first,
+// it returns nil with the node stopped. The node runs until ctx ends or a
+// controller fails: Done is closed once everything has stopped, and Err
+// says why. Start and Run are called once, one of them.
 //
 // The caller's goroutine is not held while the node runs, and with
 // AfterStop none need wait for it to stop: a process with many nodes keeps
