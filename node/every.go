@@ -8,12 +8,13 @@ import (
 )
 
 // every calls f after first (0: now) and then interval after each call
-// returns, until ctx ends, as wait.UntilWithContext does, but on a runtime timer: between calls
-// it holds no goroutine, which matters for a process running a thousand
-// nodes. A jitter above 0 moves each later wait by up to that fraction of the
-// interval either way, so that the nodes of a process started together do
-// not all make their calls at the same moment. The returned wait blocks until
-// ctx has ended and no call is running; it does not wait out the interval.
+// returns, until ctx ends, as wait.UntilWithContext does, but on a runtime
+// timer: between calls it holds no goroutine, which matters for a process
+// running a thousand nodes. A jitter above 0 moves each later wait by up to
+// that fraction of the interval either way, so that the nodes of a process
+// started together do not all make their calls at the same moment. The
+// returned wait blocks until ctx has ended and no call is running; it does
+// not wait out the interval.
 func every(ctx context.Context, first, interval time.Duration, jitter float64, f func(context.Context)) (wait func()) {
 	var (
 		mu    sync.Mutex

@@ -179,7 +179,7 @@ func (n *NodeController) Err() error {
 // condition of the provider's that someone else changed (the node
 // lifecycle controller's Ready Unknown after missed heartbeats) is written
 // back as soon as the provider answers Ping.
-func (n *NodeController) Run(ctx context.Context) (retErr error) {
+func (n *NodeController) Run(ctx context.Context) error {
 	if err := n.Start(ctx); err != nil {
 		return err
 	}
