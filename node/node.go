@@ -148,6 +148,11 @@ func (n *NodeController) Ready() <-chan struct{} { return n.ready }
 // Call n.Err() to find out if there was an error.
 func (n *NodeController) Done() <-chan struct{} { return n.run.done }
 
+// AfterStop arranges for f to run on a goroutine of its own once the
+// controller has stopped (Done is closed), or at once if it has, so that a
+// process with many nodes need not keep a goroutine waiting on each.
+func (n *NodeController) AfterStop(f func()) { n.run.afterFinish(f) }
+
 // Err returns any errors that have occurred that trigger the control loop to
 // exit.
 //

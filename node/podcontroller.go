@@ -374,6 +374,11 @@ func (pc *PodController) Ready() <-chan struct{} { return pc.ready }
 // any error occurred.
 func (pc *PodController) Done() <-chan struct{} { return pc.run.done }
 
+// AfterStop arranges for f to run on a goroutine of its own once the
+// controller has stopped (Done is closed), or at once if it has, so that a
+// process with many nodes need not keep a goroutine waiting on each.
+func (pc *PodController) AfterStop(f func()) { pc.run.afterFinish(f) }
+
 // Err returns any error that has occurred and caused the pod controller to exit.
 func (pc *PodController) Err() error {
 	return pc.run.result()

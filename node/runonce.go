@@ -12,6 +12,8 @@ type runOnce struct {
 	started bool
 	done    chan struct{}
 	err     error
+	// after are afterFinish's funcs, until done is closed.
+	after []func()
 }
 
 func newRunOnce() *runOnce { return &runOnce{done: make(chan struct{})} }
@@ -28,12 +30,31 @@ func (r *runOnce) start(what string) error {
 	return nil
 }
 
-// finish records what Run returned and closes done.
+// finish records what Run returned, closes done and runs afterFinish's
+// funcs.
 func (r *runOnce) finish(err error) {
 	r.mu.Lock()
 	r.err = err
-	r.mu.Unlock()
 	close(r.done)
+	after := r.after
+	r.after = nil
+	r.mu.Unlock()
+	for _, f := range after {
+		go f()
+	}
+}
+
+// afterFinish runs f on a goroutine of its own once done is closed, or at
+// once if it is.
+func (r *runOnce) afterFinish(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-r.done:
+		go f()
+	default:
+		r.after = append(r.after, f)
+	}
 }
 
 // result is what Run returned, nil while it runs.

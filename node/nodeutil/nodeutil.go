@@ -114,6 +114,8 @@ type Node struct {
 	done  chan struct{}
 	mu    sync.Mutex
 	err   error
+	// serveErr is what the kubelet API server returned.
+	serveErr error
 	// afterStop are AfterStop's funcs, until done is closed.
 	afterStop []func()
 }
@@ -244,9 +246,9 @@ func (n *Node) Run(ctx context.Context) error {
 // controller fails: Done is closed once everything has stopped, and Err
 // says why. Start and Run are called once, one of them.
 //
-// The caller's goroutine is not held while the node runs, and with
-// AfterStop none need wait for it to stop: a process with many nodes keeps
-// one small goroutine a node, not the stack that started it.
+// No goroutine is held while the node runs, the caller's or one of its
+// own, and with AfterStop none need wait for it to stop: a process with
+// many idle nodes keeps no goroutine for them.
 func (n *Node) Start(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	// What Start has started, stopped in reverse once the node ends.
@@ -262,18 +264,15 @@ func (n *Node) Start(ctx context.Context) error {
 		return err
 	}
 
-	serveErr := make(chan error, 1)
-	// A server or node controller that fails ends ctx, which also cuts
-	// short a pod controller still waiting for its caches.
+	// Whatever stops (the server, either controller) ends ctx, which
+	// stops the rest: a pod controller still waiting for its caches is
+	// cut short, and a ready node finishes (see below).
 	if n.serve != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := n.serve(ctx)
-			serveErr <- err
-			if err != nil {
-				cancel()
-			}
+			n.served(n.serve(ctx))
+			cancel()
 		}()
 	}
 	// Neither controller has a goroutine of its own while idle: the node
@@ -283,19 +282,8 @@ func (n *Node) Start(ctx context.Context) error {
 		cancel() // before the wait for the server
 		return failed(err)
 	}
+	n.nodeController.AfterStop(cancel)
 	stops = append(stops, func() { <-n.nodeController.Done() }, func() { <-n.podController.Done() })
-	// A node controller that fails while the pod controller waits for
-	// its caches cuts that wait short.
-	starting := make(chan struct{})
-	go func() {
-		select {
-		case <-n.nodeController.Done():
-			if n.nodeController.Err() != nil {
-				cancel()
-			}
-		case <-starting:
-		}
-	}()
 
 	if n.podFactory != nil {
 		n.podFactory.Start(ctx.Done())
@@ -303,26 +291,19 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.refFactory.Start(ctx.Done())
 	stops = append(stops, n.refFactory.Shutdown, cancel)
-	err := n.podController.Start(ctx, n.cfg.Workers)
-	close(starting)
-	if err != nil {
+	if err := n.podController.Start(ctx, n.cfg.Workers); err != nil {
 		// Cut short by a failing server or node controller, whose error
 		// is the one to return, or by ctx ending: no error.
-		select {
-		case err := <-serveErr:
-			if err != nil {
-				return failed(err)
-			}
-		default:
-		}
-		if err := n.nodeControllerErr(); err != nil {
+		if err := n.serverErr(); err != nil {
 			return failed(err)
 		}
-		if ctx.Err() != nil {
-			return failed(nil)
+		if err := n.nodeControllerErr(); err != nil || ctx.Err() != nil {
+			return failed(err)
 		}
 		return failed(fmt.Errorf("pod controller: %w", err))
 	}
+	// Registered once started: a start that fails is reported above.
+	n.podController.AfterStop(cancel)
 
 	for _, c := range []interface {
 		Ready() <-chan struct{}
@@ -332,8 +313,6 @@ func (n *Node) Start(ctx context.Context) error {
 		case <-c.Ready():
 		case <-c.Done():
 			return failed(n.firstErr())
-		case err := <-serveErr:
-			return failed(err)
 		case <-ctx.Done():
 			return failed(n.firstErr())
 		}
@@ -345,24 +324,24 @@ func (n *Node) Start(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); n.devices.Run(ctx) }()
 	}
-	go n.wait(ctx, serveErr, stops)
+	// No goroutine waits on a ready node: its end is ctx's.
+	context.AfterFunc(ctx, func() { n.finish(stops, n.firstErr()) })
 	return nil
 }
 
-// wait holds a ready node until ctx ends, a controller stops or the server
-// fails, and then stops the rest.
-func (n *Node) wait(ctx context.Context, serveErr <-chan error, stops []func()) {
-	var err error
-	select {
-	case <-n.nodeController.Done():
-		err = n.firstErr()
-	case <-n.podController.Done():
-		err = n.firstErr()
-	case err = <-serveErr:
-	case <-ctx.Done():
-		err = n.firstErr()
-	}
-	n.finish(stops, err)
+// served records what the kubelet API server returned: once it stops, the
+// node stops, with its error.
+func (n *Node) served(err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.serveErr = err
+}
+
+// serverErr is what the kubelet API server returned, nil while it serves.
+func (n *Node) serverErr() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.serveErr
 }
 
 // finish stops, in reverse, what Start started, and then ends the node
@@ -397,7 +376,12 @@ func (n *Node) AfterStop(f func()) {
 	}
 }
 
+// firstErr is why the node stops: the server's error, the node
+// controller's or the pod controller's, in that order; nil when ctx ended.
 func (n *Node) firstErr() error {
+	if err := n.serverErr(); err != nil {
+		return err
+	}
 	if err := n.nodeControllerErr(); err != nil {
 		return err
 	}
