@@ -35,14 +35,11 @@ type podClaims struct {
 	live     resourcev1client.ResourceClaimsGetter // nil: the cache's answer stands
 }
 
-func newPodClaims(caps Capabilities, inf resourcev1informers.ResourceClaimInformer, live resourcev1client.ResourceClaimsGetter) (*podClaims, error) {
+func newPodClaims(caps Capabilities, inf resourcev1informers.ResourceClaimInformer, live resourcev1client.ResourceClaimsGetter) *podClaims {
 	if caps.Devices == nil {
-		return nil, nil
+		return nil
 	}
-	if inf == nil {
-		return nil, fmt.Errorf("pod controller: ResourceClaimInformer is required for a provider with devices (DeviceProvider)")
-	}
-	return &podClaims{provider: caps.Devices, lister: inf.Lister(), informer: inf.Informer(), live: live}, nil
+	return &podClaims{provider: caps.Devices, lister: inf.Lister(), informer: inf.Informer(), live: live}
 }
 
 // prepareDevices hands the provider the devices of a pod about to be

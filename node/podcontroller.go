@@ -254,8 +254,15 @@ type PodController struct {
 	run   *runOnce
 }
 
-// NewPodController creates a new pod controller with the provided config.
-func NewPodController(cfg PodControllerConfig) (*PodController, error) {
+// Validate reports what NewPodController would refuse in cfg, without
+// building anything: for a caller that builds the controller later.
+func (cfg PodControllerConfig) Validate() error {
+	_, err := cfg.validate()
+	return err
+}
+
+// validate is Validate, with the capabilities the controller would use.
+func (cfg PodControllerConfig) validate() (*Capabilities, error) {
 	switch {
 	case cfg.PodClient == nil:
 		return nil, errors.New("pod controller: PodClient is required")
@@ -278,6 +285,18 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 	if caps == nil {
 		c := CapabilitiesOf(cfg.Provider)
 		caps = &c
+	}
+	if caps.Devices != nil && cfg.ResourceClaimInformer == nil {
+		return nil, errors.New("pod controller: ResourceClaimInformer is required for a provider with devices (DeviceProvider)")
+	}
+	return caps, nil
+}
+
+// NewPodController creates a new pod controller with the provided config.
+func NewPodController(cfg PodControllerConfig) (*PodController, error) {
+	caps, err := cfg.validate()
+	if err != nil {
+		return nil, err
 	}
 	pc := &PodController{
 		caps:           *caps,
@@ -336,10 +355,7 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 	}
 
 	pc.volumes, pc.volumeQueue = newPodVolumes(pc, cfg)
-	var err error
-	if pc.claims, err = newPodClaims(pc.caps, cfg.ResourceClaimInformer, cfg.ClaimClient); err != nil {
-		return nil, err
-	}
+	pc.claims = newPodClaims(pc.caps, cfg.ResourceClaimInformer, cfg.ClaimClient)
 	if pc.claims != nil {
 		pc.syncedFuncs = append(pc.syncedFuncs, pc.claims.informer.HasSynced)
 	}

@@ -216,6 +216,9 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		InformerFactory:      sh.nodeInformers(),
 		PodInformerFactory:   podFactory,
 		EventRecorder:        recorder,
+		// Nodes sharing the process's watches are many (--node-count,
+		// --manage-*, replicas), and an idle one needs no pod controller.
+		PodControllerOnDemand: sh.pods != nil,
 		ConfigurePodController: func(c *node.PodControllerConfig) {
 			c.ProviderCallObserver = metrics.ObserveProviderCall
 			c.QueueMetrics = metrics.QueueMetrics

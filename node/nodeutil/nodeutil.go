@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -93,6 +94,11 @@ type Config struct {
 	// EventRecorder, if set, records the pod controller's events instead
 	// of a recorder of the Node's own.
 	EventRecorder record.EventRecorder
+	// PodControllerOnDemand builds and starts the pod controller at the
+	// node's first pod rather than at Start, when neither Kubernetes nor
+	// the provider has a pod of the node then: a process with many idle
+	// nodes keeps no controller for them. PodController is nil until then.
+	PodControllerOnDemand bool
 }
 
 // Node is a provider wired to the API server as a node.
@@ -104,7 +110,10 @@ type Node struct {
 	broadcast  record.EventBroadcaster
 
 	nodeController *node.NodeController
-	podController  *node.PodController
+	// podController is nil until the controller is built: at New, or at
+	// the node's first pod with PodControllerOnDemand (see onDemand).
+	podController atomic.Pointer[node.PodController]
+	onDemand      *podsOnDemand
 	// devices publishes the provider's devices; nil without any.
 	devices *DevicePublisher
 	// serve, if set, runs the kubelet API server until ctx ends.
@@ -203,9 +212,17 @@ func New(cfg Config) (*Node, error) {
 	if cfg.ConfigurePodController != nil {
 		cfg.ConfigurePodController(&pcc)
 	}
-	n.podController, err = node.NewPodController(pcc)
-	if err != nil {
-		return nil, err
+	if cfg.PodControllerOnDemand {
+		if err := pcc.Validate(); err != nil {
+			return nil, err
+		}
+		n.onDemand = newPodsOnDemand(pcc)
+	} else {
+		pc, err := node.NewPodController(pcc)
+		if err != nil {
+			return nil, err
+		}
+		n.podController.Store(pc)
 	}
 	// The node controller keeps the node; a thousand nodes need not keep
 	// a second copy each.
@@ -283,7 +300,7 @@ func (n *Node) Start(ctx context.Context) error {
 		return failed(err)
 	}
 	n.nodeController.AfterStop(cancel)
-	stops = append(stops, func() { <-n.nodeController.Done() }, func() { <-n.podController.Done() })
+	stops = append(stops, func() { <-n.nodeController.Done() }, n.podsStopped)
 
 	if n.podFactory != nil {
 		n.podFactory.Start(ctx.Done())
@@ -291,9 +308,10 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.refFactory.Start(ctx.Done())
 	stops = append(stops, n.refFactory.Shutdown, cancel)
-	if err := n.podController.Start(ctx, n.cfg.Workers); err != nil {
-		// Cut short by a failing server or node controller, whose error
-		// is the one to return, or by ctx ending: no error.
+	// startFailed is what Start returns when the pod controller did not
+	// start: cut short by a failing server or node controller, whose
+	// error is the one to return, or by ctx ending: no error.
+	startFailed := func(err error) error {
 		if err := n.serverErr(); err != nil {
 			return failed(err)
 		}
@@ -302,13 +320,41 @@ func (n *Node) Start(ctx context.Context) error {
 		}
 		return failed(fmt.Errorf("pod controller: %w", err))
 	}
-	// Registered once started: a start that fails is reported above.
-	n.podController.AfterStop(cancel)
-
-	for _, c := range []interface {
+	lazy := false
+	if n.onDemand != nil {
+		idle, ok := n.idle(ctx)
+		if !ok {
+			return startFailed(context.Cause(ctx))
+		}
+		lazy = idle
+	}
+	waitFor := []interface {
 		Ready() <-chan struct{}
 		Done() <-chan struct{}
-	}{n.nodeController, n.podController} {
+	}{n.nodeController}
+	switch {
+	case lazy:
+		if err := n.awaitFirstPod(func() { n.startOnDemand(ctx, cancel) }); err != nil {
+			return startFailed(err)
+		}
+	case n.onDemand != nil:
+		pc, err := node.NewPodController(n.onDemand.cfg)
+		if err != nil {
+			return startFailed(err)
+		}
+		n.podController.Store(pc)
+		fallthrough
+	default:
+		pc := n.podController.Load()
+		if err := pc.Start(ctx, n.cfg.Workers); err != nil {
+			return startFailed(err)
+		}
+		// Registered once started: a start that fails is reported above.
+		pc.AfterStop(cancel)
+		waitFor = append(waitFor, pc)
+	}
+
+	for _, c := range waitFor {
 		select {
 		case <-c.Ready():
 		case <-c.Done():
@@ -385,14 +431,32 @@ func (n *Node) firstErr() error {
 	if err := n.nodeControllerErr(); err != nil {
 		return err
 	}
-	select {
-	case <-n.podController.Done():
-		if err := n.podController.Err(); err != nil {
-			return fmt.Errorf("pod controller: %w", err)
+	if n.onDemand != nil {
+		if err := n.onDemand.startErr(); err != nil {
+			return err
 		}
-	default:
+	}
+	if pc := n.podController.Load(); pc != nil {
+		select {
+		case <-pc.Done():
+			if err := pc.Err(); err != nil {
+				return fmt.Errorf("pod controller: %w", err)
+			}
+		default:
+		}
 	}
 	return nil
+}
+
+// podsStopped waits for the pod controller to stop, if it was started, and
+// keeps one from starting on demand once the node stops.
+func (n *Node) podsStopped() {
+	if n.onDemand != nil {
+		n.onDemand.close(n.pods.Informer())
+	}
+	if pc := n.podController.Load(); pc != nil {
+		<-pc.Done()
+	}
 }
 
 // nodeControllerErr is the node controller's error once it has stopped
@@ -417,8 +481,8 @@ func (n *Node) PodLister() corev1listers.PodLister {
 func (n *Node) NodeController() *node.NodeController { return n.nodeController }
 
 // PodController returns the node's PodController, for its queue lengths or
-// enqueue methods.
-func (n *Node) PodController() *node.PodController { return n.podController }
+// enqueue methods; nil while a PodControllerOnDemand node has had no pod.
+func (n *Node) PodController() *node.PodController { return n.podController.Load() }
 
 // WaitReady waits until the node is ready, and fails if Run returned first,
 // ctx ended or timeout (when positive) passed.
@@ -453,7 +517,8 @@ func (n *Node) WaitReady(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-// Ready is closed once the node is registered and the pod controller runs.
+// Ready is closed once the node is registered and the pod controller runs,
+// or, with PodControllerOnDemand and no pod yet, waits for the first pod.
 func (n *Node) Ready() <-chan struct{} { return n.ready }
 
 // Done is closed once the node has stopped: Run has returned, or what
