@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -104,14 +103,11 @@ type cycle struct {
 func (n *NodeController) arm(ctx context.Context) {
 	c := &n.cycle
 	c.healthy = true
-	periodic := func(interval time.Duration, e event) {
-		c.release = append(c.release, every(ctx, interval, interval, 0, func(context.Context) { n.post(e, nil) }))
-	}
-	periodic(n.pingInterval, evPing)
+	periodic := []tick{{e: evPing, interval: n.pingInterval}}
 	if n.leases != nil {
-		periodic(n.renewInterval, evRenew)
-		periodic(n.statusInterval, evStatus)
+		periodic = append(periodic, tick{e: evRenew, interval: n.renewInterval}, tick{e: evStatus, interval: n.statusInterval})
 	}
+	c.release = append(c.release, startTicks(func(e event) { n.post(e, nil) }, periodic))
 	stopAfter := context.AfterFunc(ctx, func() { n.post(evStop, nil) })
 	c.release = append(c.release, func() { stopAfter() })
 }

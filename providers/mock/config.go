@@ -82,10 +82,13 @@ func matchPattern(nodes map[string]json.RawMessage, nodeName string) (string, js
 // Resources the node's entry leaves out keep their defaults. Errors name the
 // file, the node and the field.
 func loadConfig(path, nodeName string) (config, error) {
-	cfg := config{capacity: DefaultCapacity.DeepCopy(), copiedBytes: DefaultNodeCopiedBytes, runtime: defaultRuntimeFeatures}
+	// Without a file, every node shares the defaults: a provider never
+	// changes its capacity, and a thousand nodes need not copy it.
+	cfg := config{capacity: DefaultCapacity, copiedBytes: DefaultNodeCopiedBytes, runtime: defaultRuntimeFeatures}
 	if path == "" {
 		return cfg, nil
 	}
+	cfg.capacity = DefaultCapacity.DeepCopy()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return cfg, fmt.Errorf("provider config: %w", err)
