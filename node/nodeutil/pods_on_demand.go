@@ -35,7 +35,9 @@ type podsOnDemand struct {
 // starts only the informers asked of it before.
 func newPodsOnDemand(cfg node.PodControllerConfig) *podsOnDemand {
 	cfg.PodInformer.Informer()
-	for _, i := range []interface{ Informer() cache.SharedIndexInformer }{
+	for _, i := range []interface {
+		Informer() cache.SharedIndexInformer
+	}{
 		cfg.ConfigMapInformer, cfg.SecretInformer, cfg.ServiceInformer, cfg.ResourceClaimInformer,
 	} {
 		if i != nil {
