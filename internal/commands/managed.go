@@ -371,6 +371,9 @@ func (m *managedNodes) start(ctx context.Context, n *corev1.Node, port int32) {
 	m.countServed()
 	m.mu.Unlock()
 	log.G(ctx).WithFields(log.Fields{"node": n.Name, "port": port}).Info("serving the managed node")
+	// stopped lives as long as the node: it keeps the name, not the
+	// cache's Node of the moment (a few KB a node, long replaced there).
+	name := n.Name
 	stopped := func(err error) {
 		defer close(r.done)
 		if nodeCtx.Err() != nil {
@@ -381,11 +384,11 @@ func (m *managedNodes) start(ctx context.Context, n *corev1.Node, port int32) {
 		// kept from the pool, and the retry gets another.
 		if errors.Is(err, node.ErrNodeDeleted) {
 			m.ports.give(port)
-			log.G(ctx).WithField("node", n.Name).Info("the managed node was deleted: it is not registered again")
+			log.G(ctx).WithField("node", name).Info("the managed node was deleted: it is not registered again")
 		} else {
-			log.G(ctx).WithField("node", n.Name).WithError(err).Error("serving the managed node stopped; retrying")
+			log.G(ctx).WithField("node", name).WithError(err).Error("serving the managed node stopped; retrying")
 		}
-		m.queue.AddRateLimited(n.Name)
+		m.queue.AddRateLimited(name)
 	}
 	// The start-up runs on a goroutine that ends once the node is up, so
 	// that a thousand idle nodes do not each hold the stack that started

@@ -287,3 +287,50 @@ func TestServedNodesHoldNoGoroutine(t *testing.T) {
 	cancel()
 	ended.Wait()
 }
+
+// TestServedNodeKeepsNoNodeObject: what lives as long as a served node
+// (the callback its end reports to) keeps the node's name, not the
+// cache's Node it was started from, which the cache replaces at each
+// status write.
+func TestServedNodeKeepsNoNodeObject(t *testing.T) {
+	var held []func(error)
+	var mu sync.Mutex
+	up := make(chan struct{}, 1)
+	serve := func(ctx context.Context, n *corev1.Node, port int32, stopped func(error)) error {
+		mu.Lock()
+		held = append(held, stopped)
+		mu.Unlock()
+		up <- struct{}{}
+		return nil
+	}
+	selector := managedSelector(t, ManagedNodeOptions{All: true})
+	pool := newPortPool(&ServerOptions{ListenAddress: "127.0.0.1", ListenPort: 10250})
+	pool.shared = true
+	m := newManagedNodes(selector, corev1listers.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})), pool, serve)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	collected := make(chan struct{})
+	func() {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n0", UID: "u0"}}
+		runtime.SetFinalizer(n, func(*corev1.Node) { close(collected) })
+		m.start(ctx, n, 10250)
+	}()
+	<-up
+	deadline := time.After(10 * time.Second)
+	for {
+		runtime.GC()
+		select {
+		case <-collected:
+			mu.Lock()
+			defer mu.Unlock()
+			if len(held) != 1 {
+				t.Fatalf("%d callbacks held, want 1", len(held))
+			}
+			return
+		case <-deadline:
+			t.Fatal("the Node a served node started from is still reachable 10s later")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
