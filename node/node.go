@@ -16,6 +16,7 @@ import (
 	coordclientset "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	v1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
+	"github.com/vkubelet/virtual-kubelet/node/intern"
 	"github.com/vkubelet/virtual-kubelet/node/log"
 	"github.com/vkubelet/virtual-kubelet/node/trace"
 )
@@ -41,6 +42,10 @@ type NodeController struct { //nolint:revive
 	name string
 	// labels restricts the labels the provider's updates set.
 	labels *NodeLabelGuard
+
+	// interner shares what the desired node repeats with other nodes'
+	// (WithNodeInterner); nil: nothing is shared.
+	interner *intern.Interner
 
 	leases coordclientset.LeaseInterface
 	// lease is the lease as our last write left it, nil when unknown; only
@@ -116,6 +121,10 @@ func NewNodeController(p NodeProvider, node *corev1.Node, nodes v1.NodeInterface
 		if err := o(n); err != nil {
 			return nil, err
 		}
+	}
+	if n.interner != nil {
+		// Our own copy: sharing its values changes nobody else's.
+		n.interner.Node(n.desired)
 	}
 	if n.pingInterval <= 0 {
 		return nil, fmt.Errorf("node controller: ping interval must be positive, got %s", n.pingInterval)

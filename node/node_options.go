@@ -6,6 +6,8 @@ import (
 	"time"
 
 	coordclientset "k8s.io/client-go/kubernetes/typed/coordination/v1"
+
+	"github.com/vkubelet/virtual-kubelet/node/intern"
 )
 
 // ErrConflictingLeaseControllerConfiguration is returned when the lease
@@ -119,6 +121,18 @@ func WithNodeLabelGuard(g *NodeLabelGuard) NodeControllerOpt {
 			return fmt.Errorf("node controller: the label guard must be node %s's", n.name)
 		}
 		n.labels = g
+		return nil
+	}
+}
+
+// WithNodeInterner shares, through in, what the controller's copy of the
+// node repeats with other nodes of the process (capacity, allocatable,
+// annotations, the node's software), as nodeutil.TrimNodesWith does for a
+// Node informer's cache: a process of a thousand like nodes keeps each
+// such value once.
+func WithNodeInterner(in *intern.Interner) NodeControllerOpt {
+	return func(n *NodeController) error {
+		n.interner = in
 		return nil
 	}
 }

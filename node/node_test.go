@@ -11,6 +11,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +19,8 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/vkubelet/virtual-kubelet/node/intern"
 )
 
 func taint(key, value string, effect corev1.TaintEffect) corev1.Taint {
@@ -283,5 +286,32 @@ func TestTaintWriteCanceled(t *testing.T) {
 	written, err := n.writeTaints(context.Background(), current.DeepCopy())
 	if !errors.Is(err, context.Canceled) || written != nil {
 		t.Errorf("writeTaints = %v, %v; want no node and the cancellation", written, err)
+	}
+}
+
+// TestWithNodeInternerSharesWhatNodesRepeat: controllers given one
+// Interner keep one capacity between them, and the caller's node stays
+// its own.
+func TestWithNodeInternerSharesWhatNodesRepeat(t *testing.T) {
+	in := intern.New()
+	client := fake.NewClientset()
+	capacity := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourcePods: resource.MustParse("110")}
+	var kept []corev1.ResourceList
+	for _, name := range []string{"vk0", "vk1"} {
+		spec := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Capacity: capacity.DeepCopy()}}
+		n, err := NewNodeController(NaiveNodeProvider{}, spec, client.CoreV1().Nodes(), WithNodeInterner(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reflect.ValueOf(n.Node().Status.Capacity).Pointer() == reflect.ValueOf(spec.Status.Capacity).Pointer() {
+			t.Errorf("%s: the controller keeps the caller's capacity, not a copy", name)
+		}
+		kept = append(kept, n.Node().Status.Capacity)
+	}
+	if reflect.ValueOf(kept[0]).Pointer() != reflect.ValueOf(kept[1]).Pointer() {
+		t.Error("two controllers with one Interner keep two copies of one capacity")
+	}
+	if !apiequality.Semantic.DeepEqual(kept[0], capacity) {
+		t.Errorf("capacity kept: %v, want %v", kept[0], capacity)
 	}
 }

@@ -230,7 +230,8 @@ func buildNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 			}
 		},
 	}
-	cfg.NodeOptions = append(cfg.NodeOptions, node.WithNodeStatusUpdateInterval(o.Node.StatusReportFrequency), node.WithNodeLabelGuard(labels))
+	cfg.NodeOptions = append(cfg.NodeOptions, node.WithNodeStatusUpdateInterval(o.Node.StatusReportFrequency), node.WithNodeLabelGuard(labels),
+		node.WithNodeInterner(sh.interner))
 	if from != nil {
 		cfg.NodeOptions = append(cfg.NodeOptions, node.WithExistingNode())
 	}

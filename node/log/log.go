@@ -58,9 +58,30 @@ func GetLogger(ctx context.Context) Logger {
 // G is the short name of GetLogger used at call sites: log.G(ctx).Info(...).
 var G = GetLogger
 
-// WithFields returns a context whose logger has the given fields added.
+// WithFields returns a context whose logger has the given fields added;
+// ctx itself when its logger has them already, with the same string
+// values (a node's name, set by the caller and again by a controller), so
+// that each of a thousand nodes does not keep a second logger.
 func WithFields(ctx context.Context, fields Fields) context.Context {
-	return WithLogger(ctx, G(ctx).WithFields(fields))
+	l := G(ctx)
+	if h, ok := l.(logrusLogger); ok && h.hasStrings(fields) {
+		return ctx
+	}
+	return WithLogger(ctx, l.WithFields(fields))
+}
+
+// hasStrings reports whether every field is a string the entry has.
+func (l logrusLogger) hasStrings(fields Fields) bool {
+	for k, v := range fields {
+		want, ok := v.(string)
+		if !ok {
+			return false
+		}
+		if got, ok := l.Data[k].(string); !ok || got != want {
+			return false
+		}
+	}
+	return true
 }
 
 // FromLogrus adapts a logrus entry to Logger.

@@ -34,3 +34,27 @@ func TestContextLoggerCarriesFields(t *testing.T) {
 		t.Errorf("second entry fields: %v", second.Data)
 	}
 }
+
+// TestWithFieldsKeepsALoggerThatHasThem: fields the logger has already,
+// with the same string values, make no new logger; any other does.
+func TestWithFieldsKeepsALoggerThatHasThem(t *testing.T) {
+	logger, hook := test.NewNullLogger()
+	ctx := log.WithFields(log.WithLogger(context.Background(), log.FromLogrus(logrus.NewEntry(logger))), log.Fields{"node": "vk0"})
+	if again := log.WithFields(ctx, log.Fields{"node": "vk0"}); again != ctx {
+		t.Error("the same node field again made a new logger")
+	}
+	for _, f := range []log.Fields{{"node": "vk1"}, {"node": "vk0", "pod": "web"}, {"count": 1}} {
+		other := log.WithFields(ctx, f)
+		if other == ctx {
+			t.Errorf("fields %v kept the logger", f)
+			continue
+		}
+		log.G(other).Info("x")
+		got := hook.LastEntry().Data
+		for k, v := range f {
+			if got[k] != v {
+				t.Errorf("fields %v: logged %s=%v", f, k, got[k])
+			}
+		}
+	}
+}
