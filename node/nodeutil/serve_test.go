@@ -1,4 +1,4 @@
-package nodeutil
+package nodeutil_test
 
 import (
 	"context"
@@ -9,29 +9,31 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/vkubelet/virtual-kubelet/node/nodeutil"
 )
 
 // TestServerThatFailsStopsTheNode: a kubelet API server that fails once
 // the node is ready stops the node, with the server's error.
 func TestServerThatFailsStopsTheNode(t *testing.T) {
-	n, err := New(Config{
+	n, err := nodeutil.New(nodeutil.Config{
 		Client:   fake.NewClientset(),
 		Node:     &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "vk4"}},
-		Provider: idleProvider{},
+		Provider: nopProvider{},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	failing := make(chan struct{})
 	refused := errors.New("listener closed")
-	n.serve = func(ctx context.Context) error {
+	nodeutil.ServeWith(n, func(ctx context.Context) error {
 		select {
 		case <-failing:
 			return refused
 		case <-ctx.Done():
 			return nil
 		}
-	}
+	})
 	if err := n.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -45,15 +47,3 @@ func TestServerThatFailsStopsTheNode(t *testing.T) {
 		t.Errorf("Err after the server failed: %v, want %v", err, refused)
 	}
 }
-
-// idleProvider runs nothing; enough to bring a node up.
-type idleProvider struct{}
-
-func (idleProvider) CreatePod(context.Context, *corev1.Pod) error                { return nil }
-func (idleProvider) UpdatePod(context.Context, *corev1.Pod) error                { return nil }
-func (idleProvider) DeletePod(context.Context, *corev1.Pod) error                { return nil }
-func (idleProvider) GetPod(context.Context, string, string) (*corev1.Pod, error) { return nil, nil }
-func (idleProvider) GetPodStatus(context.Context, string, string) (*corev1.PodStatus, error) {
-	return nil, nil
-}
-func (idleProvider) GetPods(context.Context) ([]*corev1.Pod, error) { return nil, nil }
