@@ -293,8 +293,9 @@ func (n *Node) Start(ctx context.Context) error {
 		}()
 	}
 	// Neither controller has a goroutine of its own while idle: the node
-	// controller runs on timers until ctx ends, and the pod controller
-	// starts here, once its caches are synced, and stops when ctx ends.
+	// controller runs on a timer until ctx ends, and the pod controller
+	// starts below (or at the node's first pod, PodControllerOnDemand),
+	// once its caches are synced, and stops when ctx ends.
 	if err := n.nodeController.Start(ctx); err != nil {
 		cancel() // before the wait for the server
 		return failed(err)
