@@ -17,6 +17,7 @@ import (
 	v1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/vkubelet/virtual-kubelet/node/intern"
+	"github.com/vkubelet/virtual-kubelet/node/internal/runonce"
 	"github.com/vkubelet/virtual-kubelet/node/log"
 	"github.com/vkubelet/virtual-kubelet/node/trace"
 )
@@ -80,7 +81,7 @@ type NodeController struct { //nolint:revive
 	cycle cycle
 
 	ready chan struct{}
-	run   *runOnce
+	run   *runonce.Once
 }
 
 // NewNodeController creates a new node controller. This does not have any
@@ -110,7 +111,7 @@ func NewNodeController(p NodeProvider, node *corev1.Node, nodes v1.NodeInterface
 		pingInterval:   DefaultPingInterval,
 		statusInterval: DefaultStatusUpdateInterval,
 		ready:          make(chan struct{}),
-		run:            newRunOnce(),
+		run:            runonce.New(),
 	}
 	// Start's goroutine holds the loop until the node is registered: what
 	// comes before waits for it.
@@ -155,12 +156,12 @@ func (n *NodeController) Ready() <-chan struct{} { return n.ready }
 // is exited.
 //
 // Call n.Err() to find out if there was an error.
-func (n *NodeController) Done() <-chan struct{} { return n.run.done }
+func (n *NodeController) Done() <-chan struct{} { return n.run.Done() }
 
 // AfterStop arranges for f to run on a goroutine of its own once the
 // controller has stopped (Done is closed), or at once if it has, so that a
 // process with many nodes need not keep a goroutine waiting on each.
-func (n *NodeController) AfterStop(f func()) { n.run.afterFinish(f) }
+func (n *NodeController) AfterStop(f func()) { n.run.AfterFinish(f) }
 
 // Err returns any errors that have occurred that trigger the control loop to
 // exit.
@@ -168,11 +169,11 @@ func (n *NodeController) AfterStop(f func()) { n.run.afterFinish(f) }
 // Err only returns a non-nil error after `<-n.Done()` returns.
 func (n *NodeController) Err() error {
 	select {
-	case <-n.run.done:
+	case <-n.run.Done():
 	default:
 		return nil
 	}
-	return n.run.result()
+	return n.run.Result()
 }
 
 // Run registers the node in kubernetes and starts loops for updating the node
@@ -198,7 +199,7 @@ func (n *NodeController) Run(ctx context.Context) error {
 		return err
 	}
 	<-n.Done()
-	return n.run.result()
+	return n.run.Result()
 }
 
 // Start does what Run does, but returns at once: Ready is closed once the
@@ -206,7 +207,7 @@ func (n *NodeController) Run(ctx context.Context) error {
 // saying why. Between its writes, the controller holds no goroutine of its
 // own, only timers.
 func (n *NodeController) Start(ctx context.Context) error {
-	if err := n.run.start("node controller"); err != nil {
+	if err := n.run.Start("node controller"); err != nil {
 		return err
 	}
 	go n.start(ctx)

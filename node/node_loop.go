@@ -179,5 +179,5 @@ func (n *NodeController) stop(err error) {
 	for _, release := range c.release {
 		release()
 	}
-	n.run.finish(err)
+	n.run.Finish(err)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/vkubelet/virtual-kubelet/node/internal/podlisting"
 	"github.com/vkubelet/virtual-kubelet/node/internal/podvolumes"
 	"github.com/vkubelet/virtual-kubelet/node/internal/prober"
+	"github.com/vkubelet/virtual-kubelet/node/internal/runonce"
 	"github.com/vkubelet/virtual-kubelet/node/log"
 	"github.com/vkubelet/virtual-kubelet/node/queue"
 )
@@ -251,7 +252,7 @@ type PodController struct {
 	stores perpod.Stores
 
 	ready chan struct{}
-	run   *runOnce
+	run   *runonce.Once
 }
 
 // Validate reports what NewPodController would refuse in cfg, without
@@ -313,7 +314,7 @@ func NewPodController(cfg PodControllerConfig) (*PodController, error) {
 		observe:        cfg.ProviderCallObserver,
 		pods:           newPodRecords(),
 		ready:          make(chan struct{}),
-		run:            newRunOnce(),
+		run:            runonce.New(),
 	}
 	if pc.lister == nil {
 		pc.lister = cfg.PodInformer.Lister()
@@ -388,16 +389,16 @@ func (pc *PodController) Ready() <-chan struct{} { return pc.ready }
 // Done returns a channel receiver which is closed when the pod controller has
 // exited. Once the pod controller has exited you can call `pc.Err()` to see if
 // any error occurred.
-func (pc *PodController) Done() <-chan struct{} { return pc.run.done }
+func (pc *PodController) Done() <-chan struct{} { return pc.run.Done() }
 
 // AfterStop arranges for f to run on a goroutine of its own once the
 // controller has stopped (Done is closed), or at once if it has, so that a
 // process with many nodes need not keep a goroutine waiting on each.
-func (pc *PodController) AfterStop(f func()) { pc.run.afterFinish(f) }
+func (pc *PodController) AfterStop(f func()) { pc.run.AfterFinish(f) }
 
 // Err returns any error that has occurred and caused the pod controller to exit.
 func (pc *PodController) Err() error {
-	return pc.run.result()
+	return pc.run.Result()
 }
 
 // Run will set up the event handlers for types we are interested in, as well
@@ -425,12 +426,12 @@ func (pc *PodController) Run(ctx context.Context, podSyncWorkers int) error {
 // The informers in the config must be started by the caller: Start waits
 // for their caches, and fails if ctx ends first.
 func (pc *PodController) Start(ctx context.Context, podSyncWorkers int) error {
-	if err := pc.run.start("pod controller"); err != nil {
+	if err := pc.run.Start("pod controller"); err != nil {
 		return err
 	}
 	if podSyncWorkers < 1 {
 		err := fmt.Errorf("pod controller: podSyncWorkers must be at least 1, got %d", podSyncWorkers)
-		pc.run.finish(err)
+		pc.run.Finish(err)
 		return err
 	}
 
@@ -443,7 +444,7 @@ func (pc *PodController) Start(ctx context.Context, podSyncWorkers int) error {
 		for i := len(stops) - 1; i >= 0; i-- {
 			stops[i]()
 		}
-		pc.run.finish(err)
+		pc.run.Finish(err)
 	}
 	stops = append(stops, func() {
 		for _, q := range pc.queues() {

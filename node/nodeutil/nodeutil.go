@@ -38,6 +38,7 @@ import (
 
 	"github.com/vkubelet/virtual-kubelet/node"
 	"github.com/vkubelet/virtual-kubelet/node/intern"
+	"github.com/vkubelet/virtual-kubelet/node/internal/runonce"
 	"github.com/vkubelet/virtual-kubelet/node/log"
 )
 
@@ -120,13 +121,11 @@ type Node struct {
 	serve func(ctx context.Context) error
 
 	ready chan struct{}
-	done  chan struct{}
-	mu    sync.Mutex
-	err   error
+	// run is the node's end: Done, Err and AfterStop.
+	run *runonce.Once
+	mu  sync.Mutex
 	// serveErr is what the kubelet API server returned.
 	serveErr error
-	// afterStop are AfterStop's funcs, until done is closed.
-	afterStop []func()
 }
 
 // New builds a Node; nothing is started and nothing is written until Run
@@ -156,7 +155,7 @@ func New(cfg Config) (*Node, error) {
 		transform = TrimPodsWith(intern.New())
 	}
 
-	n := &Node{cfg: cfg, ready: make(chan struct{}), done: make(chan struct{}), pods: cfg.PodInformer}
+	n := &Node{cfg: cfg, ready: make(chan struct{}), run: runonce.New(), pods: cfg.PodInformer}
 	if n.pods == nil {
 		n.podFactory = cfg.PodInformerFactory
 		if n.podFactory == nil {
@@ -253,7 +252,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if err := n.Start(ctx); err != nil {
 		return err
 	}
-	<-n.done
+	<-n.run.Done()
 	return n.Err()
 }
 
@@ -397,31 +396,14 @@ func (n *Node) finish(stops []func(), err error) {
 	for i := len(stops) - 1; i >= 0; i-- {
 		stops[i]()
 	}
-	n.mu.Lock()
-	n.err = err
-	close(n.done)
-	after := n.afterStop
-	n.afterStop = nil
-	n.mu.Unlock()
-	for _, f := range after {
-		go f()
-	}
+	n.run.Finish(err)
 }
 
 // AfterStop arranges for f to run on a goroutine of its own once the node
 // has stopped (Done is closed), or at once if it has. Like
 // context.AfterFunc, it lets a caller follow many nodes without a
 // goroutine waiting on each.
-func (n *Node) AfterStop(f func()) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	select {
-	case <-n.done:
-		go f()
-	default:
-		n.afterStop = append(n.afterStop, f)
-	}
-}
+func (n *Node) AfterStop(f func()) { n.run.AfterFinish(f) }
 
 // firstErr is why the node stops: the server's error, the node
 // controller's or the pod controller's, in that order; nil when ctx ended.
@@ -503,7 +485,7 @@ func (n *Node) WaitReady(ctx context.Context, timeout time.Duration) error {
 	select {
 	case <-n.ready:
 		return nil
-	case <-n.done:
+	case <-n.run.Done():
 		select {
 		case <-n.ready: // it was ready before it stopped
 			return nil
@@ -524,11 +506,7 @@ func (n *Node) Ready() <-chan struct{} { return n.ready }
 
 // Done is closed once the node has stopped: Run has returned, or what
 // Start started has stopped.
-func (n *Node) Done() <-chan struct{} { return n.done }
+func (n *Node) Done() <-chan struct{} { return n.run.Done() }
 
 // Err is why the node stopped (Run's error), once Done is closed.
-func (n *Node) Err() error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.err
-}
+func (n *Node) Err() error { return n.run.Result() }
