@@ -332,25 +332,15 @@ func (n *Node) Start(ctx context.Context) error {
 		Ready() <-chan struct{}
 		Done() <-chan struct{}
 	}{n.nodeController}
-	switch {
-	case lazy:
+	if lazy {
 		if err := n.awaitFirstPod(func() { n.startOnDemand(ctx, cancel) }); err != nil {
 			return startFailed(err)
 		}
-	case n.onDemand != nil:
-		pc, err := node.NewPodController(n.onDemand.cfg)
+	} else {
+		pc, err := n.startPods(ctx, cancel)
 		if err != nil {
 			return startFailed(err)
 		}
-		n.podController.Store(pc)
-		fallthrough
-	default:
-		pc := n.podController.Load()
-		if err := pc.Start(ctx, n.cfg.Workers); err != nil {
-			return startFailed(err)
-		}
-		// Registered once started: a start that fails is reported above.
-		pc.AfterStop(cancel)
 		waitFor = append(waitFor, pc)
 	}
 

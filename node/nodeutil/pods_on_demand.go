@@ -111,11 +111,7 @@ func (n *Node) startOnDemand(ctx context.Context, cancel context.CancelFunc) {
 	if reg != nil {
 		_ = n.pods.Informer().RemoveEventHandler(reg)
 	}
-	pc, err := node.NewPodController(d.cfg)
-	if err == nil {
-		err = pc.Start(ctx, n.cfg.Workers)
-	}
-	if err != nil {
+	if _, err := n.startPods(ctx, cancel); err != nil {
 		if ctx.Err() == nil { // not cut short by the node's end
 			d.mu.Lock()
 			d.err = fmt.Errorf("pod controller: %w", err)
@@ -124,9 +120,26 @@ func (n *Node) startOnDemand(ctx context.Context, cancel context.CancelFunc) {
 		}
 		return
 	}
+	log.G(ctx).Debug("pod controller started for the node's first pod")
+}
+
+// startPods starts the pod controller, built now if it waited for the
+// node's first pod, and has its end stop the node (cancel). A controller
+// that fails to start is not kept: the caller reports why.
+func (n *Node) startPods(ctx context.Context, cancel context.CancelFunc) (*node.PodController, error) {
+	pc := n.podController.Load()
+	if pc == nil {
+		var err error
+		if pc, err = node.NewPodController(n.onDemand.cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := pc.Start(ctx, n.cfg.Workers); err != nil {
+		return nil, err
+	}
 	n.podController.Store(pc)
 	pc.AfterStop(cancel)
-	log.G(ctx).Debug("pod controller started for the node's first pod")
+	return pc, nil
 }
 
 // close keeps a controller from starting once the node stops, and waits
