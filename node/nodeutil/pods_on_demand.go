@@ -125,7 +125,9 @@ func (n *Node) startOnDemand(ctx context.Context, cancel context.CancelFunc) {
 
 // startPods starts the pod controller, built now if it waited for the
 // node's first pod, and has its end stop the node (cancel). A controller
-// that fails to start is not kept: the caller reports why.
+// built here is kept before it starts: its workers may hand the first pod
+// to the provider before Start returns, and PodController must show it by
+// then. One that fails to start is done, with its error.
 func (n *Node) startPods(ctx context.Context, cancel context.CancelFunc) (*node.PodController, error) {
 	pc := n.podController.Load()
 	if pc == nil {
@@ -133,11 +135,11 @@ func (n *Node) startPods(ctx context.Context, cancel context.CancelFunc) (*node.
 		if pc, err = node.NewPodController(n.onDemand.cfg); err != nil {
 			return nil, err
 		}
+		n.podController.Store(pc)
 	}
 	if err := pc.Start(ctx, n.cfg.Workers); err != nil {
 		return nil, err
 	}
-	n.podController.Store(pc)
 	pc.AfterStop(cancel)
 	return pc, nil
 }
