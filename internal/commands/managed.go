@@ -132,29 +132,13 @@ func runManaged(ctx context.Context, cancel context.CancelFunc, o *Options, clie
 	defer servers.shutdown(shutdownTimeout)
 
 	starts := make(startGate, maxConcurrentStarts)
-	serve := func(ctx context.Context, n *corev1.Node, port int32, stopped func(error)) error {
-		// Read afresh, with the managed fields that say what is whose.
-		fresh, err := client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err) || err == nil && fresh.UID != n.UID:
-			return fmt.Errorf("node %s: %w", n.Name, node.ErrNodeDeleted)
-		case err != nil:
-			return err
-		}
-		remove := func() {}
-		if annotations := o.nodeAnnotations(n.Name); annotations != nil {
-			if remove, err = applyListenerAnnotations(ctx, client, fresh, annotations); err != nil {
-				return err
-			}
-		}
-		started, release, err := startNode(withNode(ctx, n.Name), o, n.Name, port, nodeIP, sh, servers, starts, fresh)
+	serve := func(ctx context.Context, n managedRef, port int32, stopped func(error)) error {
+		started, release, err := startNode(withNode(ctx, n.Name), o, n.Name, port, nodeIP, sh, servers, starts, managedPrepare(client, o, n))
 		if err != nil {
-			remove()
 			return err
 		}
 		started.AfterStop(func() {
 			release()
-			remove()
 			stopped(started.Err())
 		})
 		return nil
@@ -189,6 +173,29 @@ func runManaged(ctx context.Context, cancel context.CancelFunc, o *Options, clie
 	}
 }
 
+// managedPrepare is the start-up's first step for managed Node n, taken
+// with a slot of the start gate: it reads n afresh, with the managed fields
+// that say what is whose, and applies the listener's annotations; undo
+// takes them off.
+func managedPrepare(client kubernetes.Interface, o *Options, n managedRef) prepareNode {
+	return func(ctx context.Context) (*corev1.Node, func(), error) {
+		fresh, err := client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err) || err == nil && fresh.UID != n.UID:
+			return nil, nil, fmt.Errorf("node %s: %w", n.Name, node.ErrNodeDeleted)
+		case err != nil:
+			return nil, nil, err
+		}
+		undo := func() {}
+		if annotations := o.nodeAnnotations(n.Name); annotations != nil {
+			if undo, err = applyListenerAnnotations(ctx, client, fresh, annotations); err != nil {
+				return nil, nil, err
+			}
+		}
+		return fresh, undo, nil
+	}
+}
+
 // startReplicaMembers announces this replica among those sharing the
 // managed Nodes of its --nodename: the node set is empty at start and
 // follows the Nodes (ha.Members.AddNode).
@@ -213,14 +220,22 @@ func startReplicaMembers(ctx context.Context, o *Options, restCfg *rest.Config) 
 // once started, n is served until ctx ends or serving fails, and stopped
 // is then called, once everything serving held is released, with why.
 // stopped is not called when managedServe returns an error.
-type managedServe func(ctx context.Context, n *corev1.Node, port int32, stopped func(error)) error
+type managedServe func(ctx context.Context, n managedRef, port int32, stopped func(error)) error
+
+// managedRef names the Node a managed node serves: a Node by that name
+// with another UID is another Node. Serving keeps this, not the cache's
+// Node of the moment, which the cache replaces at each status write.
+type managedRef struct {
+	Name string
+	UID  types.UID
+}
 
 // holdManaged makes serve a replica's: the node joins the shared set, is
 // served only while this replica holds it (ha.Hold), and leaves the set
 // when ctx ends. A node that is gone by then loses its holder lease too,
 // so that Nodes coming and going leave no leases behind.
 func holdManaged(members *ha.Members, client kubernetes.Interface, serve managedServe) managedServe {
-	return func(ctx context.Context, n *corev1.Node, port int32, stopped func(error)) error {
+	return func(ctx context.Context, n managedRef, port int32, stopped func(error)) error {
 		members.AddNode(n.Name)
 		go func() {
 			ha.Hold(ctx, members, n.Name, func(ctx context.Context) error {
@@ -358,12 +373,12 @@ func (m *managedNodes) sync(ctx context.Context, name string) {
 		m.queue.AddRateLimited(name)
 		return
 	}
-	m.start(ctx, n, port)
+	m.start(ctx, managedRef{Name: n.Name, UID: n.UID}, port)
 }
 
 // start serves n on port until it is stopped; serving that ends on its own
 // (an error) is retried, with the rate limiter's backoff, by a later sync.
-func (m *managedNodes) start(ctx context.Context, n *corev1.Node, port int32) {
+func (m *managedNodes) start(ctx context.Context, n managedRef, port int32) {
 	nodeCtx, cancel := context.WithCancel(ctx)
 	r := &managedNode{uid: n.UID, cancel: cancel, done: make(chan struct{})}
 	m.mu.Lock()
@@ -371,9 +386,6 @@ func (m *managedNodes) start(ctx context.Context, n *corev1.Node, port int32) {
 	m.countServed()
 	m.mu.Unlock()
 	log.G(ctx).WithFields(log.Fields{"node": n.Name, "port": port}).Info("serving the managed node")
-	// stopped lives as long as the node: it keeps the name, not the
-	// cache's Node of the moment (a few KB a node, long replaced there).
-	name := n.Name
 	stopped := func(err error) {
 		defer close(r.done)
 		if nodeCtx.Err() != nil {
@@ -384,17 +396,17 @@ func (m *managedNodes) start(ctx context.Context, n *corev1.Node, port int32) {
 		// kept from the pool, and the retry gets another.
 		if errors.Is(err, node.ErrNodeDeleted) {
 			m.ports.give(port)
-			log.G(ctx).WithField("node", name).Info("the managed node was deleted: it is not registered again")
+			log.G(ctx).WithField("node", n.Name).Info("the managed node was deleted: it is not registered again")
 		} else {
-			log.G(ctx).WithField("node", name).WithError(err).Error("serving the managed node stopped; retrying")
+			log.G(ctx).WithField("node", n.Name).WithError(err).Error("serving the managed node stopped; retrying")
 		}
-		m.queue.AddRateLimited(name)
+		m.queue.AddRateLimited(n.Name)
 	}
 	// The start-up runs on a goroutine that ends once the node is up, so
 	// that a thousand idle nodes do not each hold the stack that started
 	// them.
 	go func() {
-		if err := m.serve(nodeCtx, n.DeepCopy(), port, stopped); err != nil {
+		if err := m.serve(nodeCtx, n, port, stopped); err != nil {
 			stopped(err)
 		}
 	}()

@@ -194,7 +194,7 @@ func TestManagedNodesFollowTheCache(t *testing.T) {
 		port int32
 	}
 	started, stopped := make(chan call, 10), make(chan call, 10)
-	serve := func(ctx context.Context, n *corev1.Node, port int32, done func(error)) error {
+	serve := func(ctx context.Context, n managedRef, port int32, done func(error)) error {
 		started <- call{n.UID, port}
 		context.AfterFunc(ctx, func() {
 			stopped <- call{n.UID, port}
@@ -259,7 +259,7 @@ func TestServedNodesHoldNoGoroutine(t *testing.T) {
 	var up, ended sync.WaitGroup
 	up.Add(nodes)
 	ended.Add(nodes)
-	serve := func(ctx context.Context, n *corev1.Node, port int32, stopped func(error)) error {
+	serve := func(ctx context.Context, n managedRef, port int32, stopped func(error)) error {
 		context.AfterFunc(ctx, func() { stopped(nil); ended.Done() })
 		up.Done()
 		return nil
@@ -296,7 +296,7 @@ func TestServedNodeKeepsNoNodeObject(t *testing.T) {
 	var held []func(error)
 	var mu sync.Mutex
 	up := make(chan struct{}, 1)
-	serve := func(ctx context.Context, n *corev1.Node, port int32, stopped func(error)) error {
+	serve := func(ctx context.Context, n managedRef, port int32, stopped func(error)) error {
 		mu.Lock()
 		held = append(held, stopped)
 		mu.Unlock()
@@ -306,7 +306,8 @@ func TestServedNodeKeepsNoNodeObject(t *testing.T) {
 	selector := managedSelector(t, ManagedNodeOptions{All: true})
 	pool := newPortPool(&ServerOptions{ListenAddress: "127.0.0.1", ListenPort: 10250})
 	pool.shared = true
-	m := newManagedNodes(selector, corev1listers.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})), pool, serve)
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	m := newManagedNodes(selector, corev1listers.NewNodeLister(indexer), pool, serve)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -314,7 +315,10 @@ func TestServedNodeKeepsNoNodeObject(t *testing.T) {
 	func() {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n0", UID: "u0"}}
 		runtime.SetFinalizer(n, func(*corev1.Node) { close(collected) })
-		m.start(ctx, n, 10250)
+		_ = indexer.Add(n)
+		m.sync(ctx, n.Name)
+		// The cache replaces it, as at the node's next status write.
+		_ = indexer.Update(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n0", UID: "u0"}})
 	}()
 	<-up
 	deadline := time.After(10 * time.Second)

@@ -71,7 +71,7 @@ func runReplica(ctx context.Context, cancel context.CancelFunc, o *Options, clie
 		go func() {
 			defer holders.Done()
 			ha.Hold(ctx, members, name, func(ctx context.Context) error {
-				return serveNode(withNode(ctx, name), o, name, port, nodeIP, sh, servers, starts, nil)
+				return serveNode(withNode(ctx, name), o, name, port, nodeIP, sh, servers, starts)
 			})
 		}()
 	}
@@ -123,8 +123,8 @@ func (g startGate) enter(ctx context.Context) (leave func(), err error) {
 
 // serveNode serves one node until ctx ends or it fails (startNode), and
 // returns once everything it started has stopped.
-func serveNode(ctx context.Context, o *Options, name string, port int32, nodeIP string, sh *shared, servers *servers, starts startGate, from *corev1.Node) error {
-	n, release, err := startNode(ctx, o, name, port, nodeIP, sh, servers, starts, from)
+func serveNode(ctx context.Context, o *Options, name string, port int32, nodeIP string, sh *shared, servers *servers, starts startGate) error {
+	n, release, err := startNode(ctx, o, name, port, nodeIP, sh, servers, starts, nil)
 	if err != nil {
 		return err
 	}
@@ -133,14 +133,19 @@ func serveNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 	return n.Err()
 }
 
+// prepareNode is what a managed node's start-up does first, in its slot of
+// the start gate: it returns the Node to build from (buildNode) and what
+// undoes the step once the node stops.
+type prepareNode func(ctx context.Context) (from *corev1.Node, undo func(), err error)
+
 // startNode starts one node: its provider, its Node and pod controllers,
 // and its kubelet API on port. It returns once the node is up, brought up
 // through starts; the node then runs until ctx ends or it fails, and
 // release, called once n.Done is closed, stops the rest. With
 // --startup-timeout, a node not up within it from the takeover is an
-// error, which hands the node over. from is the Node of a managed node
-// (buildNode), else nil.
-func startNode(ctx context.Context, o *Options, name string, port int32, nodeIP string, sh *shared, servers *servers, starts startGate, from *corev1.Node) (n *nodeutil.Node, release func(), err error) {
+// error, which hands the node over. prepare, for a managed node, runs in
+// the start's slot; nil for a registered one.
+func startNode(ctx context.Context, o *Options, name string, port int32, nodeIP string, sh *shared, servers *servers, starts startGate, prepare prepareNode) (n *nodeutil.Node, release func(), err error) {
 	var deadline time.Time
 	if t := o.Node.StartupTimeout; t > 0 {
 		deadline = time.Now().Add(t)
@@ -150,6 +155,18 @@ func startNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		return nil, nil, err
 	}
 	defer leave() // the node is up or has failed
+	var from *corev1.Node
+	undo := func() {}
+	if prepare != nil {
+		if from, undo, err = prepare(ctx); err != nil {
+			return nil, nil, err
+		}
+	}
+	defer func() {
+		if err != nil {
+			undo()
+		}
+	}()
 	if sh.pods != nil && ha.FenceOf(ctx) != nil {
 		// Another replica may have served the node while this one's watch
 		// was behind: act only on a cache that has caught up.
@@ -170,7 +187,7 @@ func startNode(ctx context.Context, o *Options, name string, port int32, nodeIP 
 		stop()
 		return nil, nil, err
 	}
-	return n, func() { up(); stop() }, nil
+	return n, func() { up(); stop(); undo() }, nil
 }
 
 // starter is a node that starts in the background (nodeutil.Node).
