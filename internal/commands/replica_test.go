@@ -3,9 +3,12 @@ package commands
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -118,5 +121,49 @@ func TestStartGateBoundsStarts(t *testing.T) {
 	}
 	if _, err := gate.enter(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestManagedPrepareRunsInTheStartSlot: a managed node's first step (its
+// fresh read and listener annotations) waits for a slot of the start gate,
+// so that a thousand Nodes seen at once are not a thousand requests and
+// stacks in flight; a step that fails gives its slot back.
+func TestManagedPrepareRunsInTheStartSlot(t *testing.T) {
+	const slots, nodes = 2, 6
+	gate := make(startGate, slots)
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	release := make(chan struct{})
+	failed := errors.New("prepare failed")
+	prepare := func(context.Context) (*corev1.Node, func(), error) {
+		mu.Lock()
+		inFlight++
+		most = max(most, inFlight)
+		mu.Unlock()
+		<-release
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		return nil, func() { t.Error("undo of a step that failed") }, failed
+	}
+	errs := make(chan error, nodes)
+	for i := range nodes {
+		go func() {
+			_, _, err := startNode(context.Background(), &Options{}, fmt.Sprintf("n%d", i), 10250, "127.0.0.1", nil, nil, gate, prepare)
+			errs <- err
+		}()
+	}
+	time.Sleep(100 * time.Millisecond) // let every start reach the gate
+	close(release)
+	for range nodes {
+		if err := <-errs; !errors.Is(err, failed) {
+			t.Errorf("start: %v, want the step's error", err)
+		}
+	}
+	if most > slots {
+		t.Errorf("%d first steps in flight at once with %d slots", most, slots)
+	}
+	if len(gate) != 0 {
+		t.Errorf("%d slots still taken after every start failed", len(gate))
 	}
 }
