@@ -266,6 +266,12 @@ type managedNodes struct {
 	serve    managedServe
 	ports    *portPool
 	queue    workqueue.TypedRateLimitingInterface[string]
+	// starting holds a slot for each start-up goroutine: a worker waits
+	// for one before it spawns the next, so that a thousand Nodes seen at
+	// once are not a thousand goroutines waiting on the start gate (their
+	// stacks and, once they end, their goroutine records stay with the
+	// process).
+	starting chan struct{}
 	// served, when set, is told how many nodes are served after each
 	// change.
 	served func(int)
@@ -288,6 +294,7 @@ func newManagedNodes(selector *nodeSelector, nodes corev1listers.NodeLister, por
 		nodes:    nodes,
 		serve:    serve,
 		ports:    ports,
+		starting: make(chan struct{}, maxConcurrentStarts),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "managed-nodes"}),
 		running: map[string]*managedNode{},
@@ -405,7 +412,14 @@ func (m *managedNodes) start(ctx context.Context, n managedRef, port int32) {
 	// The start-up runs on a goroutine that ends once the node is up, so
 	// that a thousand idle nodes do not each hold the stack that started
 	// them.
+	select {
+	case m.starting <- struct{}{}:
+	case <-nodeCtx.Done():
+		stopped(context.Cause(nodeCtx))
+		return
+	}
 	go func() {
+		defer func() { <-m.starting }()
 		if err := m.serve(nodeCtx, n, port, stopped); err != nil {
 			stopped(err)
 		}

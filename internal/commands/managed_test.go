@@ -288,6 +288,64 @@ func TestServedNodesHoldNoGoroutine(t *testing.T) {
 	ended.Wait()
 }
 
+// TestManagedStartsAreBounded: however many Nodes come at once, no more
+// start-ups than maxConcurrentStarts are in flight, each on its goroutine;
+// the others wait for a slot, and every Node is served in the end.
+func TestManagedStartsAreBounded(t *testing.T) {
+	const nodes = 3 * maxConcurrentStarts
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	release := make(chan struct{})
+	var served sync.WaitGroup
+	served.Add(nodes)
+	serve := func(ctx context.Context, n managedRef, port int32, stopped func(error)) error {
+		mu.Lock()
+		inFlight++
+		most = max(most, inFlight)
+		mu.Unlock()
+		<-release // the start-up, until the node is up
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		context.AfterFunc(ctx, func() { stopped(nil) })
+		served.Done()
+		return nil
+	}
+	selector := managedSelector(t, ManagedNodeOptions{All: true})
+	pool := newPortPool(&ServerOptions{ListenAddress: "127.0.0.1", ListenPort: 10250})
+	pool.shared = true
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	m := newManagedNodes(selector, corev1listers.NewNodeLister(indexer), pool, serve)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	synced := make(chan struct{})
+	go func() {
+		defer close(synced)
+		for i := range nodes {
+			name := fmt.Sprintf("n%d", i)
+			_ = indexer.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name)}})
+			m.sync(ctx, name)
+		}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := inFlight
+		mu.Unlock()
+		if n >= maxConcurrentStarts || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // room for a start past the bound
+	close(release)
+	served.Wait()
+	<-synced
+	if most != maxConcurrentStarts {
+		t.Errorf("%d start-ups in flight at once, want %d", most, maxConcurrentStarts)
+	}
+}
+
 // TestServedNodeKeepsNoNodeObject: what lives as long as a served node
 // (the callback its end reports to) keeps the node's name, not the
 // cache's Node it was started from, which the cache replaces at each
