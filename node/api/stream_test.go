@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -88,7 +89,59 @@ func stream(t *testing.T, k executorKind, cfg *rest.Config, u *url.URL, opts rem
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err = e.StreamWithContext(ctx, opts)
+	if errors.Is(err, context.DeadlineExceeded) {
+		logStuckSession(t, cfg)
+	}
 	return stdout.String(), stderr.String(), err
+}
+
+// streamingFrames names the stacks that tell where a session waits: the
+// client's executor, the SPDY and WebSocket streams, the API server's
+// translator and proxy, and the node's streaming server.
+var streamingFrames = []string{"remotecommand", "spdystream", "httpstream", "wsstream", "util/proxy", "virtual-kubelet/node/api."}
+
+// logStuckSession logs, for a session that timed out, the goroutines of
+// this process (the client and, in these tests, the node) and of the
+// server cfg names (the API server, when it is one) that were in the
+// streaming code: a session that hung once in CI must say where.
+func logStuckSession(t *testing.T, cfg *rest.Config) {
+	t.Helper()
+	var here bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&here, 1)
+	t.Logf("the session timed out; goroutines of the test process in the streaming code:\n%s", streamingStacks(here.String()))
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+"/debug/pprof/goroutine?debug=1", nil)
+	if err != nil {
+		return
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Logf("the server's goroutines: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	there, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	t.Logf("goroutines of the server (%s, %s) in the streaming code:\n%s", cfg.Host, resp.Status, streamingStacks(string(there)))
+}
+
+// streamingStacks keeps the stacks of a goroutine profile (debug=1) that
+// pass through streamingFrames.
+func streamingStacks(profile string) string {
+	var kept []string
+	for _, block := range strings.Split(profile, "\n\n") {
+		for _, f := range streamingFrames {
+			if strings.Contains(block, f) {
+				kept = append(kept, block)
+				break
+			}
+		}
+	}
+	return strings.Join(kept, "\n\n")
 }
 
 // streamURL is base + path with the query of an exec or attach request.
