@@ -7,15 +7,15 @@ import (
 	"time"
 )
 
-// every calls f after first (0: now) and then interval after each call
-// returns, until ctx ends, as wait.UntilWithContext does, but on a runtime
-// timer: between calls it holds no goroutine, which matters for a process
+// every calls f at once and then interval after each call returns, until
+// ctx ends, as wait.UntilWithContext does, but on a runtime timer: between
+// calls it holds no goroutine, which matters for a process
 // running a thousand nodes. A jitter above 0 moves each later wait by up to
 // that fraction of the interval either way, so that the nodes of a process
 // started together do not all make their calls at the same moment. The
 // returned wait blocks until ctx has ended and no call is running; it does
 // not wait out the interval.
-func every(ctx context.Context, first, interval time.Duration, jitter float64, f func(context.Context)) (wait func()) {
+func every(ctx context.Context, interval time.Duration, jitter float64, f func(context.Context)) (wait func()) {
 	var (
 		mu    sync.Mutex
 		calls sync.WaitGroup // one per call scheduled or running
@@ -36,7 +36,7 @@ func every(ctx context.Context, first, interval time.Duration, jitter float64, f
 	}
 	mu.Lock()
 	calls.Add(1)
-	timer = time.AfterFunc(first, tick)
+	timer = time.AfterFunc(0, tick)
 	mu.Unlock()
 	return func() {
 		<-ctx.Done()

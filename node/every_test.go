@@ -19,7 +19,7 @@ func TestEvery(t *testing.T) {
 	var calls atomic.Int32
 	inCall := make(chan struct{})
 	release := make(chan struct{})
-	wait := every(ctx, 0, 20*time.Millisecond, 0, func(context.Context) {
+	wait := every(ctx, 20*time.Millisecond, 0, func(context.Context) {
 		if calls.Add(1) == 5 {
 			close(inCall)
 			<-release
@@ -51,7 +51,7 @@ func TestEveryIdleHasNoGoroutine(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	before := runtime.NumGoroutine()
 	called := make(chan struct{})
-	wait := every(ctx, 0, time.Hour, 0, func(context.Context) { close(called) })
+	wait := every(ctx, time.Hour, 0, func(context.Context) { close(called) })
 	<-called
 	poll.Until(t, 2*time.Second, "no goroutine while waiting for the next call", func() (bool, string) {
 		extra := runtime.NumGoroutine() - before
@@ -67,7 +67,7 @@ func TestEveryWaitDoesNotWaitOutTheInterval(t *testing.T) {
 	for range 50 {
 		ctx, cancel := context.WithCancel(context.Background())
 		called := make(chan struct{})
-		wait := every(ctx, 0, time.Hour, 0, func(context.Context) {
+		wait := every(ctx, time.Hour, 0, func(context.Context) {
 			select {
 			case <-called:
 			default:

@@ -480,7 +480,7 @@ func (pc *PodController) Start(ctx context.Context, podSyncWorkers int) error {
 		notifier.NotifyPods(ctx, func(pod *corev1.Pod) { pc.onProviderPod(ctx, pod) })
 	} else {
 		log.G(ctx).Infof("provider does not notify pod status changes; polling every %s", pc.pollInterval)
-		stops = append(stops, every(ctx, 0, pc.pollInterval, 0, pc.pollStatuses))
+		stops = append(stops, every(ctx, pc.pollInterval, 0, pc.pollStatuses))
 	}
 
 	for _, q := range pc.queues() {
@@ -491,7 +491,7 @@ func (pc *PodController) Start(ctx context.Context, podSyncWorkers int) error {
 	// that no longer exist in Kubernetes. The later ones are jittered: a
 	// process of a thousand nodes started together would otherwise list a
 	// thousand providers' pods at once, every interval.
-	stops = append(stops, every(ctx, 0, pc.resyncInterval, resyncJitter, pc.resyncWithProvider))
+	stops = append(stops, every(ctx, pc.resyncInterval, resyncJitter, pc.resyncWithProvider))
 
 	close(pc.ready)
 	log.G(ctx).Info("pod controller ready")
