@@ -53,6 +53,15 @@ func managedSelector(t *testing.T, m ManagedNodeOptions) *nodeSelector {
 	return s
 }
 
+// sharedManagedNodes is managedNodes for every Node in indexer, all on one
+// shared listener, served by serve.
+func sharedManagedNodes(t *testing.T, indexer cache.Indexer, serve managedServe) *managedNodes {
+	t.Helper()
+	pool := newPortPool(&ServerOptions{ListenAddress: "127.0.0.1", ListenPort: 10250})
+	pool.shared = true
+	return newManagedNodes(managedSelector(t, ManagedNodeOptions{All: true}), corev1listers.NewNodeLister(indexer), pool, serve)
+}
+
 func TestManagedSelectorMatches(t *testing.T) {
 	karpenter := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 		Name:        "silly-turing-1",
@@ -264,10 +273,7 @@ func TestServedNodesHoldNoGoroutine(t *testing.T) {
 		up.Done()
 		return nil
 	}
-	selector := managedSelector(t, ManagedNodeOptions{All: true})
-	pool := newPortPool(&ServerOptions{ListenAddress: "127.0.0.1", ListenPort: 10250})
-	pool.shared = true
-	m := newManagedNodes(selector, corev1listers.NewNodeLister(indexer), pool, serve)
+	m := sharedManagedNodes(t, indexer, serve)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	before := runtime.NumGoroutine()
@@ -311,11 +317,8 @@ func TestManagedStartsAreBounded(t *testing.T) {
 		served.Done()
 		return nil
 	}
-	selector := managedSelector(t, ManagedNodeOptions{All: true})
-	pool := newPortPool(&ServerOptions{ListenAddress: "127.0.0.1", ListenPort: 10250})
-	pool.shared = true
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	m := newManagedNodes(selector, corev1listers.NewNodeLister(indexer), pool, serve)
+	m := sharedManagedNodes(t, indexer, serve)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	synced := make(chan struct{})
@@ -361,11 +364,8 @@ func TestServedNodeKeepsNoNodeObject(t *testing.T) {
 		up <- struct{}{}
 		return nil
 	}
-	selector := managedSelector(t, ManagedNodeOptions{All: true})
-	pool := newPortPool(&ServerOptions{ListenAddress: "127.0.0.1", ListenPort: 10250})
-	pool.shared = true
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	m := newManagedNodes(selector, corev1listers.NewNodeLister(indexer), pool, serve)
+	m := sharedManagedNodes(t, indexer, serve)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
