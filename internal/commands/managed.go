@@ -271,7 +271,7 @@ type managedNodes struct {
 	// once are not a thousand goroutines waiting on the start gate (their
 	// stacks and, once they end, their goroutine records stay with the
 	// process).
-	starting chan struct{}
+	starting startGate
 	// served, when set, is told how many nodes are served after each
 	// change.
 	served func(int)
@@ -294,7 +294,7 @@ func newManagedNodes(selector *nodeSelector, nodes corev1listers.NodeLister, por
 		nodes:    nodes,
 		serve:    serve,
 		ports:    ports,
-		starting: make(chan struct{}, maxConcurrentStarts),
+		starting: make(startGate, maxConcurrentStarts),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "managed-nodes"}),
 		running: map[string]*managedNode{},
@@ -412,14 +412,13 @@ func (m *managedNodes) start(ctx context.Context, n managedRef, port int32) {
 	// The start-up runs on a goroutine that ends once the node is up, so
 	// that a thousand idle nodes do not each hold the stack that started
 	// them.
-	select {
-	case m.starting <- struct{}{}:
-	case <-nodeCtx.Done():
-		stopped(context.Cause(nodeCtx))
+	leave, err := m.starting.enter(nodeCtx)
+	if err != nil {
+		stopped(err)
 		return
 	}
 	go func() {
-		defer func() { <-m.starting }()
+		defer leave()
 		if err := m.serve(nodeCtx, n, port, stopped); err != nil {
 			stopped(err)
 		}
