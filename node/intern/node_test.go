@@ -26,9 +26,12 @@ func decodedNode(t *testing.T, name, ip string) *corev1.Node {
 		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "kwok.x-k8s.io/node", Value: "fake", Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{
 			Capacity: capacity, Allocatable: capacity.DeepCopy(),
-			Conditions: []corev1.NodeCondition{{
-				Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status",
-			}},
+			// A kubelet's five: decoded, they sit in an array of eight.
+			Conditions: []corev1.NodeCondition{
+				{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status"},
+				{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse}, {Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse},
+				{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse}, {Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionFalse},
+			},
 			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}},
 			NodeInfo: corev1.NodeSystemInfo{
 				MachineID: name, KubeletVersion: "v1.36.3", OperatingSystem: "linux", Architecture: "amd64",
@@ -72,6 +75,9 @@ func TestNodeSharesWhatNodesRepeatAndChangesNothing(t *testing.T) {
 		if !ok {
 			t.Errorf("%s: not shared", what)
 		}
+	}
+	if n := len(a.Status.Conditions); cap(a.Status.Conditions) != n {
+		t.Errorf("%d conditions are kept in an array of %d", n, cap(a.Status.Conditions))
 	}
 	if sameMap(a.Labels, b.Labels) || sameString(a.Status.Addresses[0].Address, b.Status.Addresses[0].Address) {
 		t.Error("values of one node are shared with another")
