@@ -79,9 +79,14 @@ type routedNode struct {
 	// handler is the node's handler behind authentication and its own
 	// authorization.
 	handler http.Handler
-	// gone ends when the node is unregistered: its requests in flight are
-	// cancelled with it.
-	gone context.Context
+
+	mu sync.Mutex
+	// gone: the node is unregistered, its requests are cancelled.
+	gone bool
+	// inflight cancels the node's requests in flight; nil while there is
+	// none, so that an idle node of thousands holds no set (nor, as a
+	// context per node would, a done channel and a map of children).
+	inflight map[*context.CancelFunc]struct{}
 }
 
 // NewNodeRouter returns a router with no node.
@@ -114,12 +119,10 @@ func (rt *NodeRouter) Register(name string, h http.Handler) (unregister func(), 
 	if name == "" {
 		return nil, errors.New("node router: a node name is required")
 	}
-	gone, cancel := context.WithCancel(context.Background())
-	n := &routedNode{handler: WithAuth(h, NewAuthFrom(rt.cfg.Authenticator, rt.cfg.Authorizer, name)), gone: gone}
+	n := &routedNode{handler: WithAuth(h, NewAuthFrom(rt.cfg.Authenticator, rt.cfg.Authorizer, name))}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if _, ok := rt.nodes[name]; ok {
-		cancel()
 		return nil, fmt.Errorf("node router: node %s is served already", name)
 	}
 	rt.nodes[name] = n
@@ -129,7 +132,7 @@ func (rt *NodeRouter) Register(name string, h http.Handler) (unregister func(), 
 			delete(rt.nodes, name)
 		}
 		rt.mu.Unlock()
-		cancel()
+		n.unregistered()
 	}), nil
 }
 
@@ -201,7 +204,38 @@ func (rt *NodeRouter) miss(w http.ResponseWriter, r *http.Request, why string) {
 func (n *routedNode) serve(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	stop := context.AfterFunc(n.gone, cancel)
-	defer stop()
+	n.mu.Lock()
+	if n.gone {
+		cancel()
+	} else {
+		if n.inflight == nil {
+			n.inflight = map[*context.CancelFunc]struct{}{}
+		}
+		n.inflight[&cancel] = struct{}{}
+	}
+	n.mu.Unlock()
+	defer n.done(&cancel)
 	n.handler.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// done forgets the request that cancel cancels.
+func (n *routedNode) done(cancel *context.CancelFunc) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.inflight, cancel)
+	if len(n.inflight) == 0 {
+		n.inflight = nil
+	}
+}
+
+// unregistered cancels the node's requests in flight, and those that
+// reach it later.
+func (n *routedNode) unregistered() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.gone = true
+	for cancel := range n.inflight {
+		(*cancel)()
+	}
+	n.inflight = nil
 }
