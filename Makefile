@@ -83,8 +83,10 @@ BENCH_ARGS ?=
 # KWOK=0 leaves kwok out of `make bench`.
 KWOK ?= 1
 kwok_flag = $(if $(filter-out 0,$(KWOK)),-kwok "$$(hack/kwok/build.sh)")
-bench: build ## the bench against the local control plane (make cluster-up first), floor, kwok and daemon; results in BENCH_OUT ($(BENCH_DIR) by default)
-	$(GO) run ./hack/bench -cluster $(CLUSTER_DIR) -n $(BENCH_N) -binary $(BIN)/virtual-kubelet -out $(BENCH_OUT) $(kwok_flag) $(BENCH_ARGS)
+# The bench runs the image's binary (build-static): kwok, its peer, is built
+# the same way (CGO_ENABLED=0, hack/kwok/build.sh), so that neither maps libc.
+bench: build-static ## the bench against the local control plane (make cluster-up first), floor, kwok and daemon; results in BENCH_OUT ($(BENCH_DIR) by default)
+	$(GO) run ./hack/bench -cluster $(CLUSTER_DIR) -n $(BENCH_N) -binary $(BIN)/virtual-kubelet-static -out $(BENCH_OUT) $(kwok_flag) $(BENCH_ARGS)
 
 # Pod counts and results of `make bench-ab` (BENCH_ARGS applies too, e.g.
 # '-remote-qps 500 -remote-burst 1000').

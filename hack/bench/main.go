@@ -373,6 +373,8 @@ func ensureBinary(c *config) (remove func(), err error) {
 	c.binary = filepath.Join(dir, "virtual-kubelet")
 	logf("building %s", c.binary)
 	build := exec.Command("go", "build", "-o", c.binary, "github.com/vkubelet/virtual-kubelet/cmd/virtual-kubelet")
+	// Static, as the image's and as kwok's (make bench).
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		os.RemoveAll(dir)
