@@ -6,14 +6,19 @@ import corev1 "k8s.io/api/core/v1"
 // shared instances: the Nodes of one template differ in little more than
 // their names, labels, addresses, identifiers and times. node must not be
 // shared yet: an informer's transform is the place. A nil Interner shares
-// the node's strings only. Labels are left alone: each Node's name a label
-// of its own (kubernetes.io/hostname), no two maps are equal.
+// the node's strings only. Of labels and annotations only the keys are
+// shared, not the maps: each Node has a label of its own (its name, in
+// kubernetes.io/hostname) and often annotations of its own (a network
+// plugin's addresses, a shared listener's paths), so a table of maps would
+// keep a key for every Node and share none. Their values are left alone:
+// many are the Node's own, and the runtime's table of canonical strings
+// would hold an entry for each.
 func (in *Interner) Node(node *corev1.Node) {
 	if in == nil {
 		in = &stringsOnly
 	}
 	m := &node.ObjectMeta
-	m.Annotations = in.StringMap(m.Annotations)
+	m.Labels, m.Annotations = sharedKeys(m.Labels), sharedKeys(m.Annotations)
 	each(m.Finalizers)
 	for i := range node.Spec.Taints {
 		t := &node.Spec.Taints[i]
@@ -53,4 +58,17 @@ func fit[S ~[]E, E any](s S) S {
 		return s
 	}
 	return append(make(S, 0, len(s)), s...)
+}
+
+// sharedKeys is m with its keys the canonical strings (String): a map of
+// the same size, the decoded one left to the collector.
+func sharedKeys(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return m
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[String(k)] = v
+	}
+	return out
 }
