@@ -176,7 +176,7 @@ func (p withDevices) PrepareDevices(_ context.Context, pod *corev1.Pod, devices 
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.prepared[podKey(pod.Namespace, pod.Name)] = preparedDevices{uid: pod.UID, devices: devices}
+	put(&p.prepared, podKey(pod.Namespace, pod.Name), preparedDevices{uid: pod.UID, devices: devices})
 	return nil
 }
 

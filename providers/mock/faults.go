@@ -223,7 +223,6 @@ func newFaults(nodeName string, node faultSpec, workers int, events podEvents) *
 	return &faults{
 		node: node, start: time.Now(), maxHang: MaxHang,
 		nodeName: nodeName, workers: workers, events: events, maxHanging: workers / 4,
-		firstCall: map[types.UID]time.Time{},
 	}
 }
 
@@ -359,7 +358,7 @@ func (f *faults) first(uid types.UID, now time.Time) time.Time {
 	defer f.mu.Unlock()
 	t, ok := f.firstCall[uid]
 	if !ok {
-		f.firstCall[uid] = now
+		put(&f.firstCall, uid, now)
 		t = now
 	}
 	return t

@@ -131,15 +131,12 @@ func New(ctx context.Context, cfg provider.InitConfig) (node.Provider, error) {
 		events:     events,
 		copies:     &copyBudget{nodeName: cfg.NodeName, max: conf.copiedBytes},
 		clock:      realClock{},
-		pods:       map[string]*podState{},
 		self:       newProcessUsage(now),
-		volumes:    map[string]*podVolumes{},
 		interner:   cfg.Interner,
 		rnd:        newRand(),
 		kube:       cfg.KubeClient,
 		ctx:        ctx,
 		devices:    conf.devices,
-		prepared:   map[string]preparedDevices{},
 		runtime:    conf.runtime,
 	}
 	env := stageEnv(cfg, now, p.stagedIPs)
@@ -212,7 +209,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	}
 	ps := newPodState(p, pod, scripts, p.podIPs(pod))
 	p.takePrepared(ps)
-	p.pods[key] = ps
+	put(&p.pods, key, ps)
 	log.G(ctx).Debug("mock: pod created")
 	if p.staged(pod) {
 		if err := p.startStaged(ps, pod); err != nil {
@@ -455,3 +452,13 @@ func (c containerSpec) container() corev1.Container {
 
 // String names the provider in logs.
 func (p *Provider) String() string { return fmt.Sprintf("mock provider for node %s", p.nodeName) }
+
+// put sets m[k] to v, making m at its first entry: the maps of a node's
+// pods stay nil while it has none, and a process runs a thousand idle
+// nodes.
+func put[K comparable, V any](m *map[K]V, k K, v V) {
+	if *m == nil {
+		*m = map[K]V{}
+	}
+	(*m)[k] = v
+}

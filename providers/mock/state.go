@@ -202,7 +202,7 @@ func restore(p *Provider, f *podFile, now time.Time) (*replayClock, error) {
 		ps.update(u.Pod)
 	}
 	r.runUntil(now)
-	p.pods[podKey(f.Pod.Namespace, f.Pod.Name)] = ps
+	put(&p.pods, podKey(f.Pod.Namespace, f.Pod.Name), ps)
 	if ip, err := netip.ParseAddr(f.IP); err == nil && ip.Is4() {
 		// Later pods get addresses after the restored ones.
 		b := ip.As4()

@@ -30,7 +30,7 @@ func (p *Provider) SetPodVolumes(_ context.Context, pod *corev1.Pod, contents *v
 		v.current = contents
 		return nil
 	}
-	p.volumes[key] = &podVolumes{uid: pod.UID, current: contents, started: contents}
+	put(&p.volumes, key, &podVolumes{uid: pod.UID, current: contents, started: contents})
 	return nil
 }
 
