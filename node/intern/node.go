@@ -51,7 +51,7 @@ func (in *Interner) Node(node *corev1.Node) {
 }
 
 // fit is s in an array of its length. A decoder appends element by element,
-// so five conditions (a Node's usual count) sit in an array of eight, 450
+// so five conditions (a Node's usual count) sit in an array of nine, 450
 // bytes more for every Node a cache keeps.
 func fit[S ~[]E, E any](s S) S {
 	if cap(s) == len(s) {

@@ -26,7 +26,7 @@ func decodedNode(t *testing.T, name, ip string) *corev1.Node {
 		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "kwok.x-k8s.io/node", Value: "fake", Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{
 			Capacity: capacity, Allocatable: capacity.DeepCopy(),
-			// A kubelet's five: decoded, they sit in an array of eight.
+			// A kubelet's five: decoded, they sit in an array of nine.
 			Conditions: []corev1.NodeCondition{
 				{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status"},
 				{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse}, {Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse},
