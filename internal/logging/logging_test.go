@@ -117,6 +117,29 @@ func TestLinesAreDroppedNotWaitedFor(t *testing.T) {
 	q.flush() // twice is fine
 }
 
+// A queue that keeps up holds no lines and no room for them: its bound
+// is for a storm, not a cost of every process.
+func TestQueueHoldsNothingOnceWritten(t *testing.T) {
+	out := &childproc.Output{}
+	q := newLineQueue(out, queuedLines)
+	defer q.flush()
+	for i := range 100 {
+		fmt.Fprintf(q, "line %d\n", i)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(out.String(), "line ") < 100 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the lines were not written out: %q", out.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.pending != nil {
+		t.Errorf("the written queue keeps %d lines and room for %d", len(q.pending), cap(q.pending))
+	}
+}
+
 func TestStdlibLoggerGoesThroughLogrus(t *testing.T) {
 	buf, flush := configured(t, "info")
 	stdlog.Printf("http: panic serving 10.0.0.1:1234: boom")

@@ -26,15 +26,21 @@ func Dropped() uint64 { return dropped.Load() }
 // the lines out in order, and while the queue is full new lines are dropped
 // and counted, the count written out once the output keeps up again.
 type lineQueue struct {
-	out   io.Writer
-	lines chan []byte
+	out io.Writer
+	max int
 	// behind is the lines dropped since the output last kept up.
 	behind atomic.Uint64
 
-	// mu is held for reading while a line is queued, for writing to end
-	// the queue: once flushed, no line is queued that nothing will write.
-	mu      sync.RWMutex
+	mu sync.Mutex
+	// pending are the lines waiting for the output, at most max. The
+	// slice grows with them and is let go once empty: a queue sized for
+	// a storm holds nothing while the output keeps up.
+	pending [][]byte
+	// flushed ends the queue: once set, no line is queued that nothing
+	// will write.
 	flushed bool
+	// queued wakes the writing goroutine.
+	queued chan struct{}
 	// writeMu orders writes to out: the queue's, and those after flush.
 	writeMu sync.Mutex
 	stop    chan struct{}
@@ -42,7 +48,7 @@ type lineQueue struct {
 }
 
 func newLineQueue(out io.Writer, size int) *lineQueue {
-	q := &lineQueue{out: out, lines: make(chan []byte, size), stop: make(chan struct{}), done: make(chan struct{})}
+	q := &lineQueue{out: out, max: size, queued: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go q.run()
 	return q
 }
@@ -50,38 +56,58 @@ func newLineQueue(out io.Writer, size int) *lineQueue {
 // Write queues a copy of p (logrus reuses its buffer), or drops it when
 // the queue is full; after flush it writes p at once.
 func (q *lineQueue) Write(p []byte) (int, error) {
-	q.mu.RLock()
-	defer q.mu.RUnlock()
+	q.mu.Lock()
 	if q.flushed {
+		q.mu.Unlock()
 		q.writeMu.Lock()
 		defer q.writeMu.Unlock()
 		return q.out.Write(p)
 	}
-	select {
-	case q.lines <- bytes.Clone(p):
-	default:
+	if len(q.pending) >= q.max {
+		q.mu.Unlock()
 		q.behind.Add(1)
 		dropped.Add(1)
+		return len(p), nil
+	}
+	q.pending = append(q.pending, bytes.Clone(p))
+	q.mu.Unlock()
+	select {
+	case q.queued <- struct{}{}:
+	default:
 	}
 	return len(p), nil
+}
+
+// next takes the first line waiting, if any.
+func (q *lineQueue) next() ([]byte, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.pending) == 0 {
+		return nil, false
+	}
+	line := q.pending[0]
+	q.pending[0] = nil
+	if q.pending = q.pending[1:]; len(q.pending) == 0 {
+		q.pending = nil
+	}
+	return line, true
 }
 
 func (q *lineQueue) run() {
 	defer close(q.done)
 	for {
-		select {
-		case line := <-q.lines:
+		if line, ok := q.next(); ok {
 			q.write(line)
+			continue
+		}
+		select {
+		case <-q.queued:
 		case <-q.stop:
-			for {
-				select {
-				case line := <-q.lines:
-					q.write(line)
-				default:
-					q.write(nil)
-					return
-				}
+			for line, ok := q.next(); ok; line, ok = q.next() {
+				q.write(line)
 			}
+			q.write(nil)
+			return
 		}
 	}
 }
