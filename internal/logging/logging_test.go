@@ -135,8 +135,8 @@ func TestQueueHoldsNothingOnceWritten(t *testing.T) {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.pending != nil {
-		t.Errorf("the written queue keeps %d lines and room for %d", len(q.pending), cap(q.pending))
+	if q.pending.Cap() != 0 {
+		t.Errorf("the written queue keeps %d lines and room for %d", q.pending.Len(), q.pending.Cap())
 	}
 }
 

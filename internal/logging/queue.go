@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"k8s.io/utils/buffer"
 )
 
 // queuedLines is how many log lines may wait for the output, a few MB.
@@ -32,10 +34,11 @@ type lineQueue struct {
 	behind atomic.Uint64
 
 	mu sync.Mutex
-	// pending are the lines waiting for the output, at most max. The
-	// slice grows with them and is let go once empty: a queue sized for
-	// a storm holds nothing while the output keeps up.
-	pending [][]byte
+	// pending are the lines waiting for the output, at most max. The ring
+	// grows with them and gives its storage up once read empty (its
+	// normal size is 0): a queue sized for a storm holds nothing while the
+	// output keeps up.
+	pending buffer.Ring[[]byte]
 	// flushed ends the queue: once set, no line is queued that nothing
 	// will write.
 	flushed bool
@@ -63,13 +66,13 @@ func (q *lineQueue) Write(p []byte) (int, error) {
 		defer q.writeMu.Unlock()
 		return q.out.Write(p)
 	}
-	if len(q.pending) >= q.max {
+	if q.pending.Len() >= q.max {
 		q.mu.Unlock()
 		q.behind.Add(1)
 		dropped.Add(1)
 		return len(p), nil
 	}
-	q.pending = append(q.pending, bytes.Clone(p))
+	q.pending.WriteOne(bytes.Clone(p))
 	q.mu.Unlock()
 	select {
 	case q.queued <- struct{}{}:
@@ -82,15 +85,7 @@ func (q *lineQueue) Write(p []byte) (int, error) {
 func (q *lineQueue) next() ([]byte, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.pending) == 0 {
-		return nil, false
-	}
-	line := q.pending[0]
-	q.pending[0] = nil
-	if q.pending = q.pending[1:]; len(q.pending) == 0 {
-		q.pending = nil
-	}
-	return line, true
+	return q.pending.ReadOne()
 }
 
 func (q *lineQueue) run() {
